@@ -1,0 +1,270 @@
+/*
+ * liblomas — Low-Overhead Memory Access Sampler.
+ *
+ * Public C API. Every fallible call returns a lomas_status (0 = ok, negative =
+ * error) and writes its results through out-parameters; lomas_error_message()
+ * gives a thread-local description of the last error on the calling thread.
+ * The library never exits, aborts or prints.
+ *
+ * Stable section: everything not guarded by LOMAS_EXPERIMENTAL.
+ */
+#ifndef LOMAS_LOMAS_H
+#define LOMAS_LOMAS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(LOMAS_BUILDING) && defined(__GNUC__)
+#define LOMAS_API __attribute__((visibility("default")))
+#else
+#define LOMAS_API
+#endif
+
+/* ---------------------------------------------------------------- version */
+
+#define LOMAS_VERSION_MAJOR 0
+#define LOMAS_VERSION_MINOR 1
+#define LOMAS_VERSION_PATCH 0
+#define LOMAS_VERSION_NUMBER \
+	(LOMAS_VERSION_MAJOR * 10000 + LOMAS_VERSION_MINOR * 100 + LOMAS_VERSION_PATCH)
+#define LOMAS_VERSION_STRING "0.1.0"
+
+/* The version of the library actually loaded, as "MAJOR.MINOR.PATCH". */
+LOMAS_API const char *lomas_version(void);
+/* The same as LOMAS_VERSION_NUMBER of the library actually loaded. */
+LOMAS_API unsigned lomas_version_number(void);
+
+/* ----------------------------------------------------------------- errors */
+
+typedef int lomas_status;
+
+enum {
+	LOMAS_OK = 0,
+	LOMAS_EINVAL = -1,   /* an argument or option makes no sense */
+	LOMAS_ENOMEM = -2,   /* out of memory */
+	LOMAS_EIO = -3,      /* a file or stream could not be read or written */
+	LOMAS_EFORMAT = -4,  /* input (profile, trace) is corrupt or malformed */
+	LOMAS_ENOTSUP = -5,  /* not supported here (feature, clock, platform) */
+	LOMAS_ENOENT = -6,   /* a file, program or key does not exist */
+	LOMAS_EPERM = -7,    /* permission denied (ptrace, perf_event_paranoid) */
+	LOMAS_ESTATE = -8,   /* call not valid in the object's current state */
+	LOMAS_ERANGE = -9,   /* a value is out of range (e.g. empty profile) */
+	LOMAS_ETARGET = -10, /* the target program failed or went away */
+};
+
+/* A static, human-readable name for a status ("invalid argument"). */
+LOMAS_API const char *lomas_strerror(lomas_status status);
+
+/*
+ * The message describing the last error returned to the calling thread, with
+ * details (file offsets, line numbers, option names). Valid until the next
+ * liblomas call on this thread. Never NULL; "" if there was no error.
+ */
+LOMAS_API const char *lomas_error_message(void);
+
+/* Optional log sink for warnings the library would otherwise drop. */
+typedef enum lomas_log_level {
+	LOMAS_LOG_DEBUG = 0,
+	LOMAS_LOG_INFO = 1,
+	LOMAS_LOG_WARN = 2,
+} lomas_log_level;
+typedef void (*lomas_log_fn)(lomas_log_level level, const char *message, void *user);
+/* Install (or with fn == NULL remove) the process-wide log callback. */
+LOMAS_API void lomas_set_log_callback(lomas_log_fn fn, void *user);
+
+/* ----------------------------------------------------------------- config */
+
+/*
+ * A config is a set of string options. Keys understood (value syntax):
+ *   period     mean sampling period in references, integer >= 1, or "auto"
+ *              (default: auto — about 20k samples per run)
+ *   seed       64-bit seed for the sampling generator (default 1)
+ *   line_size  cache line size in bytes, power of two 8..65536 (default 64)
+ *   window     window length in references, or "auto" (= 256 x mean period)
+ *   max_samples_live  capacity of the watch table (default 0 = unlimited for
+ *              the trace clock); samples beyond it are recorded as censored
+ * Unknown keys and bad values give LOMAS_EINVAL naming the key.
+ */
+typedef struct lomas_config lomas_config;
+
+LOMAS_API lomas_status lomas_config_new(lomas_config **out);
+LOMAS_API lomas_status lomas_config_set(lomas_config *cfg, const char *key, const char *value);
+/* Copy the current value of key (as a string) into buf of size len. */
+LOMAS_API lomas_status lomas_config_get(const lomas_config *cfg, const char *key, char *buf,
+					size_t len);
+LOMAS_API void lomas_config_free(lomas_config *cfg);
+
+/* ---------------------------------------------------------------- profile */
+
+typedef enum lomas_ref_kind {
+	LOMAS_REF_LOAD = 0,
+	LOMAS_REF_STORE = 1,
+} lomas_ref_kind;
+
+typedef enum lomas_sample_state {
+	LOMAS_SAMPLE_REUSED = 0,   /* end is the clock of the next touch */
+	LOMAS_SAMPLE_DANGLING = 1, /* never touched again before the run ended */
+	LOMAS_SAMPLE_CENSORED = 2, /* dropped (no watch slot); end = clock when dropped */
+} lomas_sample_state;
+
+#define LOMAS_SAMPLE_CROSS_THREAD 0x1u /* another thread touched the line meanwhile */
+
+/*
+ * One sampled reference. Clocks are per-thread reference counts (the first
+ * reference of a thread has clock 0). For a reused sample the reuse distance
+ * is end - start - 1: the number of references strictly between the two.
+ */
+typedef struct lomas_sample {
+	uint64_t start;    /* thread clock of the sampled reference */
+	uint64_t end;      /* clock of the reuse (REUSED) or drop (CENSORED); else UINT64_MAX */
+	uint64_t addr;     /* data address of the sampled reference */
+	uint64_t start_pc; /* instruction that made the sampled reference (0 if unknown) */
+	uint64_t end_pc;   /* instruction that touched the line again (0 if none) */
+	double weight;     /* references this sample stands for (the mean period in force) */
+	uint32_t thread;   /* index into the profile's threads */
+	uint32_t window;   /* index into the profile's windows */
+	uint8_t kind;      /* lomas_ref_kind */
+	uint8_t state;     /* lomas_sample_state */
+	uint16_t flags;    /* LOMAS_SAMPLE_* flags */
+	uint32_t reserved;
+} lomas_sample;
+
+/* A span of one thread's clock. Samples belong to the window they started in. */
+typedef struct lomas_window {
+	uint64_t start; /* thread clock of the first reference in the window */
+	uint64_t refs;  /* references the thread made in the window */
+	uint32_t thread;
+	uint32_t reserved;
+} lomas_window;
+
+typedef struct lomas_thread {
+	uint64_t tid;  /* OS thread id (or trace thread number) */
+	uint64_t refs; /* references the thread made (its final clock) */
+} lomas_thread;
+
+typedef struct lomas_profile_info {
+	uint32_t line_size;    /* bytes; reuse was measured at this granularity */
+	uint64_t samples;      /* all samples */
+	uint64_t reused;       /* samples with a finite reuse distance */
+	uint64_t dangling;     /* samples never reused */
+	uint64_t censored;     /* samples dropped with only a lower bound */
+	uint64_t windows;
+	uint64_t threads;
+	uint64_t refs;         /* references over all threads */
+	double sample_weight;  /* sum of sample weights */
+} lomas_profile_info;
+
+typedef struct lomas_profile lomas_profile;
+
+/* An empty profile for the given line size (bytes, power of two). */
+LOMAS_API lomas_status lomas_profile_new(uint32_t line_size, lomas_profile **out);
+/* Read a profile file. Corrupt input gives LOMAS_EFORMAT with the byte offset. */
+LOMAS_API lomas_status lomas_profile_load(const char *path, lomas_profile **out);
+/* Write a profile file atomically (temporary file + rename). */
+LOMAS_API lomas_status lomas_profile_save(const lomas_profile *p, const char *path);
+/*
+ * Add the threads, windows and samples of src to dst (two runs of the same
+ * program: same line size, same "command" metadata when both have one).
+ */
+LOMAS_API lomas_status lomas_profile_merge(lomas_profile *dst, const lomas_profile *src);
+LOMAS_API void lomas_profile_free(lomas_profile *p);
+
+LOMAS_API lomas_status lomas_profile_info_get(const lomas_profile *p, lomas_profile_info *out);
+/* The value of metadata key, or LOMAS_ENOENT. The pointer lives as long as p. */
+LOMAS_API lomas_status lomas_profile_meta_get(const lomas_profile *p, const char *key,
+					      const char **value);
+LOMAS_API lomas_status lomas_profile_meta_set(lomas_profile *p, const char *key,
+					      const char *value);
+/* Number of metadata entries, and entry i (0-based) as key/value pointers. */
+LOMAS_API size_t lomas_profile_meta_count(const lomas_profile *p);
+LOMAS_API lomas_status lomas_profile_meta_at(const lomas_profile *p, size_t i, const char **key,
+					     const char **value);
+
+/* Copy up to n samples/windows/threads starting at index first into out; *copied says how many. */
+LOMAS_API lomas_status lomas_profile_samples(const lomas_profile *p, size_t first, size_t n,
+					     lomas_sample *out, size_t *copied);
+LOMAS_API lomas_status lomas_profile_windows(const lomas_profile *p, size_t first, size_t n,
+					     lomas_window *out, size_t *copied);
+LOMAS_API lomas_status lomas_profile_threads(const lomas_profile *p, size_t first, size_t n,
+					     lomas_thread *out, size_t *copied);
+
+typedef enum lomas_export_format {
+	LOMAS_EXPORT_JSON = 0, /* one JSON document: metadata, threads, windows, samples */
+	LOMAS_EXPORT_CSV = 1,  /* one row per sample with a header line */
+} lomas_export_format;
+
+/* Write the profile in a format for people and scripts to the stream out. */
+LOMAS_API lomas_status lomas_profile_export(const lomas_profile *p, lomas_export_format format,
+					    FILE *out);
+
+/* ------------------------------------------------------------------ model */
+
+typedef enum lomas_policy {
+	LOMAS_POLICY_RANDOM = 0, /* StatCache: fully associative, random replacement */
+	LOMAS_POLICY_LRU = 1,    /* StatStack: fully associative LRU */
+} lomas_policy;
+
+/* Model flags. */
+#define LOMAS_MODEL_COLD 0x1u /* count cold (compulsory) misses; excluded by default */
+
+/*
+ * The miss ratio (misses per reference, 0..1) of a cache of cache_bytes with
+ * lines of line_bytes (0 = the profile's line size; any other value must equal
+ * it). cache_bytes must be a positive multiple of the line size.
+ */
+LOMAS_API lomas_status lomas_model_miss_ratio(const lomas_profile *p, lomas_policy policy,
+					      uint64_t cache_bytes, uint32_t line_bytes,
+					      unsigned flags, double *ratio);
+
+/* Miss ratios for n cache sizes (bytes) at once into ratios[n]; faster than n calls. */
+LOMAS_API lomas_status lomas_model_curve(const lomas_profile *p, lomas_policy policy,
+					 const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
+					 unsigned flags, double *ratios);
+
+/*
+ * The default working-set-graph sizes: 1 KiB to 1 GiB, 4 points per octave,
+ * each rounded to a multiple of line_bytes (81 sizes for 64-byte lines).
+ * Writes at most cap sizes into sizes and the total count into *n.
+ */
+LOMAS_API lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *sizes,
+						 size_t cap, size_t *n);
+
+/* ------------------------------------------------------------------ trace */
+
+/*
+ * The trace clock: feed it every reference of a run, in order; it samples
+ * references at exponentially distributed intervals (seeded: same seed and
+ * input, same profile) and measures each sample's forward reuse distance
+ * exactly. period = 1 samples every reference (the exact histogram).
+ */
+typedef struct lomas_trace lomas_trace;
+
+LOMAS_API lomas_status lomas_trace_new(const lomas_config *cfg, lomas_trace **out);
+/* One reference by thread (any 64-bit id) of kind at addr, made by the instruction at pc. */
+LOMAS_API lomas_status lomas_trace_ref(lomas_trace *t, uint64_t thread, uint64_t addr, uint64_t pc,
+				       lomas_ref_kind kind);
+/* End the run: open samples become dangling. Transfers a new profile to *out. */
+LOMAS_API lomas_status lomas_trace_finish(lomas_trace *t, lomas_profile **out);
+LOMAS_API void lomas_trace_free(lomas_trace *t);
+
+/*
+ * Read Valgrind lackey --trace-mem=yes output from path ("-" = standard
+ * input) through the trace clock. Malformed lines give LOMAS_EFORMAT naming
+ * the line number.
+ */
+LOMAS_API lomas_status lomas_trace_analyze_lackey(const lomas_config *cfg, const char *path,
+						  lomas_profile **out);
+/* The same from an open stream; name is used in messages. */
+LOMAS_API lomas_status lomas_trace_analyze_lackey_stream(const lomas_config *cfg, FILE *in,
+							 const char *name, lomas_profile **out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOMAS_LOMAS_H */

@@ -1,0 +1,133 @@
+/* The config object: string keys parsed into typed fields. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+
+void config_defaults(struct lomas_config *cfg)
+{
+	cfg->period_refs = CONFIG_AUTO;
+	cfg->seed = 1;
+	cfg->line_size = 64;
+	cfg->window_refs = CONFIG_AUTO;
+	cfg->max_samples_live = 0;
+}
+
+lomas_status lomas_config_new(lomas_config **out)
+{
+	if (!out)
+		return error_set(LOMAS_EINVAL, "lomas_config_new: out is NULL");
+	*out = calloc(1, sizeof **out);
+	if (!*out)
+		return error_set(LOMAS_ENOMEM, "lomas_config_new: out of memory");
+	config_defaults(*out);
+	return LOMAS_OK;
+}
+
+void lomas_config_free(lomas_config *cfg)
+{
+	free(cfg);
+}
+
+bool config_parse_u64(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+	uint64_t mul = 1;
+	if (!s || !*s || *s == '-' || *s == '+' || *s == ' ')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || end == s)
+		return false;
+	if (*end) {
+		switch (*end) {
+		case 'k': case 'K': mul = 1000ull; break;
+		case 'M': mul = 1000000ull; break;
+		case 'G': mul = 1000000000ull; break;
+		default: return false;
+		}
+		if (end[1])
+			return false;
+	}
+	if (v > UINT64_MAX / mul)
+		return false;
+	*out = (uint64_t)v * mul;
+	return true;
+}
+
+/* Parse "auto" or an integer >= 1. */
+static bool parse_auto_u64(const char *value, uint64_t *out)
+{
+	if (strcmp(value, "auto") == 0) {
+		*out = CONFIG_AUTO;
+		return true;
+	}
+	return config_parse_u64(value, out) && *out >= 1;
+}
+
+lomas_status lomas_config_set(lomas_config *cfg, const char *key, const char *value)
+{
+	uint64_t v;
+	if (!cfg || !key || !value)
+		return error_set(LOMAS_EINVAL, "lomas_config_set: NULL argument");
+	if (strcmp(key, "period") == 0) {
+		if (!parse_auto_u64(value, &v))
+			return error_set(LOMAS_EINVAL,
+					 "period: '%s' is not an integer >= 1 or 'auto'", value);
+		cfg->period_refs = v;
+	} else if (strcmp(key, "seed") == 0) {
+		if (!config_parse_u64(value, &v))
+			return error_set(LOMAS_EINVAL, "seed: '%s' is not an unsigned integer",
+					 value);
+		cfg->seed = v;
+	} else if (strcmp(key, "line_size") == 0) {
+		if (!config_parse_u64(value, &v) || !line_size_valid(v))
+			return error_set(LOMAS_EINVAL,
+					 "line_size: '%s' is not a power of two from 8 to 65536",
+					 value);
+		cfg->line_size = (uint32_t)v;
+	} else if (strcmp(key, "window") == 0) {
+		if (!parse_auto_u64(value, &v))
+			return error_set(LOMAS_EINVAL,
+					 "window: '%s' is not an integer >= 1 or 'auto'", value);
+		cfg->window_refs = v;
+	} else if (strcmp(key, "max_samples_live") == 0) {
+		if (!config_parse_u64(value, &v))
+			return error_set(LOMAS_EINVAL,
+					 "max_samples_live: '%s' is not an unsigned integer", value);
+		cfg->max_samples_live = v;
+	} else {
+		return error_set(LOMAS_EINVAL, "unknown config key '%s'", key);
+	}
+	return LOMAS_OK;
+}
+
+static lomas_status put_u64(char *buf, size_t len, uint64_t v, bool auto_zero)
+{
+	int n = (auto_zero && v == CONFIG_AUTO) ? snprintf(buf, len, "auto")
+						 : snprintf(buf, len, "%" PRIu64, v);
+	if (n < 0 || (size_t)n >= len)
+		return error_set(LOMAS_ERANGE, "lomas_config_get: buffer too small");
+	return LOMAS_OK;
+}
+
+lomas_status lomas_config_get(const lomas_config *cfg, const char *key, char *buf, size_t len)
+{
+	if (!cfg || !key || !buf)
+		return error_set(LOMAS_EINVAL, "lomas_config_get: NULL argument");
+	if (strcmp(key, "period") == 0)
+		return put_u64(buf, len, cfg->period_refs, true);
+	if (strcmp(key, "seed") == 0)
+		return put_u64(buf, len, cfg->seed, false);
+	if (strcmp(key, "line_size") == 0)
+		return put_u64(buf, len, cfg->line_size, false);
+	if (strcmp(key, "window") == 0)
+		return put_u64(buf, len, cfg->window_refs, true);
+	if (strcmp(key, "max_samples_live") == 0)
+		return put_u64(buf, len, cfg->max_samples_live, false);
+	return error_set(LOMAS_ENOENT, "unknown config key '%s'", key);
+}

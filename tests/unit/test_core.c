@@ -1,0 +1,213 @@
+/* Unit tests for lib/core: errors, config, rng, crc32, in-memory profile, merge. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <math.h>
+
+#include "core/core.h"
+
+static void test_errors(void **state)
+{
+	(void)state;
+	assert_string_equal(lomas_strerror(LOMAS_EFORMAT), "malformed input");
+	assert_string_equal(lomas_strerror(12345), "unknown error");
+	assert_int_equal(error_set(LOMAS_EINVAL, "bad %s %d", "thing", 7), LOMAS_EINVAL);
+	assert_string_equal(lomas_error_message(), "bad thing 7");
+	error_prefix(LOMAS_EINVAL, "file %s", "x.lomas");
+	assert_string_equal(lomas_error_message(), "file x.lomas: bad thing 7");
+	error_clear();
+	assert_string_equal(lomas_error_message(), "");
+	assert_int_equal(lomas_version_number(), LOMAS_VERSION_NUMBER);
+	assert_string_equal(lomas_version(), LOMAS_VERSION_STRING);
+}
+
+static void test_config(void **state)
+{
+	lomas_config *cfg;
+	char buf[64];
+	(void)state;
+	assert_int_equal(lomas_config_new(&cfg), LOMAS_OK);
+	assert_int_equal(lomas_config_get(cfg, "period", buf, sizeof buf), LOMAS_OK);
+	assert_string_equal(buf, "auto");
+	assert_int_equal(lomas_config_set(cfg, "period", "200"), LOMAS_OK);
+	assert_int_equal(lomas_config_get(cfg, "period", buf, sizeof buf), LOMAS_OK);
+	assert_string_equal(buf, "200");
+	assert_int_equal(lomas_config_set(cfg, "period", "1k"), LOMAS_OK);
+	assert_int_equal(cfg->period_refs, 1000);
+	assert_int_equal(lomas_config_set(cfg, "period", "0"), LOMAS_EINVAL);
+	assert_non_null(strstr(lomas_error_message(), "period"));
+	assert_int_equal(lomas_config_set(cfg, "period", "-5"), LOMAS_EINVAL);
+	assert_int_equal(lomas_config_set(cfg, "period", "12x"), LOMAS_EINVAL);
+	assert_int_equal(cfg->period_refs, 1000); /* unchanged by bad values */
+	assert_int_equal(lomas_config_set(cfg, "line_size", "96"), LOMAS_EINVAL);
+	assert_int_equal(lomas_config_set(cfg, "line_size", "4"), LOMAS_EINVAL);
+	assert_int_equal(lomas_config_set(cfg, "line_size", "128"), LOMAS_OK);
+	assert_int_equal(cfg->line_size, 128);
+	assert_int_equal(lomas_config_set(cfg, "seed", "0xff"), LOMAS_OK);
+	assert_int_equal(cfg->seed, 255);
+	assert_int_equal(lomas_config_set(cfg, "seed", "18446744073709551616"), LOMAS_EINVAL);
+	assert_int_equal(lomas_config_set(cfg, "colour", "red"), LOMAS_EINVAL);
+	assert_non_null(strstr(lomas_error_message(), "colour"));
+	assert_int_equal(lomas_config_get(cfg, "colour", buf, sizeof buf), LOMAS_ENOENT);
+	assert_int_equal(lomas_config_get(cfg, "seed", buf, 2), LOMAS_ERANGE);
+	lomas_config_free(cfg);
+}
+
+static void test_rng(void **state)
+{
+	rng a, b;
+	double sum = 0, sumsq = 0;
+	const int n = 200000;
+	const double mean = 100.0;
+	(void)state;
+	rng_seed(&a, 42);
+	rng_seed(&b, 42);
+	for (int i = 0; i < 100; i++)
+		assert_true(rng_next(&a) == rng_next(&b));
+	for (int i = 0; i < 100000; i++) {
+		double u = rng_uniform(&a);
+		assert_true(u > 0.0 && u <= 1.0);
+	}
+	for (int i = 0; i < n; i++) {
+		uint64_t g = rng_gap(&a, mean);
+		assert_true(g >= 1);
+		sum += (double)g;
+		sumsq += (double)g * (double)g;
+	}
+	/* Geometric with p = 1/mean: mean 100, variance (1-p)/p^2 = 9900. */
+	double m = sum / n, var = sumsq / n - m * m;
+	assert_true(fabs(m - mean) < 4 * sqrt(9900.0 / n));
+	assert_true(fabs(var - 9900.0) < 0.05 * 9900.0);
+	assert_int_equal(rng_gap(&a, 1.0), 1);
+	assert_int_equal(rng_gap(&a, 0.5), 1);
+}
+
+static void test_crc32(void **state)
+{
+	(void)state;
+	assert_int_equal(crc32_update(0, "123456789", 9), 0xCBF43926u);
+	uint32_t c = crc32_update(0, "1234", 4);
+	assert_int_equal(crc32_update(c, "56789", 5), 0xCBF43926u);
+	assert_int_equal(crc32_update(0, "", 0), 0);
+}
+
+/* A profile with one thread, two windows and three samples. */
+static lomas_profile *small_profile(const char *command)
+{
+	lomas_profile *p;
+	lomas_thread t = {.tid = 7, .refs = 1000};
+	lomas_window w0 = {.start = 0, .refs = 500, .thread = 0};
+	lomas_window w1 = {.start = 500, .refs = 500, .thread = 0};
+	lomas_sample s = {.start = 10, .end = 20, .addr = 0x1000, .weight = 100, .thread = 0,
+			  .window = 0, .kind = LOMAS_REF_LOAD, .state = LOMAS_SAMPLE_REUSED};
+	assert_int_equal(lomas_profile_new(64, &p), LOMAS_OK);
+	assert_int_equal(profile_add_thread(p, &t), LOMAS_OK);
+	assert_int_equal(profile_add_window(p, &w0), LOMAS_OK);
+	assert_int_equal(profile_add_window(p, &w1), LOMAS_OK);
+	assert_int_equal(profile_add_sample(p, &s), LOMAS_OK);
+	s.start = 600;
+	s.end = LOMAS_CLOCK_NONE;
+	s.window = 1;
+	s.state = LOMAS_SAMPLE_DANGLING;
+	assert_int_equal(profile_add_sample(p, &s), LOMAS_OK);
+	s.start = 700;
+	s.end = 900;
+	s.state = LOMAS_SAMPLE_CENSORED;
+	assert_int_equal(profile_add_sample(p, &s), LOMAS_OK);
+	if (command)
+		assert_int_equal(lomas_profile_meta_set(p, "command", command), LOMAS_OK);
+	return p;
+}
+
+static void test_profile(void **state)
+{
+	lomas_profile *p = small_profile("./a.out");
+	lomas_profile_info info;
+	const char *v, *k;
+	lomas_sample out[8];
+	size_t copied;
+	(void)state;
+	assert_int_equal(lomas_profile_new(48, &(lomas_profile *){NULL}), LOMAS_EINVAL);
+	assert_int_equal(profile_validate(p), LOMAS_OK);
+	assert_int_equal(lomas_profile_info_get(p, &info), LOMAS_OK);
+	assert_int_equal(info.samples, 3);
+	assert_int_equal(info.reused, 1);
+	assert_int_equal(info.dangling, 1);
+	assert_int_equal(info.censored, 1);
+	assert_int_equal(info.refs, 1000);
+	assert_true(info.sample_weight == 300.0);
+	assert_int_equal(sample_distance(&p->samples.items[0]), 9);
+
+	assert_int_equal(lomas_profile_meta_get(p, "command", &v), LOMAS_OK);
+	assert_string_equal(v, "./a.out");
+	assert_int_equal(lomas_profile_meta_set(p, "command", "./b.out"), LOMAS_OK);
+	assert_int_equal(lomas_profile_meta_count(p), 1);
+	assert_int_equal(lomas_profile_meta_at(p, 0, &k, &v), LOMAS_OK);
+	assert_string_equal(k, "command");
+	assert_string_equal(v, "./b.out");
+	assert_int_equal(lomas_profile_meta_at(p, 1, &k, &v), LOMAS_ERANGE);
+	assert_int_equal(lomas_profile_meta_get(p, "nope", &v), LOMAS_ENOENT);
+
+	assert_int_equal(lomas_profile_samples(p, 1, 8, out, &copied), LOMAS_OK);
+	assert_int_equal(copied, 2);
+	assert_int_equal(out[0].start, 600);
+	assert_int_equal(lomas_profile_samples(p, 3, 8, out, &copied), LOMAS_OK);
+	assert_int_equal(copied, 0);
+	assert_int_equal(lomas_profile_samples(p, 4, 8, out, &copied), LOMAS_ERANGE);
+
+	/* Validation catches each kind of inconsistency. */
+	p->samples.items[0].window = 9;
+	assert_int_equal(profile_validate(p), LOMAS_EFORMAT);
+	assert_non_null(strstr(lomas_error_message(), "sample 0"));
+	p->samples.items[0].window = 0;
+	p->samples.items[0].end = 5;
+	assert_int_equal(profile_validate(p), LOMAS_EFORMAT);
+	p->samples.items[0].end = 20;
+	p->samples.items[0].weight = NAN;
+	assert_int_equal(profile_validate(p), LOMAS_EFORMAT);
+	p->samples.items[0].weight = 100;
+	p->windows.items[1].thread = 3;
+	assert_int_equal(profile_validate(p), LOMAS_EFORMAT);
+	lomas_profile_free(p);
+}
+
+static void test_merge(void **state)
+{
+	lomas_profile *a = small_profile("./a.out");
+	lomas_profile *b = small_profile("./a.out");
+	lomas_profile *c = small_profile("./other");
+	lomas_profile *d;
+	(void)state;
+	assert_int_equal(lomas_profile_merge(a, b), LOMAS_OK);
+	assert_int_equal(a->threads.n, 2);
+	assert_int_equal(a->windows.n, 4);
+	assert_int_equal(a->samples.n, 6);
+	assert_int_equal(a->samples.items[4].window, 3);
+	assert_int_equal(a->samples.items[4].thread, 1);
+	assert_int_equal(profile_validate(a), LOMAS_OK);
+	assert_int_equal(lomas_profile_merge(a, c), LOMAS_EINVAL);
+	assert_non_null(strstr(lomas_error_message(), "different programs"));
+	assert_int_equal(a->samples.n, 6);
+	assert_int_equal(lomas_profile_new(128, &d), LOMAS_OK);
+	assert_int_equal(lomas_profile_merge(a, d), LOMAS_EINVAL);
+	assert_int_equal(lomas_profile_merge(a, a), LOMAS_EINVAL);
+	lomas_profile_free(a);
+	lomas_profile_free(b);
+	lomas_profile_free(c);
+	lomas_profile_free(d);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_errors),  cmocka_unit_test(test_config),
+		cmocka_unit_test(test_rng),     cmocka_unit_test(test_crc32),
+		cmocka_unit_test(test_profile), cmocka_unit_test(test_merge),
+	};
+	return cmocka_run_group_tests_name("core", tests, NULL, NULL);
+}
