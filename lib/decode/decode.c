@@ -497,7 +497,8 @@ lomas_status tmpl_build(decoder *d, const uint8_t *code, size_t len, uint64_t pc
 		const cs_x86_op *op = &x->operands[i];
 		if (op->type != X86_OP_MEM)
 			continue;
-		if (is_rmw(ci->id)) {
+		/* the RMW forms are those whose destination (operand 0) is memory */
+		if (is_rmw(ci->id) && (i == 0 || ci->id == X86_INS_XCHG)) {
 			st = add_mem(t, x, op, ci->id, ci->mnemonic, LOMAS_REF_LOAD, 0);
 			if (st == LOMAS_OK)
 				st = add_mem(t, x, op, ci->id, ci->mnemonic, LOMAS_REF_STORE, 0);

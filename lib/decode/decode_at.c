@@ -158,17 +158,32 @@ lomas_status decoder_at(decoder *d, pid_t pid, const struct user_regs_struct *re
 	return LOMAS_OK;
 }
 
+static void drop_if_overlapping(decoder *d, struct cache_slot *s, uint64_t start, uint64_t end)
+{
+	if (s->valid && s->t.pc < end && s->t.pc + s->t.len > start) {
+		s->valid = false;
+		d->stats.cached--;
+	}
+}
+
 void decoder_invalidate(decoder *d, uint64_t start, uint64_t end)
 {
+	uint64_t first;
 	if (!d || end <= start)
 		return;
-	for (size_t i = 0; i < DECODE_CACHE_SLOTS; i++) {
-		struct cache_slot *s = &d->cache[i];
-		if (s->valid && s->t.pc < end && s->t.pc + s->t.len > start) {
-			s->valid = false;
-			d->stats.cached--;
-		}
+	/*
+	 * An instruction overlapping [start, end) starts in [start - 14, end).
+	 * Small ranges (a poked breakpoint, a patched word) visit just those
+	 * slots; larger ones scan the whole table.
+	 */
+	first = start >= DECODE_MAX_LEN - 1 ? start - (DECODE_MAX_LEN - 1) : 0;
+	if (end - first < DECODE_CACHE_SLOTS) {
+		for (uint64_t a = first; a < end; a++)
+			drop_if_overlapping(d, &d->cache[a & (DECODE_CACHE_SLOTS - 1)], start, end);
+		return;
 	}
+	for (size_t i = 0; i < DECODE_CACHE_SLOTS; i++)
+		drop_if_overlapping(d, &d->cache[i], start, end);
 }
 
 void decoder_stats(const decoder *d, decode_stats *out)
