@@ -45,9 +45,15 @@
 /* bt [rbx], eax: eax is a signed bit offset; the CPU touches the dword holding that bit. */
 #define BT32_RAX ((RAX / 32) * 4)
 
-#define L(a, s) { (uint64_t)(a), (s), LOMAS_REF_LOAD }
-#define S(a, s) { (uint64_t)(a), (s), LOMAS_REF_STORE }
-#define B(...) { __VA_ARGS__ }, sizeof((uint8_t[]){ __VA_ARGS__ })
+#define L(a, s)                                                                                    \
+	{                                                                                          \
+		(uint64_t)(a), (s), LOMAS_REF_LOAD                                                 \
+	}
+#define S(a, s)                                                                                    \
+	{                                                                                          \
+		(uint64_t)(a), (s), LOMAS_REF_STORE                                                \
+	}
+#define B(...) {__VA_ARGS__}, sizeof((uint8_t[]){__VA_ARGS__})
 
 enum { F_BR = 1, F_REP = 2, F_SYS = 4 };
 
@@ -113,6 +119,7 @@ static void eax_minus33(struct user_regs_struct *r)
 	r->rax = 0xffffffffffffffdfull; /* eax = -33; the upper half must be ignored */
 }
 
+/* clang-format off */
 static const tcase cases[] = {
 	{ "mov rax,QWORD PTR [rbx+rcx*4+0x10]", B(0x48, 0x8b, 0x44, 0x8b, 0x10), 0, NULL, 1, { L(RBX + RCX * 4 + 0x10, 8) } },
 	{ "mov QWORD PTR [rbx],rax", B(0x48, 0x89, 0x03), 0, NULL, 1, { S(RBX, 8) } },
@@ -274,6 +281,7 @@ static const tcase cases[] = {
 	{ "mov eax,DWORD PTR [eip+0x10]", B(0x67, 0x8b, 0x05, 0x10, 0x00, 0x00, 0x00), 0, NULL, 1, { L((PC + 7 + 0x10) & 0xffffffff, 4) } },
 	{ "mov rax,QWORD PTR [rsp+rbp*2-0x20]", B(0x48, 0x8b, 0x44, 0x6c, 0xe0), 0, NULL, 1, { L(RSP + RBP * 2 - 0x20, 8) } },
 	{ "mov r8,QWORD PTR [r13+r14*8+0x0]", B(0x4f, 0x8b, 0x44, 0xf5, 0x00), 0, NULL, 1, { L(R13 + R14 * 8, 8) } },
+	{ "enter 0x10,0x3 (truncated to DECODE_MAX_REFS)", B(0xc8, 0x10, 0x00, 0x03), 0, NULL, 4, { S(RSP - 8, 8), L(RBP - 8, 8), S(RSP - 16, 8), L(RBP - 16, 8) } },
 	/* register-dependent variants */
 	{ "rep movs BYTE PTR es:[rdi],BYTE PTR ds:[rsi] (rcx=0)", B(0xf3, 0xa4), F_REP, rcx_zero, 0, { { 0 } } },
 	{ "rep stos QWORD PTR es:[rdi],rax (rcx=0)", B(0xf3, 0x48, 0xab), F_REP, rcx_zero, 0, { { 0 } } },
@@ -285,6 +293,8 @@ static const tcase cases[] = {
 	{ "movs BYTE PTR es:[rdi],BYTE PTR ds:[rsi] (high rsi/rdi)", B(0xa4), 0, rsi_rdi_high, 2, { L(0xffff000000000000ull | RSI, 1), S(0x0000000100000000ull | RDI, 1) } },
 	{ "bt DWORD PTR [rbx],eax (eax=-33)", B(0x0f, 0xa3, 0x03), 0, eax_minus33, 1, { L(RBX - 8, 4) } },
 };
+
+/* clang-format on */
 
 #define NCASES (sizeof cases / sizeof cases[0])
 
@@ -321,15 +331,17 @@ static int check_case(const tcase *c, const decode_insn *in, uint64_t pc)
 		    in->refs[i].kind != c->refs[i].kind)
 			bad = 1;
 	if (bad) {
-		print_message("MISMATCH for `%s` (decoded as `%s`): len %u/%u nrefs %u/%d rep %d branch %d syscall %d\n",
-			      c->listing, in->text, in->len, c->len, in->nrefs, c->nrefs, in->rep, in->branch,
-			      in->syscall);
+		print_message("MISMATCH for `%s` (decoded as `%s`): len %u/%u nrefs %u/%d rep %d "
+			      "branch %d syscall %d\n",
+			      c->listing, in->text, in->len, c->len, in->nrefs, c->nrefs, in->rep,
+			      in->branch, in->syscall);
 		for (int i = 0; i < in->nrefs; i++)
-			print_message("  got  %s 0x%" PRIx64 " size %u\n", kind_name(in->refs[i].kind),
-				      in->refs[i].addr, in->refs[i].size);
+			print_message("  got  %s 0x%" PRIx64 " size %u\n",
+				      kind_name(in->refs[i].kind), in->refs[i].addr,
+				      in->refs[i].size);
 		for (int i = 0; i < c->nrefs; i++)
-			print_message("  want %s 0x%" PRIx64 " size %u\n", kind_name(c->refs[i].kind),
-				      c->refs[i].addr, c->refs[i].size);
+			print_message("  want %s 0x%" PRIx64 " size %u\n",
+				      kind_name(c->refs[i].kind), c->refs[i].addr, c->refs[i].size);
 	}
 	return bad;
 }
@@ -352,7 +364,8 @@ static void test_table(void **state)
 		memset(&in, 0xa5, sizeof in);
 		st = decode_bytes(d, buf, sizeof buf, PC, &regs, &in);
 		if (st != LOMAS_OK) {
-			print_message("FAILED to decode `%s`: %s\n", c->listing, lomas_error_message());
+			print_message("FAILED to decode `%s`: %s\n", c->listing,
+				      lomas_error_message());
 			failures++;
 			continue;
 		}
@@ -373,9 +386,9 @@ static void test_text(void **state)
 	decoder *d = *state;
 	struct user_regs_struct regs = base_regs();
 	decode_insn in;
-	const uint8_t mov[] = { 0x48, 0x8b, 0x44, 0x8b, 0x10 };
-	const uint8_t rep[] = { 0xf3, 0xa4 };
-	const uint8_t ret[] = { 0xc3 };
+	const uint8_t mov[] = {0x48, 0x8b, 0x44, 0x8b, 0x10};
+	const uint8_t rep[] = {0xf3, 0xa4};
+	const uint8_t ret[] = {0xc3};
 	assert_int_equal(decode_bytes(d, mov, sizeof mov, PC, &regs, &in), LOMAS_OK);
 	assert_string_equal(in.text, "mov rax, qword ptr [rbx + rcx*4 + 0x10]");
 	assert_int_equal(decode_bytes(d, rep, sizeof rep, PC, &regs, &in), LOMAS_OK);
@@ -393,16 +406,17 @@ static void test_invalid(void **state)
 		uint8_t b[4];
 		size_t n;
 	} bad[] = {
-		{ { 0x06 }, 1 },             /* push es: invalid in 64-bit mode */
-		{ { 0xd6 }, 1 },             /* salc: invalid in 64-bit mode */
-		{ { 0x48, 0x8b }, 2 },       /* mov without its ModRM byte */
-		{ { 0xc4 }, 1 },             /* lone VEX prefix */
-		{ { 0xf0, 0x90 }, 2 },       /* lock nop */
-		{ { 0x0f, 0x04 }, 2 },       /* undefined 0f 04 */
-		{ { 0x48, 0x8b, 0x44 }, 3 }, /* missing SIB and displacement */
+	    {{0x06}, 1},	     /* push es: invalid in 64-bit mode */
+	    {{0xd6}, 1},	     /* salc: invalid in 64-bit mode */
+	    {{0x48, 0x8b}, 2},	     /* mov without its ModRM byte */
+	    {{0xc4}, 1},	     /* lone VEX prefix */
+	    {{0xf0, 0x90}, 2},	     /* lock nop */
+	    {{0x0f, 0x04}, 2},	     /* undefined 0f 04 */
+	    {{0x48, 0x8b, 0x44}, 3}, /* missing SIB and displacement */
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		assert_int_equal(decode_bytes(d, bad[i].b, bad[i].n, PC, &regs, &in), LOMAS_EFORMAT);
+		assert_int_equal(decode_bytes(d, bad[i].b, bad[i].n, PC, &regs, &in),
+				 LOMAS_EFORMAT);
 		assert_non_null(strstr(lomas_error_message(), "0x401000"));
 	}
 	assert_int_equal(decode_bytes(d, bad[0].b, 0, PC, &regs, &in), LOMAS_EFORMAT);
@@ -517,7 +531,8 @@ static void test_at(void **state)
 		print_message("ptrace not permitted here: skipping\n");
 		skip();
 	}
-	/* glibc keeps the TCB's own address at fs:0, so it equals fs_base; a fork child shares it */
+	/* glibc keeps the TCB's own address at fs:0, so it equals fs_base; a fork child shares it
+	 */
 	__asm__ volatile("mov %%fs:0, %0" : "=r"(self_fs));
 	assert_int_equal(c.regs.fs_base, self_fs);
 
@@ -573,7 +588,7 @@ static void test_at(void **state)
 	{
 		uint64_t m0 = stat_misses(d), h0 = stat_hits(d);
 		for (int it = 0; it < 1000; it++) {
-			static const unsigned off[] = { 0, 5, 8 };
+			static const unsigned off[] = {0, 5, 8};
 			for (int k = 0; k < 3; k++) {
 				r.rip = probe + off[k];
 				assert_int_equal(decoder_at(d, c.pid, &r, &in), LOMAS_OK);
@@ -594,7 +609,7 @@ static void test_at(void **state)
 	r.rcx = 2;
 	assert_int_equal(decoder_at(d, c.pid, &r, &in), LOMAS_OK);
 	assert_int_equal(in.refs[0].kind, LOMAS_REF_LOAD); /* stale: served from the cache */
-	decoder_invalidate(d, probe + 4, probe + 5);        /* overlaps only the last byte */
+	decoder_invalidate(d, probe + 4, probe + 5);	   /* overlaps only the last byte */
 	{
 		uint64_t m0 = stat_misses(d);
 		assert_int_equal(decoder_at(d, c.pid, &r, &in), LOMAS_OK);
@@ -630,7 +645,8 @@ static void test_at(void **state)
 		assert_int_equal(in.nrefs, 1);
 		assert_int_equal(in.refs[0].addr, 0x7000);
 		assert_int_equal(in.refs[0].kind, LOMAS_REF_LOAD);
-		/* 8b 03 at end-2 is mov eax, [rbx]; the lone 03 at end-1 is an add without its ModRM */
+		/* 8b 03 at end-2 is mov eax, [rbx]; the lone 03 at end-1 is an add without its
+		 * ModRM */
 		r.rip = end - 2;
 		assert_int_equal(decoder_at(d, c.pid, &r, &in), LOMAS_OK);
 		assert_int_equal(in.len, 2);
@@ -678,7 +694,8 @@ static void test_at(void **state)
 		r.rip = probe;
 		t0 = now_ns();
 		for (int i = 0; i < n_dec; i++)
-			assert_int_equal(decode_bytes(d, code, sizeof code, probe, &r, &in), LOMAS_OK);
+			assert_int_equal(decode_bytes(d, code, sizeof code, probe, &r, &in),
+					 LOMAS_OK);
 		t1 = now_ns();
 		assert_int_equal(decoder_at(d, c.pid, &r, &in), LOMAS_OK);
 		for (int i = 0; i < n_hit; i++)
@@ -689,9 +706,11 @@ static void test_at(void **state)
 			assert_int_equal(decoder_at(d, c.pid, &r, &in), LOMAS_OK);
 		}
 		t3 = now_ns();
-		print_message("decode cost per instruction: decode_bytes %.0f ns, decoder_at cache hit %.1f ns, "
+		print_message("decode cost per instruction: decode_bytes %.0f ns, decoder_at cache "
+			      "hit %.1f ns, "
 			      "decoder_at miss (invalidate + process_vm_readv + decode) %.0f ns\n",
-			      (double)(t1 - t0) / n_dec, (double)(t2 - t1) / n_hit, (double)(t3 - t2) / n_miss);
+			      (double)(t1 - t0) / n_dec, (double)(t2 - t1) / n_hit,
+			      (double)(t3 - t2) / n_miss);
 	}
 	child_stop(&c);
 }
@@ -699,10 +718,10 @@ static void test_at(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_table),
-		cmocka_unit_test(test_text),
-		cmocka_unit_test(test_invalid),
-		cmocka_unit_test(test_at),
+	    cmocka_unit_test(test_table),
+	    cmocka_unit_test(test_text),
+	    cmocka_unit_test(test_invalid),
+	    cmocka_unit_test(test_at),
 	};
 	return cmocka_run_group_tests(tests, setup_decoder, teardown_decoder);
 }
