@@ -22,10 +22,9 @@
 
 /* 0..15 for hex digits, 0xff otherwise. */
 static const uint8_t hexval[256] = {
-	['0'] = 0,  ['1'] = 1,	['2'] = 2,  ['3'] = 3,	['4'] = 4,  ['5'] = 5,	['6'] = 6,
-	['7'] = 7,  ['8'] = 8,	['9'] = 9,  ['a'] = 10, ['b'] = 11, ['c'] = 12, ['d'] = 13,
-	['e'] = 14, ['f'] = 15, ['A'] = 10, ['B'] = 11, ['C'] = 12, ['D'] = 13, ['E'] = 14,
-	['F'] = 15,
+    ['0'] = 0,	['1'] = 1,  ['2'] = 2,	['3'] = 3,  ['4'] = 4,	['5'] = 5,  ['6'] = 6,	['7'] = 7,
+    ['8'] = 8,	['9'] = 9,  ['a'] = 10, ['b'] = 11, ['c'] = 12, ['d'] = 13, ['e'] = 14, ['f'] = 15,
+    ['A'] = 10, ['B'] = 11, ['C'] = 12, ['D'] = 13, ['E'] = 14, ['F'] = 15,
 };
 
 static inline bool is_hex(unsigned char c)
@@ -37,7 +36,7 @@ typedef struct lackey {
 	struct lomas_trace *t;
 	const char *name;
 	uint64_t lineno; /* 1-based number of the line being parsed */
-	uint64_t pc;     /* address of the last I line */
+	uint64_t pc;	 /* address of the last I line */
 } lackey;
 
 /* EFORMAT "name:line: what (text)", quoting at most SHOW_MAX printable characters. */
@@ -121,15 +120,9 @@ static lomas_status parse_line(lackey *lk, const char *s, size_t len)
 	if (i != len)
 		return bad_line(lk, "unexpected text after the size", line, full);
 	switch (op) {
-	case 'I':
-		lk->pc = addr;
-		return LOMAS_OK;
-	case 'L':
-		st = trace_ref_fast(lk->t, 0, addr, lk->pc, LOMAS_REF_LOAD);
-		break;
-	case 'S':
-		st = trace_ref_fast(lk->t, 0, addr, lk->pc, LOMAS_REF_STORE);
-		break;
+	case 'I': lk->pc = addr; return LOMAS_OK;
+	case 'L': st = trace_ref_fast(lk->t, 0, addr, lk->pc, LOMAS_REF_LOAD); break;
+	case 'S': st = trace_ref_fast(lk->t, 0, addr, lk->pc, LOMAS_REF_STORE); break;
 	default: /* 'M': a load then a store by the same instruction */
 		st = trace_ref_fast(lk->t, 0, addr, lk->pc, LOMAS_REF_LOAD);
 		if (!st)
@@ -152,7 +145,8 @@ static lomas_status read_all(lackey *lk, FILE *in, char *buf, size_t cap)
 		char *p = buf, *end, *nl;
 		if (n == 0) {
 			if (ferror(in))
-				return error_set(LOMAS_EIO, "%s: read error after line %" PRIu64 ": %s",
+				return error_set(LOMAS_EIO,
+						 "%s: read error after line %" PRIu64 ": %s",
 						 lk->name, lk->lineno, strerror(errno));
 			break;
 		}
@@ -228,8 +222,8 @@ lomas_status lackey_read_stream(const lomas_config *cfg, FILE *in, const char *n
 	return LOMAS_OK;
 }
 
-lomas_status lomas_trace_analyze_lackey_stream(const lomas_config *cfg, FILE *in,
-					       const char *name, lomas_profile **out)
+lomas_status lomas_trace_analyze_lackey_stream(const lomas_config *cfg, FILE *in, const char *name,
+					       lomas_profile **out)
 {
 	return lackey_read_stream(cfg, in, name, LACKEY_BUF_BYTES, out);
 }

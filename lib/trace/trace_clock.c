@@ -259,8 +259,8 @@ static void thin(struct lomas_trace *t)
 }
 
 /* Start a sample at the reference (thread ti, clock). */
-static lomas_status start_sample(struct lomas_trace *t, uint32_t ti, uint64_t clock,
-				 uint64_t addr, uint64_t pc, unsigned kind)
+static lomas_status start_sample(struct lomas_trace *t, uint32_t ti, uint64_t clock, uint64_t addr,
+				 uint64_t pc, unsigned kind)
 {
 	uint64_t line = addr >> t->line_shift;
 	uint64_t h = line * HASH_K;
@@ -384,9 +384,9 @@ lomas_status lomas_trace_new(const lomas_config *cfg, lomas_trace **out)
 	if (!line_size_valid(t->cfg.line_size)) {
 		uint32_t ls = t->cfg.line_size;
 		free(t);
-		return error_set(LOMAS_EINVAL,
-				 "lomas_trace_new: line size %u is not a power of two from 8 to 65536",
-				 ls);
+		return error_set(
+		    LOMAS_EINVAL,
+		    "lomas_trace_new: line size %u is not a power of two from 8 to 65536", ls);
 	}
 	t->line_shift = log2_u64(t->cfg.line_size);
 	t->auto_period = t->cfg.period_refs == CONFIG_AUTO;
@@ -462,9 +462,8 @@ static lomas_status build_profile(struct lomas_trace *t, uint64_t wlen, uint64_t
 		lomas_thread th = {.tid = t->threads.items[k].tid, .refs = r};
 		p->threads.items[p->threads.n++] = th;
 		for (uint64_t s = 0; s < r; s += wlen) {
-			lomas_window w = {.start = s,
-					  .refs = r - s < wlen ? r - s : wlen,
-					  .thread = (uint32_t)k};
+			lomas_window w = {
+			    .start = s, .refs = r - s < wlen ? r - s : wlen, .thread = (uint32_t)k};
 			p->windows.items[p->windows.n++] = w;
 			if (r - s <= wlen)
 				break;

@@ -120,23 +120,23 @@ static void test_malformed(void **state)
 		const char *line;
 		const char *what;
 	} bad[] = {
-		{" L zz,4", "bad hex address"},
-		{" L 04zz,4", "expected ','"},
-		{" L 0422cac 4", "expected ','"},
-		{" L 0422cac", "expected ','"},
-		{" X 0422cac,4", "not a lackey line"},
-		{" L 0422cac,", "missing or bad decimal size"},
-		{" L 0422cac,x", "missing or bad decimal size"},
-		{" L 0422cac,4x", "unexpected text after the size"},
-		{" L 0422cac,4 5", "unexpected text after the size"},
-		{" L 11112222333344445,4", "address has more than 16 hex digits"},
-		{" L 0422cac,99999999999", "size too large"},
-		{"L0422cac,4", "expected a space"},
-		{"I 0x0401,3", "expected ','"},
-		{"garbage", "not a lackey line"},
-		{"==abc== not valgrind", "not a lackey line"},
-		{"==12 missing marker", "not a lackey line"},
-		{"hello world", "not a lackey line"},
+	    {" L zz,4", "bad hex address"},
+	    {" L 04zz,4", "expected ','"},
+	    {" L 0422cac 4", "expected ','"},
+	    {" L 0422cac", "expected ','"},
+	    {" X 0422cac,4", "not a lackey line"},
+	    {" L 0422cac,", "missing or bad decimal size"},
+	    {" L 0422cac,x", "missing or bad decimal size"},
+	    {" L 0422cac,4x", "unexpected text after the size"},
+	    {" L 0422cac,4 5", "unexpected text after the size"},
+	    {" L 11112222333344445,4", "address has more than 16 hex digits"},
+	    {" L 0422cac,99999999999", "size too large"},
+	    {"L0422cac,4", "expected a space"},
+	    {"I 0x0401,3", "expected ','"},
+	    {"garbage", "not a lackey line"},
+	    {"==abc== not valgrind", "not a lackey line"},
+	    {"==12 missing marker", "not a lackey line"},
+	    {"hello world", "not a lackey line"},
 	};
 	lomas_config *cfg = cfg_period("3");
 	(void)state;
@@ -227,9 +227,9 @@ static void test_split_reads(void **state)
 					       (unsigned long long)(0x400000 + (x >> 50)),
 					       (int)(x >> 60) + 1, i % 7 ? "" : "\r");
 		} else {
-			len += (size_t)sprintf(text + len, " %c %llx,%d\n", "LSM"[(x >> 40) % 3],
-					       (unsigned long long)(0x7f000000 + ((x >> 30) % 40000)),
-					       8);
+			len += (size_t)sprintf(
+			    text + len, " %c %llx,%d\n", "LSM"[(x >> 40) % 3],
+			    (unsigned long long)(0x7f000000 + ((x >> 30) % 40000)), 8);
 		}
 	}
 	assert_int_equal(analyze_text(cfg, text, len, 0, &a), LOMAS_OK);
@@ -272,8 +272,7 @@ static void test_paths(void **state)
 	assert_string_equal(v, path);
 	lomas_profile_free(p);
 
-	assert_int_equal(lomas_trace_analyze_lackey(cfg, "/nonexistent/x.trace", &p),
-			 LOMAS_ENOENT);
+	assert_int_equal(lomas_trace_analyze_lackey(cfg, "/nonexistent/x.trace", &p), LOMAS_ENOENT);
 	assert_null(p);
 	assert_non_null(strstr(lomas_error_message(), "/nonexistent/x.trace"));
 	assert_int_equal(lomas_trace_analyze_lackey(cfg, "/tmp", &p), LOMAS_EIO);
@@ -387,9 +386,9 @@ static void test_valgrind(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_snippet),	    cmocka_unit_test(test_malformed),
-		cmocka_unit_test(test_line_ends),   cmocka_unit_test(test_split_reads),
-		cmocka_unit_test(test_paths),	    cmocka_unit_test(test_valgrind),
+	    cmocka_unit_test(test_snippet),   cmocka_unit_test(test_malformed),
+	    cmocka_unit_test(test_line_ends), cmocka_unit_test(test_split_reads),
+	    cmocka_unit_test(test_paths),     cmocka_unit_test(test_valgrind),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

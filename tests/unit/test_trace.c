@@ -77,9 +77,9 @@ static void gen(ref *r, size_t n, enum pattern pat, uint64_t lines, const uint64
 
 /* Ground truth, per reference: profile thread index (first appearance) and clock. */
 typedef struct truth {
-	uint32_t *thread;   /* [n] */
-	uint64_t *clock;    /* [n] */
-	size_t **by_clock;  /* [threads][refs]: global index of a thread's clock */
+	uint32_t *thread;  /* [n] */
+	uint64_t *clock;   /* [n] */
+	size_t **by_clock; /* [threads][refs]: global index of a thread's clock */
 	uint64_t tids[64];
 	uint64_t refs[64];
 	size_t nthreads;
@@ -137,8 +137,8 @@ static lomas_profile *run(const lomas_config *cfg, const ref *r, size_t n)
 	assert_int_equal(lomas_trace_new(cfg, &t), LOMAS_OK);
 	for (size_t i = 0; i < n; i++)
 		assert_int_equal(
-			lomas_trace_ref(t, r[i].tid, r[i].addr, r[i].pc, (lomas_ref_kind)r[i].kind),
-			LOMAS_OK);
+		    lomas_trace_ref(t, r[i].tid, r[i].addr, r[i].pc, (lomas_ref_kind)r[i].kind),
+		    LOMAS_OK);
 	assert_int_equal(lomas_trace_finish(t, &p), LOMAS_OK);
 	lomas_trace_free(t);
 	assert_int_equal(profile_validate(p), LOMAS_OK);
@@ -344,12 +344,12 @@ static void test_small_known(void **state)
 {
 	/* thread A=5, B=9; lines of 128 bytes */
 	static const ref r[] = {
-		{5, 0x1000, 0x10, 0}, /* A0 line 0x20 */
-		{9, 0x1010, 0x20, 1}, /* B0 line 0x20: cross for A0 */
-		{5, 0x2000, 0x11, 0}, /* A1 line 0x40 */
-		{5, 0x107f, 0x12, 1}, /* A2 line 0x20: ends A0 (distance 1) */
-		{9, 0x1080, 0x21, 0}, /* B1 line 0x21 */
-		{9, 0x1000, 0x22, 0}, /* B2 line 0x20: ends B0 (distance 1) */
+	    {5, 0x1000, 0x10, 0}, /* A0 line 0x20 */
+	    {9, 0x1010, 0x20, 1}, /* B0 line 0x20: cross for A0 */
+	    {5, 0x2000, 0x11, 0}, /* A1 line 0x40 */
+	    {5, 0x107f, 0x12, 1}, /* A2 line 0x20: ends A0 (distance 1) */
+	    {9, 0x1080, 0x21, 0}, /* B1 line 0x21 */
+	    {9, 0x1000, 0x22, 0}, /* B2 line 0x20: ends B0 (distance 1) */
 	};
 	lomas_config *cfg = cfg_make("1", 3);
 	lomas_profile *p;
@@ -565,7 +565,8 @@ static void check_censoring(const char *period, uint64_t max_live, const ref *r,
 				if (g.thread[o] == th) {
 					w->state = LOMAS_SAMPLE_REUSED;
 					w->end = g.clock[i];
-					memmove(open + k, open + k + 1, (nopen - k - 1) * sizeof *open);
+					memmove(open + k, open + k + 1,
+						(nopen - k - 1) * sizeof *open);
 					nopen--;
 					continue;
 				}
@@ -729,12 +730,12 @@ static void test_large_footprint(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_exact_period1),  cmocka_unit_test(test_exact_sampled),
-		cmocka_unit_test(test_threads),	       cmocka_unit_test(test_small_known),
-		cmocka_unit_test(test_deterministic),  cmocka_unit_test(test_gaps_geometric),
-		cmocka_unit_test(test_auto_period),    cmocka_unit_test(test_windows),
-		cmocka_unit_test(test_max_samples_live), cmocka_unit_test(test_errors),
-		cmocka_unit_test(test_large_footprint),
+	    cmocka_unit_test(test_exact_period1),    cmocka_unit_test(test_exact_sampled),
+	    cmocka_unit_test(test_threads),	     cmocka_unit_test(test_small_known),
+	    cmocka_unit_test(test_deterministic),    cmocka_unit_test(test_gaps_geometric),
+	    cmocka_unit_test(test_auto_period),	     cmocka_unit_test(test_windows),
+	    cmocka_unit_test(test_max_samples_live), cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_large_footprint),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
