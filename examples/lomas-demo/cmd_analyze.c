@@ -17,8 +17,7 @@ static int set_option(lomas_config *cfg, const char *opt, const char *key, const
 }
 
 /* The period the profile records, else what was asked for. */
-static void describe_period(const lomas_profile *p, const lomas_config *cfg, char *buf,
-			    size_t len)
+static void describe_period(const lomas_profile *p, const lomas_config *cfg, char *buf, size_t len)
 {
 	const char *v = NULL;
 	if (lomas_profile_meta_get(p, "period", &v) == LOMAS_OK && v) {
@@ -32,14 +31,14 @@ static void describe_period(const lomas_profile *p, const lomas_config *cfg, cha
 int cmd_analyze(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"lackey", required_argument, NULL, OPT_LACKEY},
-		{"output", required_argument, NULL, 'o'},
-		{"period", required_argument, NULL, OPT_PERIOD},
-		{"seed", required_argument, NULL, OPT_SEED},
-		{"line-size", required_argument, NULL, OPT_LINE_SIZE},
-		{"window", required_argument, NULL, OPT_WINDOW},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"lackey", required_argument, NULL, OPT_LACKEY},
+	    {"output", required_argument, NULL, 'o'},
+	    {"period", required_argument, NULL, OPT_PERIOD},
+	    {"seed", required_argument, NULL, OPT_SEED},
+	    {"line-size", required_argument, NULL, OPT_LINE_SIZE},
+	    {"window", required_argument, NULL, OPT_WINDOW},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *lackey = NULL, *output = NULL;
 	lomas_config *cfg = NULL;
@@ -62,15 +61,14 @@ int cmd_analyze(int argc, char **argv)
 		case OPT_SEED: rc = set_option(cfg, "--seed", "seed", optarg); break;
 		case OPT_LINE_SIZE: rc = set_option(cfg, "--line-size", "line_size", optarg); break;
 		case OPT_WINDOW: rc = set_option(cfg, "--window", "window", optarg); break;
-		case 'h':
-			lomas_config_free(cfg);
-			return demo_help("analyze");
+		case 'h': lomas_config_free(cfg); return demo_help("analyze");
 		default: rc = demo_bad_option("analyze", argv, c); break;
 		}
 	}
 	if (rc == 0 && optind < argc)
-		rc = demo_fail("analyze", "unexpected argument '%s' (the trace goes after --lackey)",
-			       argv[optind]);
+		rc =
+		    demo_fail("analyze", "unexpected argument '%s' (the trace goes after --lackey)",
+			      argv[optind]);
 	if (rc == 0 && !lackey)
 		rc = demo_fail("analyze", "missing --lackey FILE (or '-' for standard input)");
 	if (rc == 0 && !output)
@@ -89,8 +87,8 @@ int cmd_analyze(int argc, char **argv)
 	{
 		const char *v;
 		if (lomas_profile_meta_get(p, "source", &v) != LOMAS_OK)
-			lomas_profile_meta_set(p, "source",
-					       strcmp(lackey, "-") == 0 ? "lackey:<stdin>" : lackey);
+			lomas_profile_meta_set(
+			    p, "source", strcmp(lackey, "-") == 0 ? "lackey:<stdin>" : lackey);
 	}
 	st = lomas_profile_save(p, output);
 	if (st != LOMAS_OK) {

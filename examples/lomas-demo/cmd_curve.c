@@ -62,12 +62,12 @@ static int print_json(const uint64_t *sizes, size_t n, const double *rnd, const 
 int cmd_curve(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"sizes", required_argument, NULL, OPT_SIZES},
-		{"cold", no_argument, NULL, OPT_COLD},
-		{"json", no_argument, NULL, OPT_JSON},
-		{"policy", required_argument, NULL, OPT_POLICY},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"sizes", required_argument, NULL, OPT_SIZES},
+	    {"cold", no_argument, NULL, OPT_COLD},
+	    {"json", no_argument, NULL, OPT_JSON},
+	    {"policy", required_argument, NULL, OPT_POLICY},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *list = NULL, *path;
 	unsigned flags = 0, want = WANT_RANDOM | WANT_LRU;
@@ -94,9 +94,8 @@ int cmd_curve(int argc, char **argv)
 			else if (strcmp(optarg, "both") == 0)
 				want = WANT_RANDOM | WANT_LRU;
 			else
-				return demo_fail("curve",
-						 "--policy: '%s' is not random, lru or both",
-						 optarg);
+				return demo_fail(
+				    "curve", "--policy: '%s' is not random, lru or both", optarg);
 			break;
 		case 'h': return demo_help("curve");
 		default: return demo_bad_option("curve", argv, c);
@@ -155,10 +154,10 @@ out:
 int cmd_compare(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"sizes", required_argument, NULL, OPT_SIZES},
-		{"cold", no_argument, NULL, OPT_COLD},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"sizes", required_argument, NULL, OPT_SIZES},
+	    {"cold", no_argument, NULL, OPT_COLD},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	const char *list = NULL, *path[2];
 	unsigned flags = 0;
@@ -189,8 +188,7 @@ int cmd_compare(int argc, char **argv)
 	}
 	/* Line sizes are powers of two: multiples of the larger suit both profiles. */
 	if (rc == 0)
-		rc = demo_sizes("compare", list, line[0] > line[1] ? line[0] : line[1], &sizes,
-				&n);
+		rc = demo_sizes("compare", list, line[0] > line[1] ? line[0] : line[1], &sizes, &n);
 	for (int i = 0; i < 2 && rc == 0; i++) {
 		for (int pol = 0; pol < 2 && rc == 0; pol++) {
 			r[i][pol] = calloc(n ? n : 1, sizeof(double));

@@ -8,10 +8,10 @@ enum { OPT_JSON = 256, OPT_CSV };
 int cmd_export(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"json", no_argument, NULL, OPT_JSON},
-		{"csv", no_argument, NULL, OPT_CSV},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"json", no_argument, NULL, OPT_JSON},
+	    {"csv", no_argument, NULL, OPT_CSV},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
 	};
 	int format = -1, c, rc;
 	lomas_profile *p;
@@ -46,7 +46,7 @@ int cmd_export(int argc, char **argv)
 	lomas_profile_free(p);
 	if (st != LOMAS_OK) {
 		/* A reader that went away is not worth a message. */
-		if (demo_finish_stdout("export") != 0)
+		if (demo_stdout_gone())
 			return EXIT_USAGE;
 		return demo_fail_lomas("export", st, "cannot export '%s'", argv[optind]);
 	}

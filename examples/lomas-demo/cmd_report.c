@@ -19,7 +19,7 @@ enum { OPT_COLD = 256, OPT_COLOR, OPT_NO_COLOR };
 #define COLS_PER_OCTAVE 3
 #define GRAPH_W ((LOG_MAX - LOG_MIN) * COLS_PER_OCTAVE + 1) /* 61 */
 #define GRAPH_H 17					    /* rows; labels every 4 */
-#define MARGIN 9					    /* "100.0% |" + space */
+#define MARGIN 9 /* columns before the plot, plus one: "100.0% |" */
 #define MAX_CACHES 16
 
 struct cache_level {
@@ -57,7 +57,8 @@ static size_t machine_caches(struct cache_level *out, size_t cap)
 		char path[128], level[16], type[32], size[32];
 		uint64_t bytes;
 		bool dup = false;
-		int len = snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/", i);
+		int len =
+		    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/", i);
 		if (len <= 0 || (size_t)len >= sizeof path - 8)
 			break;
 		strcpy(path + len, "level");
@@ -136,8 +137,8 @@ static void print_summary(const char *path, const lomas_profile *p, const lomas_
 			printf("  %-12s %s\n", k, v);
 	}
 	printf("  %-12s %" PRIu32 " bytes\n", "line size", in->line_size);
-	printf("  %-12s %" PRIu64 " in %" PRIu64 " thread%s, %" PRIu64 " window%s\n",
-	       "references", in->refs, in->threads, in->threads == 1 ? "" : "s", in->windows,
+	printf("  %-12s %" PRIu64 " in %" PRIu64 " thread%s, %" PRIu64 " window%s\n", "references",
+	       in->refs, in->threads, in->threads == 1 ? "" : "s", in->windows,
 	       in->windows == 1 ? "" : "s");
 	printf("  %-12s %" PRIu64 ": %" PRIu64 " reused (%.1f%%), %" PRIu64
 	       " dangling (%.1f%%), %" PRIu64 " censored (%.1f%%)\n",
@@ -190,7 +191,8 @@ static void print_axis(const struct cache_level *caches, size_t ncaches, const s
 	marks[GRAPH_W] = '\0';
 	for (int c = GRAPH_W - 1; c >= 0 && marks[c] == ' '; c--)
 		marks[c] = '\0';
-	printf("%*s%s%s%s\n", MARGIN - 1, "", pt->on ? pt->cache : "", marks, pt->on ? pt->reset : "");
+	printf("%*s%s%s%s\n", MARGIN - 1, "", pt->on ? pt->cache : "", marks,
+	       pt->on ? pt->reset : "");
 	for (int r = 0; r < 2; r++) {
 		if (!used[r])
 			continue;
@@ -223,16 +225,20 @@ static void print_graph(const double *rnd, const double *lru, const struct cache
 		grid[rr][c] = '*';
 		grid[rl][c] = rr == rl ? '#' : 'o';
 	}
-	printf("\nworking-set graph: miss ratio by cache size (fully associative, cold misses %s)\n",
-	       cold ? "included" : "excluded");
+	printf(
+	    "\nworking-set graph: miss ratio by cache size (fully associative, cold misses %s)\n",
+	    cold ? "included" : "excluded");
 	for (int r = 0; r < GRAPH_H; r++) {
 		if (r % 4 == 0) {
 			double v = top * (double)(GRAPH_H - 1 - r) / (GRAPH_H - 1);
-			printf("%*.*f%% |", MARGIN - 3, top < 0.01 ? 2 : 1, 100 * v);
+			printf("%*.*f%% |", MARGIN - 4, top < 0.01 ? 2 : 1, 100 * v);
 		} else {
 			printf("%*s|", MARGIN - 2, "");
 		}
-		for (int c = 0; c < GRAPH_W; c++) {
+		int last = GRAPH_W - 1;
+		while (last >= 0 && grid[r][last] == ' ')
+			last--;
+		for (int c = 0; c <= last; c++) {
 			const char *color = NULL;
 			switch (grid[r][c]) {
 			case '*': color = pt->random; break;
@@ -250,7 +256,8 @@ static void print_graph(const double *rnd, const double *lru, const struct cache
 	print_axis(caches, ncaches, pt);
 	printf("%*s", MARGIN - 1, "");
 	if (pt->on)
-		printf("%s*%s random replacement   %so%s LRU   %s#%s both   %s:%s a cache of this machine\n",
+		printf("%s*%s random replacement   %so%s LRU   %s#%s both   %s:%s a cache of this "
+		       "machine\n",
 		       pt->random, pt->reset, pt->lru, pt->reset, pt->both, pt->reset, pt->cache,
 		       pt->reset);
 	else
@@ -271,7 +278,8 @@ static int print_cache_table(const lomas_profile *p, const struct cache_level *c
 		uint64_t bytes = caches[i].bytes / line * line;
 		if (bytes == 0)
 			bytes = line;
-		if (lomas_model_miss_ratio(p, LOMAS_POLICY_RANDOM, bytes, 0, flags, &r) != LOMAS_OK ||
+		if (lomas_model_miss_ratio(p, LOMAS_POLICY_RANDOM, bytes, 0, flags, &r) !=
+			LOMAS_OK ||
 		    lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, bytes, 0, flags, &l) != LOMAS_OK)
 			return demo_fail_lomas("report", LOMAS_EINVAL, "cannot model %s",
 					       caches[i].name);
@@ -284,12 +292,9 @@ static int print_cache_table(const lomas_profile *p, const struct cache_level *c
 int cmd_report(int argc, char **argv)
 {
 	static const struct option longopts[] = {
-		{"cold", no_argument, NULL, OPT_COLD},
-		{"color", no_argument, NULL, OPT_COLOR},
-		{"colour", no_argument, NULL, OPT_COLOR},
-		{"no-color", no_argument, NULL, OPT_NO_COLOR},
-		{"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+	    {"cold", no_argument, NULL, OPT_COLD},    {"color", no_argument, NULL, OPT_COLOR},
+	    {"colour", no_argument, NULL, OPT_COLOR}, {"no-color", no_argument, NULL, OPT_NO_COLOR},
+	    {"help", no_argument, NULL, 'h'},	      {NULL, 0, NULL, 0},
 	};
 	struct paint pt = {false, "\033[1;31m", "\033[1;36m", "\033[1;35m", "\033[2m", "\033[0m"};
 	struct cache_level caches[MAX_CACHES];

@@ -1,9 +1,11 @@
 /* Helpers shared by the lomas-demo subcommands: messages, numbers, sizes, output. */
 #include <errno.h>
+#include <poll.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "demo.h"
 
@@ -67,6 +69,13 @@ int demo_help(const char *cmd)
 	return demo_fail("help", "unknown command '%s'", cmd);
 }
 
+bool demo_stdout_gone(void)
+{
+	/* poll() reports POLLERR for the write end of a pipe without readers. */
+	struct pollfd pfd = {.fd = STDOUT_FILENO, .events = POLLOUT};
+	return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLERR | POLLHUP));
+}
+
 int demo_finish_stdout(const char *cmd)
 {
 	int err;
@@ -75,8 +84,12 @@ int demo_finish_stdout(const char *cmd)
 		return 0;
 	/* A reader that went away (EPIPE; SIGPIPE is ignored) is not worth a message. */
 	err = errno;
-	if (err != EPIPE)
-		demo_fail(cmd, "cannot write to standard output: %s", strerror(err ? err : EIO));
+	if (err == EPIPE || demo_stdout_gone())
+		return EXIT_USAGE;
+	if (err)
+		demo_fail(cmd, "cannot write to standard output: %s", strerror(err));
+	else
+		demo_fail(cmd, "cannot write to standard output");
 	return EXIT_USAGE;
 }
 
@@ -86,8 +99,8 @@ bool demo_parse_bytes(const char *s, uint64_t *out)
 		const char *suffix;
 		unsigned shift;
 	} units[] = {
-		{"", 0},   {"K", 10},  {"KiB", 10}, {"k", 10}, {"M", 20},
-		{"MiB", 20}, {"m", 20}, {"G", 30},  {"GiB", 30}, {"g", 30},
+	    {"", 0},	 {"K", 10}, {"KiB", 10}, {"k", 10},   {"M", 20},
+	    {"MiB", 20}, {"m", 20}, {"G", 30},	 {"GiB", 30}, {"g", 30},
 	};
 	char *end;
 	unsigned long long v;
@@ -168,8 +181,7 @@ lomas_profile *demo_load(const char *cmd, const char *path)
 	return p;
 }
 
-int demo_sizes(const char *cmd, const char *list, uint32_t line_bytes, uint64_t **sizes,
-	       size_t *n)
+int demo_sizes(const char *cmd, const char *list, uint32_t line_bytes, uint64_t **sizes, size_t *n)
 {
 	lomas_status st;
 	size_t count = 0;

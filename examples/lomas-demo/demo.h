@@ -33,7 +33,7 @@ extern const struct demo_cmd demo_cmds[];
 int demo_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The same with ": <lomas_error_message()>" (or the status name) appended. */
 int demo_fail_lomas(const char *cmd, lomas_status st, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 /* Report a getopt error (unknown option, missing argument) for cmd. */
 int demo_bad_option(const char *cmd, char **argv, int optopt_char);
 
@@ -45,6 +45,8 @@ int demo_help(const char *cmd);
  * output was written, EXIT_USAGE otherwise.
  */
 int demo_finish_stdout(const char *cmd);
+/* Whether standard output is a pipe whose reader went away. */
+bool demo_stdout_gone(void);
 
 /* Parse a byte count: plain digits or with K/KiB, M/MiB, G/GiB (binary). */
 bool demo_parse_bytes(const char *s, uint64_t *out);
@@ -61,8 +63,7 @@ lomas_profile *demo_load(const char *cmd, const char *path);
  * (checked: positive multiples of line_bytes) or the default graph sizes.
  * Returns 0 or an exit status after reporting.
  */
-int demo_sizes(const char *cmd, const char *list, uint32_t line_bytes, uint64_t **sizes,
-	       size_t *n);
+int demo_sizes(const char *cmd, const char *list, uint32_t line_bytes, uint64_t **sizes, size_t *n);
 
 int cmd_analyze(int argc, char **argv);
 int cmd_curve(int argc, char **argv);
