@@ -88,6 +88,10 @@ LOMAS_API void lomas_set_log_callback(lomas_log_fn fn, void *user);
  *   window     window length in references, or "auto" (= 256 x mean period)
  *   max_samples_live  capacity of the watch table (default 0 = unlimited for
  *              the trace clock); samples beyond it are recorded as censored
+ *   clock      auto | inline | step | pmu (live sessions; default auto)
+ *   watch      auto | mprotect | debugreg (watchpoint engine; default auto)
+ *   max_skid   references a simulated (step) or real (pmu) overflow may land
+ *              late; the planner compensates (default 0 for step)
  * Unknown keys and bad values give LOMAS_EINVAL naming the key.
  */
 typedef struct lomas_config lomas_config;
@@ -262,6 +266,52 @@ LOMAS_API lomas_status lomas_trace_analyze_lackey(const lomas_config *cfg, const
 /* The same from an open stream; name is used in messages. */
 LOMAS_API lomas_status lomas_trace_analyze_lackey_stream(const lomas_config *cfg, FILE *in,
 							 const char *name, lomas_profile **out);
+
+/* ---------------------------------------------------------------- session */
+
+/*
+ * A live session: run (or attach to) a target program under a clock and
+ * collect its profile. The clock is chosen by the config key "clock":
+ * inline (the target was built with the lomas-inline hooks), step (ptrace
+ * single-stepping, any binary, slow), pmu (hardware counters), or auto.
+ */
+typedef struct lomas_session lomas_session;
+
+typedef struct lomas_stats {
+	uint64_t refs;              /* references counted so far (all threads) */
+	uint64_t samples;           /* samples started */
+	uint64_t reused;            /* samples ended by a reuse */
+	uint64_t censored;          /* samples dropped for lack of a watch slot */
+	uint64_t faults;            /* watchpoint traps taken */
+	uint64_t false_positives;   /* traps on a watched page but not a watched line */
+	uint64_t reprotects;        /* pages protected again after a trap */
+	uint64_t steps;             /* single-steps made */
+	uint64_t injected_syscalls; /* system calls injected into the target */
+	uint64_t signals_forwarded; /* target signals delivered on its behalf */
+	uint64_t threads;           /* threads seen */
+	uint64_t elapsed_ns;        /* wall time since start */
+} lomas_stats;
+
+/* Start argv[0] (searched in PATH) with argv under the configured clock. */
+LOMAS_API lomas_status lomas_session_start(const lomas_config *cfg, char *const argv[],
+					   lomas_session **out);
+/* Attach to a running process (all its threads). */
+LOMAS_API lomas_status lomas_session_attach(const lomas_config *cfg, int pid,
+					    lomas_session **out);
+/*
+ * Handle pending events for at most timeout_ms (0 = do not block, -1 = until
+ * the target ends). *running is set to 0 once the target has ended.
+ */
+LOMAS_API lomas_status lomas_session_poll(lomas_session *s, int timeout_ms, int *running);
+/* Run until the target ends; *wait_status gets its waitpid()-style status. */
+LOMAS_API lomas_status lomas_session_wait(lomas_session *s, int *wait_status);
+/* Detach: remove every watchpoint, restore protections, leave the target running. */
+LOMAS_API lomas_status lomas_session_stop(lomas_session *s);
+LOMAS_API lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *out);
+/* The profile collected so far (a new object owned by the caller). */
+LOMAS_API lomas_status lomas_session_profile(lomas_session *s, lomas_profile **out);
+/* Free the session; a target still attached is detached first, never left stopped. */
+LOMAS_API void lomas_session_free(lomas_session *s);
 
 #ifdef __cplusplus
 }

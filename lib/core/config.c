@@ -14,6 +14,31 @@ void config_defaults(struct lomas_config *cfg)
 	cfg->line_size = 64;
 	cfg->window_refs = CONFIG_AUTO;
 	cfg->max_samples_live = 0;
+	cfg->clock = CLOCK_AUTO;
+	cfg->watch = WATCH_AUTO;
+	cfg->max_skid = 0;
+}
+
+static const char *const clock_names[] = {"auto", "inline", "step", "pmu"};
+static const char *const watch_names[] = {"auto", "mprotect", "debugreg"};
+
+const char *config_clock_name(config_clock c)
+{
+	return (unsigned)c < 4 ? clock_names[c] : "?";
+}
+
+const char *config_watch_name(config_watch w)
+{
+	return (unsigned)w < 3 ? watch_names[w] : "?";
+}
+
+/* Index of value in names[n], or -1. */
+static int name_index(const char *const *names, int n, const char *value)
+{
+	for (int i = 0; i < n; i++)
+		if (strcmp(names[i], value) == 0)
+			return i;
+	return -1;
 }
 
 lomas_status lomas_config_new(lomas_config **out)
@@ -100,6 +125,23 @@ lomas_status lomas_config_set(lomas_config *cfg, const char *key, const char *va
 			return error_set(LOMAS_EINVAL,
 					 "max_samples_live: '%s' is not an unsigned integer", value);
 		cfg->max_samples_live = v;
+	} else if (strcmp(key, "clock") == 0) {
+		int i = name_index(clock_names, 4, value);
+		if (i < 0)
+			return error_set(LOMAS_EINVAL,
+					 "clock: '%s' is not one of auto, inline, step, pmu", value);
+		cfg->clock = (config_clock)i;
+	} else if (strcmp(key, "watch") == 0) {
+		int i = name_index(watch_names, 3, value);
+		if (i < 0)
+			return error_set(LOMAS_EINVAL,
+					 "watch: '%s' is not one of auto, mprotect, debugreg", value);
+		cfg->watch = (config_watch)i;
+	} else if (strcmp(key, "max_skid") == 0) {
+		if (!config_parse_u64(value, &v) || v > 4096)
+			return error_set(LOMAS_EINVAL, "max_skid: '%s' is not an integer 0..4096",
+					 value);
+		cfg->max_skid = (uint32_t)v;
 	} else {
 		return error_set(LOMAS_EINVAL, "unknown config key '%s'", key);
 	}
@@ -129,5 +171,15 @@ lomas_status lomas_config_get(const lomas_config *cfg, const char *key, char *bu
 		return put_u64(buf, len, cfg->window_refs, true);
 	if (strcmp(key, "max_samples_live") == 0)
 		return put_u64(buf, len, cfg->max_samples_live, false);
+	if (strcmp(key, "max_skid") == 0)
+		return put_u64(buf, len, cfg->max_skid, false);
+	if (strcmp(key, "clock") == 0 || strcmp(key, "watch") == 0) {
+		const char *name = key[0] == 'c' ? config_clock_name(cfg->clock)
+						 : config_watch_name(cfg->watch);
+		if (strlen(name) >= len)
+			return error_set(LOMAS_ERANGE, "lomas_config_get: buffer too small");
+		strcpy(buf, name);
+		return LOMAS_OK;
+	}
 	return error_set(LOMAS_ENOENT, "unknown config key '%s'", key);
 }

@@ -34,13 +34,33 @@ void log_msg(lomas_log_level level, const char *fmt, ...) LOMAS_PRINTF(2, 3);
 
 #define CONFIG_AUTO 0 /* numeric value meaning "auto" */
 
+typedef enum config_clock {
+	CLOCK_AUTO = 0,
+	CLOCK_INLINE,
+	CLOCK_STEP,
+	CLOCK_PMU,
+} config_clock;
+
+typedef enum config_watch {
+	WATCH_AUTO = 0,
+	WATCH_MPROTECT,
+	WATCH_DEBUGREG,
+} config_watch;
+
 struct lomas_config {
 	uint64_t period_refs;      /* CONFIG_AUTO or >= 1 */
 	uint64_t seed;
 	uint32_t line_size;        /* bytes, power of two */
 	uint64_t window_refs;      /* CONFIG_AUTO or >= 1 */
 	uint64_t max_samples_live; /* 0 = unlimited */
+	config_clock clock;
+	config_watch watch;
+	uint32_t max_skid;         /* references */
 };
+
+/* Names of the enum values ("auto", "inline", ...). */
+const char *config_clock_name(config_clock c);
+const char *config_watch_name(config_watch w);
 
 /* Fill cfg with defaults (used when a caller passes a NULL config). */
 void config_defaults(struct lomas_config *cfg);

@@ -51,6 +51,16 @@ static void test_config(void **state)
 	assert_int_equal(lomas_config_set(cfg, "seed", "0xff"), LOMAS_OK);
 	assert_int_equal(cfg->seed, 255);
 	assert_int_equal(lomas_config_set(cfg, "seed", "18446744073709551616"), LOMAS_EINVAL);
+	assert_int_equal(lomas_config_set(cfg, "clock", "step"), LOMAS_OK);
+	assert_int_equal(lomas_config_get(cfg, "clock", buf, sizeof buf), LOMAS_OK);
+	assert_string_equal(buf, "step");
+	assert_int_equal(lomas_config_set(cfg, "clock", "sundial"), LOMAS_EINVAL);
+	assert_int_equal(cfg->clock, CLOCK_STEP);
+	assert_int_equal(lomas_config_set(cfg, "watch", "debugreg"), LOMAS_OK);
+	assert_int_equal(cfg->watch, WATCH_DEBUGREG);
+	assert_int_equal(lomas_config_set(cfg, "max_skid", "10"), LOMAS_OK);
+	assert_int_equal(cfg->max_skid, 10);
+	assert_int_equal(lomas_config_set(cfg, "max_skid", "99999"), LOMAS_EINVAL);
 	assert_int_equal(lomas_config_set(cfg, "colour", "red"), LOMAS_EINVAL);
 	assert_non_null(strstr(lomas_error_message(), "colour"));
 	assert_int_equal(lomas_config_get(cfg, "colour", buf, sizeof buf), LOMAS_ENOENT);

@@ -1,0 +1,61 @@
+/*
+ * lib/decode: x86-64 instruction decoding (Capstone) and the data references
+ * an instruction makes, with effective addresses computed from registers.
+ */
+#ifndef LOMAS_DECODE_H
+#define LOMAS_DECODE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include "core/core.h"
+
+#define DECODE_MAX_REFS 4
+#define DECODE_MAX_LEN 15
+
+typedef struct decode_ref {
+	uint64_t addr;  /* effective address of the first byte */
+	uint32_t size;  /* bytes accessed (0 when unknown, e.g. xsave) */
+	uint8_t kind;   /* LOMAS_REF_LOAD / LOMAS_REF_STORE */
+} decode_ref;
+
+typedef struct decode_insn {
+	uint64_t pc;
+	uint8_t len;        /* instruction length in bytes */
+	uint8_t nrefs;      /* data references, in program order (a RMW is a load then a store) */
+	decode_ref refs[DECODE_MAX_REFS];
+	bool rep;           /* rep/repe/repne-prefixed string instruction: refs are ONE iteration's */
+	bool syscall;       /* syscall instruction */
+	bool branch;        /* control transfer (jmp, jcc, call, ret, ...) */
+	char text[64];      /* "mov rax, qword ptr [rbx + 8]" for messages and tests */
+} decode_insn;
+
+typedef struct decoder decoder;
+
+lomas_status decoder_new(decoder **out);
+void decoder_free(decoder *d);
+
+/*
+ * Pure: decode the instruction in code[0..len) located at pc, computing its
+ * data references with regs (general registers, rip = pc, fs_base/gs_base
+ * for segment overrides). For a rep-prefixed string instruction with
+ * rcx == 0 there are no references. LOMAS_EFORMAT if the bytes are not a
+ * valid instruction.
+ */
+lomas_status decode_bytes(decoder *d, const uint8_t *code, size_t len, uint64_t pc,
+			  const struct user_regs_struct *regs, decode_insn *out);
+
+/*
+ * The same for the instruction at regs->rip in process pid, reading its bytes
+ * with process_vm_readv (falling back to PTRACE_PEEKTEXT); decoded bytes are
+ * cached by address until decoder_invalidate() covers them.
+ */
+lomas_status decoder_at(decoder *d, pid_t pid, const struct user_regs_struct *regs,
+			decode_insn *out);
+
+/* Forget cached code in [start, end) (the target wrote or remapped it). */
+void decoder_invalidate(decoder *d, uint64_t start, uint64_t end);
+
+#endif /* LOMAS_DECODE_H */

@@ -1,0 +1,221 @@
+/* The opaque session: config → clock backend → profile (DESIGN §2, §7). */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "session.h"
+
+struct lomas_session {
+	const session_ops *ops;
+	void *impl;
+	bool ended;
+	int wait_status;
+	uint64_t start_ns;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Check one candidate path; 1 = executable, 0 = absent, -1 = present but not executable. */
+static int candidate(const char *path)
+{
+	if (access(path, X_OK) == 0)
+		return 1;
+	return access(path, F_OK) == 0 ? -1 : 0;
+}
+
+lomas_status session_find_program(const char *argv0, char *buf, size_t len)
+{
+	const char *path;
+	bool denied = false;
+	if (!argv0 || !*argv0)
+		return error_set(LOMAS_EINVAL, "empty command");
+	if (strchr(argv0, '/')) {
+		int c = candidate(argv0);
+		if (c == 0)
+			return error_set(LOMAS_ENOENT, "%s: %s", argv0, strerror(ENOENT));
+		if (c < 0)
+			return error_set(LOMAS_EPERM, "%s: %s", argv0, strerror(EACCES));
+		if (strlen(argv0) >= len)
+			return error_set(LOMAS_ERANGE, "%s: path too long", argv0);
+		strcpy(buf, argv0);
+		return LOMAS_OK;
+	}
+	path = getenv("PATH");
+	if (!path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	while (*path) {
+		const char *colon = strchr(path, ':');
+		size_t dl = colon ? (size_t)(colon - path) : strlen(path);
+		int n = snprintf(buf, len, "%.*s%s%s", (int)dl, path, dl ? "/" : "", argv0);
+		if (n > 0 && (size_t)n < len) {
+			int c = candidate(buf);
+			if (c > 0)
+				return LOMAS_OK;
+			denied |= c < 0;
+		}
+		path += dl + (colon ? 1 : 0);
+		if (!colon)
+			break;
+	}
+	if (denied)
+		return error_set(LOMAS_EPERM, "%s: %s", argv0, strerror(EACCES));
+	return error_set(LOMAS_ENOENT, "%s: command not found", argv0);
+}
+
+static lomas_status session_new(const session_ops *ops, void *impl, uint64_t t0,
+				lomas_session **out)
+{
+	lomas_session *s = calloc(1, sizeof *s);
+	if (!s) {
+		ops->free(impl);
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	}
+	s->ops = ops;
+	s->impl = impl;
+	s->start_ns = t0;
+	*out = s;
+	return LOMAS_OK;
+}
+
+lomas_status lomas_session_start(const lomas_config *cfg, char *const argv[], lomas_session **out)
+{
+	struct lomas_config defaults;
+	char path[PATH_MAX];
+	const session_ops *ops = NULL;
+	void *impl = NULL;
+	uint64_t t0 = now_ns();
+	lomas_status st;
+	if (!out || !argv || !argv[0])
+		return error_set(LOMAS_EINVAL, "lomas_session_start: NULL argument or empty argv");
+	*out = NULL;
+	if (!cfg) {
+		config_defaults(&defaults);
+		cfg = &defaults;
+	}
+	if ((st = session_find_program(argv[0], path, sizeof path)))
+		return st;
+	switch (cfg->clock) {
+	case CLOCK_INLINE:
+		st = inline_backend_start(cfg, path, argv, &ops, &impl);
+		break;
+	case CLOCK_STEP:
+		st = monitor_backend_start(cfg, path, argv, &ops, &impl);
+		break;
+	case CLOCK_PMU:
+		st = error_set(LOMAS_ENOTSUP,
+			       "the pmu clock is not built yet; use --clock=inline (target built "
+			       "with the lomas-inline hooks) or --clock=step");
+		break;
+	case CLOCK_AUTO:
+	default:
+		if (inline_backend_detect(path)) {
+			st = inline_backend_start(cfg, path, argv, &ops, &impl);
+		} else {
+			log_msg(LOMAS_LOG_WARN, "%s has no lomas-inline hooks: using the step clock "
+						"(single-stepping, slow)", path);
+			st = monitor_backend_start(cfg, path, argv, &ops, &impl);
+		}
+		break;
+	}
+	if (st)
+		return st;
+	return session_new(ops, impl, t0, out);
+}
+
+lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lomas_session **out)
+{
+	struct lomas_config defaults;
+	const session_ops *ops = NULL;
+	void *impl = NULL;
+	uint64_t t0 = now_ns();
+	lomas_status st;
+	if (!out || pid <= 0)
+		return error_set(LOMAS_EINVAL, "lomas_session_attach: bad pid %d", pid);
+	*out = NULL;
+	if (!cfg) {
+		config_defaults(&defaults);
+		cfg = &defaults;
+	}
+	if (cfg->clock == CLOCK_INLINE)
+		return error_set(LOMAS_ENOTSUP, "the inline clock cannot attach to a running "
+						"process; use --clock=step");
+	if ((st = monitor_backend_attach(cfg, pid, &ops, &impl)))
+		return st;
+	return session_new(ops, impl, t0, out);
+}
+
+lomas_status lomas_session_poll(lomas_session *s, int timeout_ms, int *running)
+{
+	bool r = false;
+	lomas_status st;
+	if (!s || !running)
+		return error_set(LOMAS_EINVAL, "lomas_session_poll: NULL argument");
+	if (s->ended) {
+		*running = 0;
+		return LOMAS_OK;
+	}
+	st = s->ops->poll(s->impl, timeout_ms, &r);
+	if (!r && !st) {
+		s->ended = true;
+		s->wait_status = s->ops->wait_status(s->impl);
+	}
+	*running = r;
+	return st;
+}
+
+lomas_status lomas_session_wait(lomas_session *s, int *wait_status)
+{
+	int running = 1;
+	lomas_status st = LOMAS_OK;
+	if (!s)
+		return error_set(LOMAS_EINVAL, "lomas_session_wait: NULL session");
+	while (running && !(st = lomas_session_poll(s, -1, &running)))
+		;
+	if (!st && wait_status)
+		*wait_status = s->wait_status;
+	return st;
+}
+
+lomas_status lomas_session_stop(lomas_session *s)
+{
+	if (!s)
+		return error_set(LOMAS_EINVAL, "lomas_session_stop: NULL session");
+	if (s->ended)
+		return LOMAS_OK;
+	return s->ops->stop(s->impl);
+}
+
+lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *out)
+{
+	lomas_status st;
+	if (!s || !out)
+		return error_set(LOMAS_EINVAL, "lomas_session_stats: NULL argument");
+	memset(out, 0, sizeof *out);
+	st = s->ops->stats(s->impl, out);
+	out->elapsed_ns = now_ns() - s->start_ns;
+	return st;
+}
+
+lomas_status lomas_session_profile(lomas_session *s, lomas_profile **out)
+{
+	if (!s || !out)
+		return error_set(LOMAS_EINVAL, "lomas_session_profile: NULL argument");
+	return s->ops->profile(s->impl, out);
+}
+
+void lomas_session_free(lomas_session *s)
+{
+	if (!s)
+		return;
+	s->ops->free(s->impl);
+	free(s);
+}

@@ -1,0 +1,45 @@
+/*
+ * The session's internal interface: a live clock is a backend with these
+ * operations; lib/session.c chooses one from the config and forwards the
+ * public lomas_session_* calls to it.
+ */
+#ifndef LOMAS_SESSION_H
+#define LOMAS_SESSION_H
+
+#include <stdbool.h>
+
+#include "core/core.h"
+
+typedef struct session_ops {
+	const char *name; /* the clock's name, recorded in the profile */
+	/* Handle events for at most timeout_ms (-1 = until the target ends). */
+	lomas_status (*poll)(void *impl, int timeout_ms, bool *running);
+	/* Detach and leave the target running unharmed. */
+	lomas_status (*stop)(void *impl);
+	lomas_status (*stats)(void *impl, lomas_stats *out);
+	/* A new profile of what was collected so far. */
+	lomas_status (*profile)(void *impl, lomas_profile **out);
+	/* The target's waitpid() status; valid once poll reported !running. */
+	int (*wait_status)(void *impl);
+	/* Free; a target still attached is detached first, never left stopped. */
+	void (*free)(void *impl);
+} session_ops;
+
+/*
+ * Resolve argv0 like execvp (PATH search when it has no '/') into buf.
+ * LOMAS_ENOENT if not found, LOMAS_EPERM if found but not executable.
+ */
+lomas_status session_find_program(const char *argv0, char *buf, size_t len);
+
+/* lib/inline: run a program built with the lomas-inline hooks. */
+bool inline_backend_detect(const char *program_path);
+lomas_status inline_backend_start(const struct lomas_config *cfg, const char *program_path,
+				  char *const argv[], const session_ops **ops, void **impl);
+
+/* lib/monitor: ptrace supervisor with the step clock (and later pmu). */
+lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *program_path,
+				   char *const argv[], const session_ops **ops, void **impl);
+lomas_status monitor_backend_attach(const struct lomas_config *cfg, int pid,
+				    const session_ops **ops, void **impl);
+
+#endif /* LOMAS_SESSION_H */
