@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "demo.h"
+#include "record_session.h"
 
 const struct demo_cmd demo_cmds[] = {
     {"analyze", "sample a Valgrind lackey trace into a profile",
@@ -49,11 +50,23 @@ const struct demo_cmd demo_cmds[] = {
      "  --sizes B1,B2,...   cache sizes (default: 1 KiB to 1 GiB, 4 per octave)\n"
      "  --cold              count cold misses (excluded by default)\n",
      "lomas-demo compare [--sizes B1,B2,...] [--cold] A.lomas B.lomas", cmd_compare},
-    {"record", "run a program under a live clock (not available yet)",
-     "Run a program under a live clock and record its profile (not available yet:\n"
-     "record a trace with valgrind --tool=lackey --trace-mem=yes and use\n"
-     "'lomas-demo analyze --lackey').\n",
-     "lomas-demo record [-o OUT.lomas] [--period N] -- COMMAND [ARGS...]", cmd_record},
+    {"record", "run or attach to a program under a live clock",
+     "Run a program (or attach to a running one) under a live clock and save its\n"
+     "profile. Exits with the program's own status (128+N if signal N killed it),\n"
+     "125 when lomas fails, 126 when the command cannot run, 127 when it is not\n"
+     "found. SIGINT/SIGTERM detach and save what was collected.\n\n"
+     "  -o, --output OUT        the profile to write (default lomas.lomas)\n"
+     "  --clock auto|inline|step|pmu  the clock (default auto: inline when the\n"
+     "                          program carries the lomas-inline hooks, else step)\n"
+     "  --period N|auto         mean sampling period in references\n"
+     "  --seed S                seed of the sampling generator (default 1)\n"
+     "  --line-size B           cache line size in bytes (default 64)\n"
+     "  --window N|auto         window length in references\n"
+     "  --max-skid N            simulated (step) or real (pmu) overflow skid\n"
+     "  -p, --pid PID           attach to a running process instead\n",
+     "lomas-demo record [-o OUT.lomas] [--clock C] [--period N] [...] -- COMMAND [ARGS...]\n"
+     "       lomas-demo record [-o OUT.lomas] [options] -p PID",
+     cmd_record},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -77,10 +90,7 @@ int cmd_record(int argc, char **argv)
 	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
 		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
 			return demo_help("record");
-	fprintf(stderr, "lomas-demo: record: no live clock is built yet; record a trace with "
-			"valgrind --tool=lackey --trace-mem=yes and use 'lomas-demo analyze "
-			"--lackey'\n");
-	return EXIT_LOMAS;
+	return record_main(argc, argv);
 }
 
 int main(int argc, char **argv)

@@ -33,10 +33,8 @@ static void on_stop_signal(int sig)
 
 static void record_usage(FILE *f)
 {
-	fprintf(f, "usage: lomas-demo record [-o OUT.lomas] [--clock auto|inline|step|pmu]\n"
-		   "                         [--period N|auto] [--seed S] [--line-size B]\n"
-		   "                         [--window N] [--max-skid N] -- CMD [ARGS...]\n"
-		   "       lomas-demo record [options] -p PID\n");
+	fprintf(f, "lomas-demo: record: usage: lomas-demo record [options] -- CMD [ARGS...] "
+		   "(or -p PID); see 'lomas-demo help record'\n");
 }
 
 static int fail(const char *what)
@@ -138,7 +136,6 @@ int record_main(int argc, char **argv)
 		{"window", required_argument, NULL, 'w'},
 		{"max-skid", required_argument, NULL, 'k'},
 		{"pid", required_argument, NULL, 'p'},
-		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	static const struct {
@@ -157,7 +154,7 @@ int record_main(int argc, char **argv)
 	if (lomas_config_new(&cfg))
 		return fail("config");
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+o:p:h", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:p:", opts, NULL)) != -1) {
 		const char *key = NULL;
 		for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
 			if (keys[i].opt == c)
@@ -183,10 +180,6 @@ int record_main(int argc, char **argv)
 			}
 			break;
 		}
-		case 'h':
-			record_usage(stdout);
-			lomas_config_free(cfg);
-			return 0;
 		default:
 			record_usage(stderr);
 			lomas_config_free(cfg);

@@ -317,12 +317,27 @@ def test_version_and_help():
     assert r.returncode == 2 and len(r.stderr.splitlines()) == 1
 
 
-def test_record_is_not_available():
-    r = demo("record", "--", "/bin/true")
-    assert r.returncode == 125
-    assert r.stderr.splitlines() == [
-        "lomas-demo: record: no live clock is built yet; record a trace with valgrind "
-        "--tool=lackey --trace-mem=yes and use 'lomas-demo analyze --lackey'"]
+def test_record_exit_statuses(tmp_path):
+    # Like env and timeout: 127 not found, 126 cannot run, 125 lomas itself.
+    r = demo("record", "-o", tmp_path / "x.lomas", "--", "/no/such/program")
+    assert r.returncode == 127, r.stderr
+    assert len(r.stderr.splitlines()) == 1 and "/no/such/program" in r.stderr
+    r = demo("record", "-o", tmp_path / "x.lomas", "--", "no-such-command-lomas")
+    assert r.returncode == 127 and "not found" in r.stderr
+    plain = tmp_path / "not-executable"
+    plain.write_text("data")
+    r = demo("record", "-o", tmp_path / "x.lomas", "--", plain)
+    assert r.returncode == 126 and len(r.stderr.splitlines()) == 1
+    r = demo("record", "-o", tmp_path / "x.lomas", "--", tmp_path)
+    assert r.returncode == 126
+    r = demo("record", "-o", tmp_path / "x.lomas")
+    assert r.returncode == 125 and len(r.stderr.splitlines()) == 1
+    r = demo("record", "--period", "0", "--", "/bin/true")
+    assert r.returncode == 125 and "period" in r.stderr
+    r = demo("record", "--clock", "pmu", "-o", tmp_path / "x.lomas", "--", "/bin/true")
+    assert r.returncode == 125 and len(r.stderr.splitlines()) == 1
+    assert "pmu" in r.stderr
+    assert not (tmp_path / "x.lomas").exists()
 
 
 def test_missing_files(tmp_path):
