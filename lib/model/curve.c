@@ -55,7 +55,8 @@ static lomas_status curve_run(const lomas_profile *p, lomas_policy policy,
 	lomas_status st;
 	bool cold = (flags & LOMAS_MODEL_COLD) != 0;
 
-	if ((st = model_data_build(p, per_window, &m)))
+	bool grid = policy == LOMAS_POLICY_RANDOM && n >= MODEL_GRID_MIN && !getenv("LOMAS_MODEL_EXACT");
+	if ((st = model_data_build(p, per_window, policy == LOMAS_POLICY_RANDOM && !grid, &m)))
 		return st;
 	if (n == 0) {
 		model_data_free(&m);
@@ -75,7 +76,9 @@ static lomas_status curve_run(const lomas_profile *p, lomas_policy policy,
 	qsort(ord, n, sizeof *ord, size_ix_cmp);
 	for (size_t i = 0; i < n; i++)
 		lines[i] = (double)(ord[i].bytes / line);
-	if (policy == LOMAS_POLICY_RANDOM)
+	if (grid)
+		st = statcache_curve_grid(&m, lines, n, cold, out);
+	else if (policy == LOMAS_POLICY_RANDOM)
 		st = statcache_curve(&m, lines, n, cold, out);
 	else
 		st = statstack_curve(&m, lines, n, cold, out);

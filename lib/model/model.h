@@ -28,6 +28,9 @@ typedef struct model_group {
 	double W;      /* weight of finite (reused) samples */
 	double D;      /* dangling weight */
 	double C;      /* censored weight */
+	double W0;     /* weight of reuses at distance 0 (never a miss) */
+	double Wd;     /* sum of w d over finite samples */
+	double Wd2;    /* sum of w d^2 */
 	double refs;   /* weight of the group in the mean (its reference count) */
 } model_group;
 
@@ -36,20 +39,20 @@ typedef struct model_data {
 	size_t ngroups;
 	model_group *groups;
 	size_t n;
-	uint64_t *dist; /* distinct distances per group, ascending */
-	double *d;      /* the same as double */
+	double *d;      /* distinct distances per group, ascending */
 	double *w;      /* summed weight of the samples with that distance */
 	double *pw;     /* exclusive prefix sums of w within the group */
-	double *pwd;    /* ... of w * d */
-	double *pwd2;   /* ... of w * d * d */
+	double *pwd;    /* ... of w * d (only when built with moments) */
+	double *pwd2;   /* ... of w * d * d (only when built with moments) */
 } model_data;
 
 /*
  * Build model data from p: one group per window (per_window) or one group for
- * the whole profile. LOMAS_EFORMAT for samples naming unknown windows or
+ * the whole profile; moments: also the prefix sums pwd and pwd2. LOMAS_EFORMAT for samples naming unknown windows or
  * states; LOMAS_ERANGE when no sample has weight.
  */
-lomas_status model_data_build(const struct lomas_profile *p, bool per_window, model_data *m);
+lomas_status model_data_build(const struct lomas_profile *p, bool per_window, bool moments,
+			      model_data *m);
 void model_data_free(model_data *m);
 
 /*
@@ -58,6 +61,15 @@ void model_data_free(model_data *m);
  */
 lomas_status statcache_curve(const model_data *m, const double *lines, size_t n, bool cold,
 			     double *ratios);
+/*
+ * The same from F(x) tabulated per window on a geometric grid (see
+ * statcache_grid.c): much faster for many sizes, within ~1e-4 of the exact
+ * roots. Sizes ascending. Used by lomas_model_curve from MODEL_GRID_MIN sizes.
+ */
+lomas_status statcache_curve_grid(const model_data *m, const double *lines, size_t n, bool cold,
+				  double *ratios);
+#define MODEL_GRID_MIN 8
+
 /* StatCache root R of one group for a cache of L lines (0 <= R <= 1). */
 double statcache_group_ratio(const model_data *m, size_t gi, double L, bool cold, double hi,
 			     void *solver);

@@ -182,7 +182,9 @@ static void test_monotone_and_curve(void **state)
 				double r;
 				assert_int_equal(
 					lomas_model_miss_ratio(p, pol, sizes[i], 0, fl, &r), 0);
-				assert_true(fabs(r - curve[i]) < 1e-9);
+				if (getenv("DBG")) printf("%d %u %zu %g\n", pol, fl, i, r - curve[i]);
+				/* The curve solves StatCache on a grid: within 2e-5. */
+				assert_true(fabs(r - curve[i]) < (pol == LOMAS_POLICY_RANDOM ? 2e-5 : 1e-12));
 				if (i > 0)
 					assert_true(curve[i] <= curve[i - 1] + 1e-12);
 				assert_true(curve[i] >= 0.0 && curve[i] <= 1.0);
