@@ -182,7 +182,6 @@ static void test_monotone_and_curve(void **state)
 				double r;
 				assert_int_equal(
 					lomas_model_miss_ratio(p, pol, sizes[i], 0, fl, &r), 0);
-				if (getenv("DBG")) printf("%d %u %zu %g\n", pol, fl, i, r - curve[i]);
 				/* The curve solves StatCache on a grid: within 2e-5. */
 				assert_true(fabs(r - curve[i]) < (pol == LOMAS_POLICY_RANDOM ? 2e-5 : 1e-12));
 				if (i > 0)
@@ -198,6 +197,44 @@ static void test_monotone_and_curve(void **state)
 		}
 		/* Small caches miss more than big ones, by a lot here. */
 		assert_true(curve[0] > 0.5);
+	}
+	lomas_profile_free(p);
+}
+
+/*
+ * The many-size StatCache path (a tabulated grid) against single-size exact
+ * roots, at its edges: one-line caches, huge caches, distance-0 reuses,
+ * censored and dangling samples, distances up to 1e15, single-distance windows.
+ */
+static void test_curve_edges(void **state)
+{
+	uint64_t refs[4] = {5000, 100, 7000, 300};
+	uint64_t sizes[24];
+	double curve[24];
+	(void)state;
+	lomas_profile *p = mkprofile(64, 4, refs);
+	for (int i = 0; i < 30; i++) {
+		add(p, 0, LOMAS_SAMPLE_REUSED, (uint64_t)i * i * i * 1000, 1.0);
+		add(p, 1, LOMAS_SAMPLE_REUSED, 777, 2.0);
+		add(p, 2, LOMAS_SAMPLE_REUSED, 0, 1.0);
+		add(p, 2, LOMAS_SAMPLE_REUSED, 1000000000000000ull, 1.0);
+	}
+	add(p, 0, LOMAS_SAMPLE_CENSORED, 0, 1.0);
+	add(p, 3, LOMAS_SAMPLE_DANGLING, 0, 1.0);
+	add(p, 3, LOMAS_SAMPLE_REUSED, 3, 1.0);
+	for (int i = 0; i < 24; i++)
+		sizes[i] = 64ull << (2 * i); /* 1 line .. 2^46 lines */
+	sizes[1] = 128;
+	for (int pol = 0; pol < 2; pol++) {
+		for (unsigned fl = 0; fl <= LOMAS_MODEL_COLD; fl++) {
+			assert_int_equal(lomas_model_curve(p, pol, sizes, 24, 0, fl, curve), 0);
+			for (int i = 0; i < 24; i++) {
+				double r;
+				assert_int_equal(
+					lomas_model_miss_ratio(p, pol, sizes[i], 0, fl, &r), 0);
+				assert_true(fabs(r - curve[i]) < 2e-5);
+			}
+		}
 	}
 	lomas_profile_free(p);
 }
@@ -388,6 +425,7 @@ int main(void)
 		cmocka_unit_test(test_f_numerics),     cmocka_unit_test(test_statcache_root),
 		cmocka_unit_test(test_statcache_zero), cmocka_unit_test(test_monotone_and_curve),
 		cmocka_unit_test(test_statstack_exact), cmocka_unit_test(test_lru_cliff),
+		cmocka_unit_test(test_curve_edges),
 		cmocka_unit_test(test_window_weighting), cmocka_unit_test(test_censored),
 		cmocka_unit_test(test_errors),         cmocka_unit_test(test_default_sizes),
 	};
