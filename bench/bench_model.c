@@ -125,8 +125,7 @@ int main(void)
 		}
 		printf("curve %-20s 100 sizes: %8.1f ms wall, %6.1f ms cpu (median of %d; "
 		       "goal 50 ms)  [mr(4KiB)=%.4f mr(1MiB)=%.4f]\n",
-		       names[pol], median(t, RUNS), median(c, RUNS), RUNS, ratios[0],
-		       ratios[53]);
+		       names[pol], median(t, RUNS), median(c, RUNS), RUNS, ratios[0], ratios[53]);
 	}
 
 	char path[] = "/tmp/bench_model_XXXXXX";
@@ -154,8 +153,9 @@ int main(void)
 		lomas_profile_free(q);
 	}
 	if (ok)
-		printf("profile save + load:          %8.1f ms (median of %d; goal 200 ms for load)\n",
-		       median(t, RUNS), RUNS);
+		printf(
+		    "profile save + load:          %8.1f ms (median of %d; goal 200 ms for load)\n",
+		    median(t, RUNS), RUNS);
 	unlink(path);
 	lomas_profile_free(p);
 	return 0;

@@ -55,7 +55,8 @@ static lomas_status curve_run(const lomas_profile *p, lomas_policy policy,
 	lomas_status st;
 	bool cold = (flags & LOMAS_MODEL_COLD) != 0;
 
-	bool grid = policy == LOMAS_POLICY_RANDOM && n >= MODEL_GRID_MIN && !getenv("LOMAS_MODEL_EXACT");
+	bool grid =
+	    policy == LOMAS_POLICY_RANDOM && n >= MODEL_GRID_MIN && !getenv("LOMAS_MODEL_EXACT");
 	if ((st = model_data_build(p, per_window, policy == LOMAS_POLICY_RANDOM && !grid, &m)))
 		return st;
 	if (n == 0) {
@@ -115,12 +116,11 @@ lomas_status lomas_model_curve(const lomas_profile *p, lomas_policy policy,
 	return curve_run(p, policy, cache_bytes, n, line, flags, true, ratios);
 }
 
-lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes,
-				    size_t n, unsigned flags, double *ratios)
+lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes, size_t n,
+				    unsigned flags, double *ratios)
 {
 	uint32_t line;
-	lomas_status st =
-		check_args(p, LOMAS_POLICY_LRU, cache_bytes, n, 0, flags, ratios, &line);
+	lomas_status st = check_args(p, LOMAS_POLICY_LRU, cache_bytes, n, 0, flags, ratios, &line);
 	if (st)
 		return st;
 	return curve_run(p, LOMAS_POLICY_LRU, cache_bytes, n, line, flags, false, ratios);
@@ -128,14 +128,13 @@ lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cach
 
 #define DEFAULT_SIZES 81
 
-lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *sizes, size_t cap,
-				       size_t *n)
+lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *sizes, size_t cap, size_t *n)
 {
 	if (!n || (cap > 0 && !sizes))
 		return error_set(LOMAS_EINVAL, "lomas_model_default_sizes: NULL argument");
 	if (!line_size_valid(line_bytes))
-		return error_set(LOMAS_EINVAL,
-				 "line size %u is not a power of two from 8 to 65536", line_bytes);
+		return error_set(LOMAS_EINVAL, "line size %u is not a power of two from 8 to 65536",
+				 line_bytes);
 	for (size_t k = 0; k < DEFAULT_SIZES && k < cap; k++) {
 		/* 2^(10 + k/4) bytes, to the nearest whole line (at least one). */
 		double v = exp2(10.0 + (double)k / 4.0);

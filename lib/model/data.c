@@ -105,10 +105,9 @@ lomas_status model_data_build(const struct lomas_profile *p, bool per_window, bo
 		total += s->weight;
 		if (s->state == LOMAS_SAMPLE_REUSED) {
 			if (s->end <= s->start) {
-				st = error_set(LOMAS_EFORMAT,
-					       "sample %zu: end %llu not after start %llu", i,
-					       (unsigned long long)s->end,
-					       (unsigned long long)s->start);
+				st = error_set(
+				    LOMAS_EFORMAT, "sample %zu: end %llu not after start %llu", i,
+				    (unsigned long long)s->end, (unsigned long long)s->start);
 				goto out;
 			}
 			g->W += s->weight;

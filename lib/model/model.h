@@ -39,17 +39,17 @@ typedef struct model_data {
 	size_t ngroups;
 	model_group *groups;
 	size_t n;
-	double *d;      /* distinct distances per group, ascending */
-	double *w;      /* summed weight of the samples with that distance */
-	double *pw;     /* exclusive prefix sums of w within the group */
-	double *pwd;    /* ... of w * d (only when built with moments) */
-	double *pwd2;   /* ... of w * d * d (only when built with moments) */
+	double *d;    /* distinct distances per group, ascending */
+	double *w;    /* summed weight of the samples with that distance */
+	double *pw;   /* exclusive prefix sums of w within the group */
+	double *pwd;  /* ... of w * d (only when built with moments) */
+	double *pwd2; /* ... of w * d * d (only when built with moments) */
 } model_data;
 
 /*
  * Build model data from p: one group per window (per_window) or one group for
- * the whole profile; moments: also the prefix sums pwd and pwd2. LOMAS_EFORMAT for samples naming unknown windows or
- * states; LOMAS_ERANGE when no sample has weight.
+ * the whole profile; moments: also the prefix sums pwd and pwd2. LOMAS_EFORMAT for samples naming
+ * unknown windows or states; LOMAS_ERANGE when no sample has weight.
  */
 lomas_status model_data_build(const struct lomas_profile *p, bool per_window, bool moments,
 			      model_data *m);
@@ -82,7 +82,7 @@ lomas_status statstack_curve(const model_data *m, const double *lines, size_t n,
  * StatStack over the whole profile instead of per window (the public API
  * uses per-window groups; this is kept for comparison in the tests).
  */
-lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes,
-				    size_t n, unsigned flags, double *ratios);
+lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes, size_t n,
+				    unsigned flags, double *ratios);
 
 #endif

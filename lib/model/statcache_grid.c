@@ -24,8 +24,8 @@
 
 #include "model.h"
 
-#define K 4 /* grid points per octave (grid_ceil knows the steps) */
-#define X0 80        /* x_0 = 2^-80 */
+#define K 4	       /* grid points per octave (grid_ceil knows the steps) */
+#define X0 80	       /* x_0 = 2^-80 */
 #define NGRID (82 * K) /* up to x = 2^2 */
 #define Y_LO 1e-2
 #define Y_HI 24.0
@@ -124,9 +124,10 @@ static void chain(grid *G, double d, double w, int js, int je)
 		 * next term is below 1e-14 relative): no exponential needed.
 		 */
 		double y = G->x[js + m] * d;
-		u[m] = -y * (1 - y * 0.5 *
-					 (1 - y * (1.0 / 3) *
-						      (1 - y * 0.25 * (1 - y * 0.2 * (1 - y * (1.0 / 6))))));
+		u[m] =
+		    -y * (1 - y * 0.5 *
+				  (1 - y * (1.0 / 3) *
+					   (1 - y * 0.25 * (1 - y * 0.2 * (1 - y * (1.0 / 6))))));
 	}
 	for (j = js; j + K <= je; j += K) {
 		for (int m = 0; m < K; m++) {

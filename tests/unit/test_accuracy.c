@@ -133,8 +133,8 @@ static uint32_t *make_trace(const shape *s, size_t n, uint32_t *k)
 /* ---- exact LRU: stack-distance histogram ---- */
 
 /* Non-cold LRU misses for each size in lines; *cold = first touches. */
-static void exact_lru(const uint32_t *t, size_t n, uint32_t k, const uint64_t *lines,
-		      size_t ns, double *misses, uint64_t *cold)
+static void exact_lru(const uint32_t *t, size_t n, uint32_t k, const uint64_t *lines, size_t ns,
+		      double *misses, uint64_t *cold)
 {
 	int64_t *last = malloc(k * sizeof *last);
 	int32_t *fen = calloc(n + 1, sizeof *fen);
@@ -174,8 +174,7 @@ static void exact_lru(const uint32_t *t, size_t n, uint32_t k, const uint64_t *l
 
 /* ---- exact random replacement: direct simulation ---- */
 
-static double exact_random(const uint32_t *t, size_t n, uint32_t k, uint64_t lines,
-			   uint64_t seed)
+static double exact_random(const uint32_t *t, size_t n, uint32_t k, uint64_t lines, uint64_t seed)
 {
 	int32_t *slot_of = malloc(k * sizeof *slot_of);
 	uint32_t *slots = malloc(lines * sizeof *slots);
@@ -207,8 +206,8 @@ static double exact_random(const uint32_t *t, size_t n, uint32_t k, uint64_t lin
 
 /* ---- sampling: a profile like the trace clock would record ---- */
 
-static lomas_profile *sample_trace(const uint32_t *t, const uint32_t *next, size_t n,
-				   double period, uint64_t seed, size_t *nsamples)
+static lomas_profile *sample_trace(const uint32_t *t, const uint32_t *next, size_t n, double period,
+				   uint64_t seed, size_t *nsamples)
 {
 	lomas_profile *p;
 	lomas_thread th = {.tid = 1, .refs = n};
@@ -333,10 +332,11 @@ static void check_shape(const shape *sh, bool check_cold)
 							   LOMAS_MODEL_COLD, model),
 					 LOMAS_OK);
 			e_l = mae(model, lc, nsz);
-			printf("accuracy %-14s 1/%-5.0f cold included   MAE random %.3f pp  lru %.3f "
-			       "pp (cold %.2f %%)\n",
-			       sh->name, periods[pi], 100 * e_r, 100 * e_l,
-			       100.0 * (double)cold / (double)n);
+			printf(
+			    "accuracy %-14s 1/%-5.0f cold included   MAE random %.3f pp  lru %.3f "
+			    "pp (cold %.2f %%)\n",
+			    sh->name, periods[pi], 100 * e_r, 100 * e_l,
+			    100.0 * (double)cold / (double)n);
 			assert_true(e_r <= 0.01);
 			assert_true(e_l <= 0.01);
 		}
@@ -403,9 +403,9 @@ int main(void)
 		return 0;
 	}
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_cyclic),        cmocka_unit_test(test_uniform_small),
-		cmocka_unit_test(test_strided),       cmocka_unit_test(test_uniform_large),
-		cmocka_unit_test(test_phases),        cmocka_unit_test(test_mixed),
+	    cmocka_unit_test(test_cyclic),  cmocka_unit_test(test_uniform_small),
+	    cmocka_unit_test(test_strided), cmocka_unit_test(test_uniform_large),
+	    cmocka_unit_test(test_phases),  cmocka_unit_test(test_mixed),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
