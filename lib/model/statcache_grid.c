@@ -27,8 +27,8 @@
 #define K 4	       /* grid points per octave (grid_ceil knows the steps) */
 #define X0 80	       /* x_0 = 2^-80 */
 #define NGRID (82 * K) /* up to x = 2^2 */
-#define Y_LO 1e-2
-#define Y_HI 24.0
+#define Y_LO 5e-2
+#define Y_HI 22.0
 
 /* Grid index of the first x_j >= v (clamped to [0, NGRID]), without log2. */
 static int grid_ceil(double v)
@@ -50,21 +50,21 @@ typedef struct grid {
 	double x[NGRID + 1];
 	/* Per window (reused): F, F', and moment coefficients. */
 	double F[NGRID + 1], Fp[NGRID + 1];
-	double dA[NGRID + 2], dB[NGRID + 2], dC[NGRID + 2], dW[NGRID + 2];
+	double dA[NGRID + 2], dB[NGRID + 2], dC[NGRID + 2], dD[NGRID + 2], dW[NGRID + 2];
 } grid;
 
 /*
- * Root in [lo, hi] of the cubic c0 + c1 t + c2 t^2 + c3 t^3, positive at lo
+ * Root in [lo, hi] of the quartic c0 + c1 t + ... + c4 t^4, positive at lo
  * and negative at hi, from t: Newton steps kept inside the bracket,
  * bisection when a step leaves it.
  */
-static double cubic_root(const double c[4], double lo, double hi, double t)
+static double poly_root(const double c[5], double lo, double hi, double t)
 {
 	if (!(t > lo && t < hi))
 		t = 0.5 * (lo + hi);
 	for (int it = 0; it < 100; it++) {
-		double p = c[0] + t * (c[1] + t * (c[2] + t * c[3]));
-		double dp = c[1] + t * (2 * c[2] + t * 3 * c[3]);
+		double p = c[0] + t * (c[1] + t * (c[2] + t * (c[3] + t * c[4])));
+		double dp = c[1] + t * (2 * c[2] + t * (3 * c[3] + t * 4 * c[4]));
 		if (p >= 0)
 			lo = t;
 		else
@@ -88,25 +88,27 @@ static double solve_interval(const grid *G, int j, double extra, double slope)
 {
 	double a = G->x[j], h = G->x[j + 1] - a;
 	double f0 = G->F[j], f1 = G->F[j + 1], m0 = G->Fp[j] * h, m1 = G->Fp[j + 1] * h;
-	double c[4];
+	double c[5];
 	c[0] = f0 + extra - slope * a;
 	c[1] = m0 - slope * h;
 	c[2] = -3 * f0 - 2 * m0 + 3 * f1 - m1;
 	c[3] = 2 * f0 + m0 - 2 * f1 + m1;
+	c[4] = 0.0;
 	double pa = c[0], pb = c[0] + c[1] + c[2] + c[3];
 	/* Start from the chord. */
 	double t = pa > pb ? pa / (pa - pb) : 0.5;
-	return a + h * cubic_root(c, 0.0, 1.0, t);
+	return a + h * poly_root(c, 0.0, 1.0, t);
 }
 
 /*
  * Root below x_jl, where every sample is in the series:
- * x A - x^2 B/2 + x^3 C/6 + extra - slope x = 0 on (0, hi].
+ * x A - x^2 B/2 + x^3 C/6 - x^4 D/24 + extra - slope x = 0 on (0, hi].
  */
-static double solve_series(double A, double B, double C, double extra, double slope, double hi)
+static double solve_series(const double mom[4], double extra, double slope, double hi)
 {
-	double c[4] = {extra, (A - slope) * hi, -B / 2 * hi * hi, C / 6 * hi * hi * hi};
-	return hi * cubic_root(c, 0.0, 1.0, 0.5);
+	double c[5] = {extra, (mom[0] - slope) * hi, -mom[1] / 2 * hi * hi,
+		       mom[2] / 6 * hi * hi * hi, -mom[3] / 24 * hi * hi * hi * hi};
+	return hi * poly_root(c, 0.0, 1.0, 0.5);
 }
 
 /*
@@ -115,20 +117,25 @@ static double solve_series(double A, double B, double C, double extra, double sl
  */
 static void chain(grid *G, double d, double w, int js, int je)
 {
+	static const double inv[11] = {0,	1,	 1.0 / 2, 1.0 / 3, 1.0 / 4, 1.0 / 5,
+				       1.0 / 6, 1.0 / 7, 1.0 / 8, 1.0 / 9, 1.0 / 10};
 	double u[K], wd = w * d;
 	int j;
+	double y[K], v[K];
+	/*
+	 * js is the first grid point with x d >= Y_LO, so here y = x d < 2 Y_LO
+	 * and expm1(-y) is its series to y^10 (the next term is below 1e-15
+	 * relative): no exponential needed. The K chains run side by side.
+	 */
 	for (int m = 0; m < K; m++) {
-		/*
-		 * js is the first grid point with x d >= Y_LO, so here
-		 * y = x d < 2 Y_LO and expm1(-y) is its series to y^6 (the
-		 * next term is below 1e-14 relative): no exponential needed.
-		 */
-		double y = G->x[js + m] * d;
-		u[m] =
-		    -y * (1 - y * 0.5 *
-				  (1 - y * (1.0 / 3) *
-					   (1 - y * 0.25 * (1 - y * 0.2 * (1 - y * (1.0 / 6))))));
+		y[m] = G->x[js + m] * d;
+		v[m] = 1.0;
 	}
+	for (int k = 10; k > 1; k--)
+		for (int m = 0; m < K; m++)
+			v[m] = 1.0 - y[m] * inv[k] * v[m];
+	for (int m = 0; m < K; m++)
+		u[m] = js + m < je ? -y[m] * v[m] : 0.0;
 	for (j = js; j + K <= je; j += K) {
 		for (int m = 0; m < K; m++) {
 			G->F[j + m] -= w * u[m];
@@ -151,6 +158,7 @@ static void fill(grid *G, const model_data *m, const model_group *g, int jl, int
 	memset(G->dA + jl, 0, (span + 1) * sizeof(double));
 	memset(G->dB + jl, 0, (span + 1) * sizeof(double));
 	memset(G->dC + jl, 0, (span + 1) * sizeof(double));
+	memset(G->dD + jl, 0, (span + 1) * sizeof(double));
 	memset(G->dW + jl, 0, (span + 1) * sizeof(double));
 	for (size_t i = g->off; i < g->off + g->n; i++) {
 		double d = m->d[i], w = m->w[i];
@@ -175,11 +183,13 @@ static void fill(grid *G, const model_data *m, const model_group *g, int jl, int
 		G->dA[js] += w * d;
 		G->dB[js] += w * d * d;
 		G->dC[js] += w * d * d * d;
+		G->dD[js] += w * d * d * d * d;
 		G->dW[je] += w;
 		if (js < je)
 			chain(G, d, w, js, je);
 	}
-	double A = G->dA[jh + 1], B = G->dB[jh + 1], C = G->dC[jh + 1], W = 0;
+	double A = G->dA[jh + 1], B = G->dB[jh + 1], C = G->dC[jh + 1], D = G->dD[jh + 1];
+	double W = 0;
 	for (int j = jl; j <= jh; j++) {
 		W += G->dW[j];
 		G->F[j] += W;
@@ -187,11 +197,12 @@ static void fill(grid *G, const model_data *m, const model_group *g, int jl, int
 	for (int j = jh; j >= jl; j--) {
 		/* A, B, C: moments of the samples with js > j (still in the series). */
 		double x = G->x[j];
-		G->F[j] += x * (A - x * (B / 2 - x * C / 6));
-		G->Fp[j] += A - x * (B - x * C / 2);
+		G->F[j] += x * (A - x * (B / 2 - x * (C / 6 - x * D / 24)));
+		G->Fp[j] += A - x * (B - x * (C / 2 - x * D / 6));
 		A += G->dA[j];
 		B += G->dB[j];
 		C += G->dC[j];
+		D += G->dD[j];
 	}
 }
 
@@ -222,7 +233,7 @@ lomas_status statcache_curve_grid(const model_data *m, const double *lines, size
 		const model_group *g = &m->groups[gi];
 		double wt = refs > 0.0 ? g->refs : g->S;
 		double extra = g->C + (cold ? g->D : 0.0);
-		double A = g->Wd, B = g->Wd2, C = 0.0, dmax;
+		double mom[4] = {g->Wd, g->Wd2, 0.0, 0.0}, dmax;
 		size_t j0 = 0;
 		int jl, jh, jp;
 		if (!(g->S > 0.0) || !(wt > 0.0))
@@ -245,12 +256,15 @@ lomas_status statcache_curve_grid(const model_data *m, const double *lines, size
 		if (jh == NGRID)
 			jh--;
 		fill(G, m, g, jl, jh + 1);
-		for (size_t i = g->off; i < g->off + g->n; i++)
-			C += m->w[i] * m->d[i] * m->d[i] * m->d[i];
+		for (size_t i = g->off; i < g->off + g->n; i++) {
+			double d3 = m->d[i] * m->d[i] * m->d[i];
+			mom[2] += m->w[i] * d3;
+			mom[3] += m->w[i] * d3 * m->d[i];
+		}
 		jp = jh + 1;
 		for (size_t j = j0; j < n; j++) {
 			double lam = lams[j], slope = g->S / lam, x;
-			if (extra <= 0.0 && !(lam * A - g->S > 0.0))
+			if (extra <= 0.0 && !(lam * mom[0] - g->S > 0.0))
 				break; /* g'(0) <= 0 here and for every larger cache */
 			/* Walk down to the first grid point with phi >= 0. */
 			while (jp >= jl && G->F[jp] + extra - G->x[jp] * slope < 0.0)
@@ -260,7 +274,7 @@ lomas_status statcache_curve_grid(const model_data *m, const double *lines, size
 			} else if (jp >= jl) {
 				x = solve_interval(G, jp, extra, slope);
 			} else {
-				x = solve_series(A, B, C, extra, slope, G->x[jl]);
+				x = solve_series(mom, extra, slope, G->x[jl]);
 				jp = jl; /* smaller caches never come back up */
 			}
 			double r = x / lam;
