@@ -55,8 +55,8 @@ static lomas_status curve_run(const lomas_profile *p, lomas_policy policy,
 	lomas_status st;
 	bool cold = (flags & LOMAS_MODEL_COLD) != 0;
 
-	bool grid =
-	    policy == LOMAS_POLICY_RANDOM && n >= MODEL_GRID_MIN && !getenv("LOMAS_MODEL_EXACT");
+	/* Many sizes: StatCache on a tabulated grid; a few: exact roots per size. */
+	bool grid = policy == LOMAS_POLICY_RANDOM && n >= MODEL_GRID_MIN;
 	if ((st = model_data_build(p, per_window, policy == LOMAS_POLICY_RANDOM && !grid, &m)))
 		return st;
 	if (n == 0) {
