@@ -109,7 +109,7 @@ lomas_status lomas_model_curve(const lomas_profile *p, lomas_policy policy,
 			       const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
 			       unsigned flags, double *ratios)
 {
-	uint32_t line;
+	uint32_t line = 0;
 	lomas_status st = check_args(p, policy, cache_bytes, n, line_bytes, flags, ratios, &line);
 	if (st)
 		return st;
@@ -119,7 +119,7 @@ lomas_status lomas_model_curve(const lomas_profile *p, lomas_policy policy,
 lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes, size_t n,
 				    unsigned flags, double *ratios)
 {
-	uint32_t line;
+	uint32_t line = 0;
 	lomas_status st = check_args(p, LOMAS_POLICY_LRU, cache_bytes, n, 0, flags, ratios, &line);
 	if (st)
 		return st;
