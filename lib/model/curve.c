@@ -47,7 +47,7 @@ static int size_ix_cmp(const void *a, const void *b)
 /* Run the model over groups built per window (or globally) for any order of sizes. */
 static lomas_status curve_run(const lomas_profile *p, lomas_policy policy,
 			      const uint64_t *cache_bytes, size_t n, uint32_t line, unsigned flags,
-			      bool per_window, double *ratios)
+			      size_t block, double *ratios)
 {
 	model_data m;
 	size_ix *ord = NULL;
@@ -57,7 +57,7 @@ static lomas_status curve_run(const lomas_profile *p, lomas_policy policy,
 
 	/* Many sizes: StatCache on a tabulated grid; a few: exact roots per size. */
 	bool grid = policy == LOMAS_POLICY_RANDOM && n >= MODEL_GRID_MIN;
-	if ((st = model_data_build(p, per_window, policy == LOMAS_POLICY_RANDOM && !grid, &m)))
+	if ((st = model_data_build(p, block, policy == LOMAS_POLICY_RANDOM && !grid, &m)))
 		return st;
 	if (n == 0) {
 		model_data_free(&m);
@@ -113,7 +113,8 @@ lomas_status lomas_model_curve(const lomas_profile *p, lomas_policy policy,
 	lomas_status st = check_args(p, policy, cache_bytes, n, line_bytes, flags, ratios, &line);
 	if (st)
 		return st;
-	return curve_run(p, policy, cache_bytes, n, line, flags, true, ratios);
+	/* Both models work per window (see statstack.c for why LRU does too). */
+	return curve_run(p, policy, cache_bytes, n, line, flags, 1, ratios);
 }
 
 lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes, size_t n,
@@ -123,7 +124,7 @@ lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cach
 	lomas_status st = check_args(p, LOMAS_POLICY_LRU, cache_bytes, n, 0, flags, ratios, &line);
 	if (st)
 		return st;
-	return curve_run(p, LOMAS_POLICY_LRU, cache_bytes, n, line, flags, false, ratios);
+	return curve_run(p, LOMAS_POLICY_LRU, cache_bytes, n, line, flags, 0, ratios);
 }
 
 #define DEFAULT_SIZES 81

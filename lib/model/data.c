@@ -68,16 +68,52 @@ void model_data_free(model_data *m)
 	memset(m, 0, sizeof *m);
 }
 
-lomas_status model_data_build(const struct lomas_profile *p, bool per_window, bool moments,
+/*
+ * Map each window to its group: blocks of `block` consecutive windows of the
+ * same thread, or one group when block is 0. Returns the group count.
+ */
+static size_t group_map(const struct lomas_profile *p, size_t block, uint32_t *map, size_t *nth,
+			uint32_t *cur_group)
+{
+	size_t ng = 0;
+	if (block == 0) {
+		for (size_t w = 0; w < p->windows.n; w++)
+			map[w] = 0;
+		return 1;
+	}
+	for (size_t w = 0; w < p->windows.n; w++) {
+		uint32_t t = p->windows.items[w].thread;
+		if (t >= p->threads.n) {
+			/* Unknown thread: a group of its own. */
+			map[w] = (uint32_t)ng++;
+			continue;
+		}
+		if (nth[t]++ % block == 0)
+			cur_group[t] = (uint32_t)ng++;
+		map[w] = cur_group[t];
+	}
+	return ng;
+}
+
+lomas_status model_data_build(const struct lomas_profile *p, size_t block, bool moments,
 			      model_data *m)
 {
-	size_t ng = per_window ? p->windows.n : 1;
-	size_t *cur = NULL, nfin = 0, out_n = 0, maxg = 0;
+	size_t ng = 0;
+	size_t *cur = NULL, nfin = 0, out_n = 0, maxg = 0, *nth = NULL;
+	uint32_t *map = NULL, *cur_group = NULL;
 	entry *e = NULL, *tmp = NULL;
 	double total = 0.0;
 	lomas_status st = LOMAS_OK;
 
 	memset(m, 0, sizeof *m);
+	map = malloc((p->windows.n ? p->windows.n : 1) * sizeof *map);
+	nth = calloc(p->threads.n + 1, sizeof *nth);
+	cur_group = calloc(p->threads.n + 1, sizeof *cur_group);
+	if (!map || !nth || !cur_group) {
+		st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
+		goto out;
+	}
+	ng = group_map(p, block, map, nth, cur_group);
 	m->ngroups = ng;
 	m->groups = calloc(ng ? ng : 1, sizeof *m->groups);
 	cur = calloc(ng + 1, sizeof *cur);
@@ -100,7 +136,7 @@ lomas_status model_data_build(const struct lomas_profile *p, bool per_window, bo
 				       s->state, s->weight);
 			goto out;
 		}
-		g = &m->groups[per_window ? s->window : 0];
+		g = &m->groups[map[s->window]];
 		g->S += s->weight;
 		total += s->weight;
 		if (s->state == LOMAS_SAMPLE_REUSED) {
@@ -139,7 +175,7 @@ lomas_status model_data_build(const struct lomas_profile *p, bool per_window, bo
 		const lomas_sample *s = &p->samples.items[i];
 		if (s->state != LOMAS_SAMPLE_REUSED)
 			continue;
-		entry *x = &e[cur[per_window ? s->window : 0]++];
+		entry *x = &e[cur[map[s->window]]++];
 		x->d = sample_distance(s);
 		x->w = s->weight;
 	}
@@ -172,7 +208,6 @@ lomas_status model_data_build(const struct lomas_profile *p, bool per_window, bo
 	for (size_t g = 0; g < ng; g++) {
 		model_group *gr = &m->groups[g];
 		double a = 0, b = 0, c = 0;
-		gr->refs = per_window ? (double)p->windows.items[g].refs : 1.0;
 		gr->W0 = gr->n > 0 && e[gr->off].d == 0 ? e[gr->off].w : 0.0;
 		for (size_t i = 0; i < gr->n; i++) {
 			size_t k = gr->off + i;
@@ -196,7 +231,12 @@ lomas_status model_data_build(const struct lomas_profile *p, bool per_window, bo
 		gr->Wd = b;
 		gr->Wd2 = c;
 	}
+	for (size_t w = 0; w < p->windows.n; w++)
+		m->groups[map[w]].refs += (double)p->windows.items[w].refs;
 out:
+	free(map);
+	free(nth);
+	free(cur_group);
 	free(e);
 	free(tmp);
 	free(cur);

@@ -31,7 +31,7 @@ typedef struct model_group {
 	double W0;     /* weight of reuses at distance 0 (never a miss) */
 	double Wd;     /* sum of w d over finite samples */
 	double Wd2;    /* sum of w d^2 */
-	double refs;   /* weight of the group in the mean (its reference count) */
+	double refs;   /* weight of the group in the mean (its windows' references) */
 } model_group;
 
 /* Samples grouped and sorted once per curve call. */
@@ -47,11 +47,13 @@ typedef struct model_data {
 } model_data;
 
 /*
- * Build model data from p: one group per window (per_window) or one group for
- * the whole profile; moments: also the prefix sums pwd and pwd2. LOMAS_EFORMAT for samples naming
- * unknown windows or states; LOMAS_ERANGE when no sample has weight.
+ * Build model data from p, grouping samples by window: blocks of `block`
+ * consecutive windows of each thread (1 = one group per window), or one
+ * group for the whole profile when block is 0. moments: also the prefix
+ * sums pwd and pwd2. LOMAS_EFORMAT for samples naming unknown windows or
+ * states; LOMAS_ERANGE when no sample has weight.
  */
-lomas_status model_data_build(const struct lomas_profile *p, bool per_window, bool moments,
+lomas_status model_data_build(const struct lomas_profile *p, size_t block, bool moments,
 			      model_data *m);
 void model_data_free(model_data *m);
 
