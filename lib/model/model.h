@@ -20,7 +20,7 @@ static inline double model_f(double n, double lg)
 	return -expm1(n * lg);
 }
 
-/* One group of samples (a window, or the whole profile). */
+/* One group of samples (a window, a block of windows, or the whole profile). */
 typedef struct model_group {
 	size_t off, n; /* entries [off, off + n): distinct distances, ascending */
 	size_t pre;    /* prefix sums at [pre, pre + n]: pre = off + group index */
@@ -65,14 +65,18 @@ lomas_status statcache_curve(const model_data *m, const double *lines, size_t n,
 			     double *ratios);
 /*
  * The same from F(x) tabulated per window on a geometric grid (see
- * statcache_grid.c): much faster for many sizes, within ~1e-4 of the exact
- * roots. Sizes ascending. Used by lomas_model_curve from MODEL_GRID_MIN sizes.
+ * statcache_grid.c): much faster for many sizes, within ~1.2e-5 of the exact
+ * roots. Sizes ascending. lomas_model_curve uses it from MODEL_GRID_MIN sizes.
  */
 lomas_status statcache_curve_grid(const model_data *m, const double *lines, size_t n, bool cold,
 				  double *ratios);
 #define MODEL_GRID_MIN 8
 
-/* StatCache root R of one group for a cache of L lines (0 <= R <= 1). */
+/*
+ * StatCache root R of group gi for a cache of L lines (0 <= R <= 1) with
+ * GSL's Brent solver (tolerance 1e-10); hi: a known upper bound on R (the
+ * root for a smaller cache, or 1); solver: a gsl_root_fsolver (Brent).
+ */
 double statcache_group_ratio(const model_data *m, size_t gi, double L, bool cold, double hi,
 			     void *solver);
 
