@@ -6,5 +6,5 @@ build=${BUILD:-$root/build-bench}
 if [ ! -d "$build" ]; then
 	meson setup "$build" "$root" --buildtype=release -Dtests=false >/dev/null
 fi
-ninja -C "$build" bench/bench_model >/dev/null
+ninja -C "$build" bench/bench_model >/dev/null || ninja -C "$build" bench/bench_model
 "$build/bench/bench_model"
