@@ -2,7 +2,7 @@
  * Model benchmark: a synthetic 1M-sample profile (4000 windows of 250
  * samples, a mixture of short, medium and long reuse distances plus dangling
  * samples); prints the median time of a 100-size curve per policy against the
- * 50 ms goal, and of profile save + load against the 200 ms goal.
+ * 50 ms goal, and of profile save and load (goal for load: 200 ms).
  */
 #include <math.h>
 #include <stdint.h>
@@ -135,27 +135,30 @@ int main(void)
 		return 1;
 	}
 	close(fd);
+	/* Save and load timed separately: the goal is for load (from the page cache). */
+	double ts[RUNS];
 	int ok = 1;
 	for (int k = 0; k < RUNS && ok; k++) {
 		lomas_profile *q = NULL;
 		double t0 = now_ms();
 		lomas_status st = lomas_profile_save(p, path);
+		double t1 = now_ms();
 		if (!st)
 			st = lomas_profile_load(path, &q);
-		t[k] = now_ms() - t0;
-		if (st == LOMAS_ENOTSUP) {
-			printf("profile save + load:          n/a (not implemented)\n");
-			ok = 0;
-		} else if (st) {
-			printf("profile save + load: error: %s\n", lomas_error_message());
+		ts[k] = t1 - t0;
+		t[k] = now_ms() - t1;
+		if (st) {
+			printf("profile save/load: error: %s\n", lomas_error_message());
 			ok = 0;
 		}
 		lomas_profile_free(q);
 	}
-	if (ok)
-		printf(
-		    "profile save + load:          %8.1f ms (median of %d; goal 200 ms for load)\n",
-		    median(t, RUNS), RUNS);
+	if (ok) {
+		printf("profile save (atomic, fsync): %8.1f ms (median of %d)\n", median(ts, RUNS),
+		       RUNS);
+		printf("profile load:                 %8.1f ms (median of %d; goal 200 ms)\n",
+		       median(t, RUNS), RUNS);
+	}
 	unlink(path);
 	lomas_profile_free(p);
 	return 0;

@@ -347,7 +347,7 @@ static lomas_status small_count(const reader *r, const section *s, const char *w
 static lomas_status decode_meta(const reader *r, const section *s, lomas_profile *p)
 {
 	uint64_t pos = s->off + 4, end = s->off + s->len;
-	uint32_t count;
+	uint32_t count = 0;
 	keyref *keys;
 	lomas_status st;
 	if ((st = small_count(r, s, "META", 8, &count)) || (st = vec_reserve(&p->meta, count)))
@@ -381,7 +381,7 @@ out:
 static lomas_status decode_calib(const reader *r, const section *s, lomas_profile *p)
 {
 	uint64_t pos = s->off + 4, end = s->off + s->len;
-	uint32_t count;
+	uint32_t count = 0;
 	keyref *keys;
 	lomas_status st;
 	if ((st = small_count(r, s, "CALIB", 13, &count)) || (st = vec_reserve(&p->calib, count)))
@@ -418,7 +418,7 @@ out:
 static lomas_status decode_maps(const reader *r, const section *s, lomas_profile *p)
 {
 	uint64_t pos = s->off + 4, end = s->off + s->len;
-	uint32_t count;
+	uint32_t count = 0;
 	lomas_status st;
 	if ((st = small_count(r, s, "MAPS", PF_MAP_FIXED, &count)) ||
 	    (st = vec_reserve(&p->maps, count)))
