@@ -58,4 +58,22 @@ lomas_status decoder_at(decoder *d, pid_t pid, const struct user_regs_struct *re
 /* Forget cached code in [start, end) (the target wrote or remapped it). */
 void decoder_invalidate(decoder *d, uint64_t start, uint64_t end);
 
+/* Added by the decode helper (additive): cache counters for tests and benches. */
+typedef struct decode_stats {
+	uint64_t hits;      /* decoder_at calls answered from the cache */
+	uint64_t misses;    /* decoder_at calls that read and decoded the bytes */
+	uint64_t evictions; /* cached entries replaced by another address */
+	uint64_t cached;    /* entries held now (at most DECODE_CACHE_SLOTS) */
+} decode_stats;
+
+#define DECODE_CACHE_SLOTS 8192
+
+void decoder_stats(const decoder *d, decode_stats *out);
+
+/*
+ * Test hook: read code with PTRACE_PEEKDATA only (the fallback used when
+ * process_vm_readv fails with EPERM/ENOSYS), so tests can exercise it.
+ */
+void decoder_set_peek_only(decoder *d, bool on);
+
 #endif /* LOMAS_DECODE_H */
