@@ -4,11 +4,13 @@
  * counters. Calibration measures, per kind, what one event adds; the ledger
  * subtracts the calibrated amount times the events so far from raw readings.
  */
+#include <string.h>
+
 #include "clock.h"
 
 void ledger_init(ledger *l)
 {
-	*l = (ledger){{0}};
+	memset(l, 0, sizeof *l);
 }
 
 const char *ledger_kind_name(ledger_kind k)

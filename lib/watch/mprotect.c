@@ -106,7 +106,7 @@ void mprot_free(mprot_engine *e)
 
 static bool want_none(const mprot_engine *e, const mprot_page *p)
 {
-	return e->lift_depth == 0 && p->temp_owner < 0 && p->orig >= 0 &&
+	return e->lift_depth == 0 && p->temp_owner < 0 && p->orig >= 0 && !p->pinned &&
 	       watch_table_page_count(&e->table, p->page) > 0;
 }
 
@@ -133,6 +133,7 @@ static lomas_status apply(mprot_engine *e, mprot_page *p, bool reprotect)
 		if (r == 0) {
 			p->prot_none = false;
 			e->stats.restores++;
+			e->lift_events++;
 		}
 	}
 	if (r) {
@@ -163,6 +164,7 @@ lomas_status mprot_watch(mprot_engine *e, uint64_t addr, uint32_t thread, uint64
 			p = pfind(e, page, &f);
 		}
 		*p = (mprot_page){.page = page, .orig = orig, .temp_owner = -1, .used = true};
+		p->pinned = e->ops.may_protect && !e->ops.may_protect(e->ops.ctx, page);
 		e->pn++;
 	}
 	return watch_table_add(&e->table, addr, thread, sample, displaced, did_displace);
@@ -185,6 +187,13 @@ bool mprot_is_lifted(const mprot_engine *e, uint64_t addr)
 	bool f;
 	const mprot_page *p = pfind(e, addr & e->table.page_mask, &f);
 	return f && !p->prot_none;
+}
+
+bool mprot_is_pinned(const mprot_engine *e, uint64_t addr)
+{
+	bool f;
+	const mprot_page *p = pfind(e, addr & e->table.page_mask, &f);
+	return f && p->pinned;
 }
 
 lomas_status mprot_fault_lift(mprot_engine *e, uint64_t addr, uint32_t thread)
@@ -249,8 +258,11 @@ void mprot_maps_changed(mprot_engine *e)
 {
 	for (size_t i = 0; i < e->pcap; i++) {
 		mprot_page *p = &e->pages[i];
-		if (p->used && !p->prot_none)
+		if (!p->used)
+			continue;
+		if (!p->prot_none)
 			p->orig = e->ops.page_prot(e->ops.ctx, p->page);
+		p->pinned = e->ops.may_protect && !e->ops.may_protect(e->ops.ctx, p->page);
 	}
 }
 

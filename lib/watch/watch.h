@@ -83,6 +83,8 @@ typedef struct mprot_ops {
 	int (*mprotect)(void *ctx, uint64_t addr, uint64_t len, int prot);
 	/* The target's own protection of the page (PROT_* bits), -1 if unmapped. */
 	int (*page_prot)(void *ctx, uint64_t page);
+	/* May the page be protected? (not where the kernel writes behind the target's back) */
+	bool (*may_protect)(void *ctx, uint64_t page);
 	void *ctx;
 } mprot_ops;
 
@@ -91,6 +93,7 @@ typedef struct mprot_page {
 	int orig;        /* the target's protection (restored when not ours) */
 	int temp_owner;  /* thread lifting it for one step, or -1 */
 	bool prot_none;  /* currently PROT_NONE because of us */
+	bool pinned;     /* never protected: reuse on it is found from decoded references */
 	bool used;
 } mprot_page;
 
@@ -110,6 +113,7 @@ typedef struct mprot_engine {
 	size_t pcap, pn;
 	uint32_t page_size;
 	int lift_depth; /* > 0: every page has its own protection (syscalls, signals) */
+	uint64_t lift_events; /* times a watched page went back to its own protection */
 	mprot_stats stats;
 } mprot_engine;
 
@@ -130,6 +134,8 @@ bool mprot_unwatch(mprot_engine *e, uint64_t addr, uint32_t thread, watch_entry 
 bool mprot_is_ours(const mprot_engine *e, uint64_t addr);
 /* Is the page holding addr watched but currently readable (lifted)? */
 bool mprot_is_lifted(const mprot_engine *e, uint64_t addr);
+/* Is the page holding addr one we never protect? */
+bool mprot_is_pinned(const mprot_engine *e, uint64_t addr);
 /* A fault on our page: give it back its protection for thread's next step. */
 lomas_status mprot_fault_lift(mprot_engine *e, uint64_t addr, uint32_t thread);
 /* thread's step is over: pages it lifted go back under watch. */
@@ -139,7 +145,10 @@ lomas_status mprot_lift(mprot_engine *e);
 lomas_status mprot_unlift(mprot_engine *e);
 /* Bring the real protections in line with the watches. */
 lomas_status mprot_sync(mprot_engine *e);
-/* The target changed its mappings: re-read the original protection of every page. */
+/*
+ * The target changed its mappings (call while lifted): re-read the original
+ * protection of every page and whether it may be protected.
+ */
 void mprot_maps_changed(mprot_engine *e);
 /* Give every page its own protection back and forget all watches. */
 lomas_status mprot_restore_all(mprot_engine *e);
