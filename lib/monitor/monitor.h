@@ -66,6 +66,7 @@ typedef struct mon_thread {
 	bool delivering;     /* a signal is being delivered: holds one lift */
 	bool queued_sig;     /* signal caught during an injection, to deliver */
 	siginfo_t queued;
+	uint64_t segv_retry; /* fault address + 1 of a SIGSEGV being retried */
 	uint64_t fs_base;
 	uint64_t rseq_addr;
 	uint32_t rseq_len;

@@ -132,16 +132,24 @@ static void thread_clock_init(monitor *m, mon_thread *t)
 			  m->cfg.max_skid);
 }
 
+/*
+ * Learn where the kernel writes behind t's back (TCB above fs_base, rseq
+ * area); pages there are never protected, so re-pin when they move.
+ */
 static void refresh_tcb(monitor *m, mon_thread *t, const struct user_regs_struct *r)
 {
 	struct rseq_conf rc;
+	uint64_t old_fs = t->fs_base, old_rseq = t->rseq_addr;
 	t->fs_base = r->fs_base;
 	if (ptrace(PTRACE_GET_RSEQ_CONFIGURATION, t->tid, (void *)sizeof rc, &rc) > 0 &&
 	    rc.rseq_abi_pointer) {
 		t->rseq_addr = rc.rseq_abi_pointer;
 		t->rseq_len = rc.rseq_abi_size ? rc.rseq_abi_size : 32;
 	}
-	(void)m;
+	if (t->fs_base != old_fs || t->rseq_addr != old_rseq) {
+		mprot_maps_changed(&m->eng);
+		m->sync_needed = true;
+	}
 }
 
 /* ------------------------------------------------------------ sample ends */
@@ -366,10 +374,17 @@ static lomas_status decode_next(monitor *m, mon_thread *t)
 static lomas_status resume_step(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 {
 	lomas_status st;
+	if (!t->have_pending && (st = decode_next(m, t)))
+		return st;
 	if (m->sync_needed) {
 		m->sync_needed = false;
 		mprot_sync(&m->eng);
 	}
+	/*
+	 * A signal that arrived during an injection is delivered now, before the
+	 * thread runs on, so the kernel still sees an interrupted call's
+	 * -ERESTART* value and fixes it up as it would have.
+	 */
 	if (!sig && t->queued_sig) {
 		t->queued_sig = false;
 		sig = t->queued.si_signo;
@@ -383,8 +398,6 @@ static lomas_status resume_step(monitor *m, mon_thread *t, int sig, siginfo_t *s
 			ptrace(PTRACE_SETSIGINFO, t->tid, NULL, si);
 		m->stats.signals++;
 	}
-	if (!t->have_pending && (st = decode_next(m, t)))
-		return st;
 	t->resume_epoch = m->eng.lift_events;
 	if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
@@ -509,6 +522,7 @@ lomas_status step_handle(monitor *m, mon_thread *t, int status, bool detaching)
 			       si.si_code == SIGTRAP)) {
 		/* Our step report: the pending instruction retired (or a handler was entered). */
 		bool retired = si.si_code != SIGTRAP && t->have_pending;
+		t->segv_retry = 0;
 		if (retired)
 			commit(m, t);
 		t->have_pending = false;
@@ -532,6 +546,23 @@ lomas_status step_handle(monitor *m, mon_thread *t, int status, bool detaching)
 		t->state = MT_RUNNING;
 		return LOMAS_OK;
 	}
+	if (sig == SIGSEGV && si.si_code > 0 && !detaching && t->have_pending &&
+	    t->segv_retry != (uint64_t)si.si_addr + 1 && mprot_is_lifted(&m->eng, (uint64_t)si.si_addr)) {
+		/*
+		 * The page was ours when the access faulted, but another thread lifted
+		 * it since: run the instruction again; if it still faults, it is genuine.
+		 */
+		t->segv_retry = (uint64_t)si.si_addr + 1;
+		m->eng.stats.faults++;
+		t->resume_epoch = m->eng.lift_events - 1;
+		if (ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) < 0)
+			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)tid,
+					 strerror(errno));
+		m->stats.steps++;
+		t->state = MT_RUNNING;
+		return LOMAS_OK;
+	}
+	t->segv_retry = 0;
 	/* A genuine signal: the pending instruction did not run; deliver it unchanged. */
 	t->have_pending = false;
 	release(m, t, true);

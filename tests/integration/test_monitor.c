@@ -290,7 +290,13 @@ static void check_exact(const trace *t, const run_result *res, uint64_t seed, do
 		assert_int_equal(s[i].start_pc, t->r[s[i].start].pc);
 		assert_int_equal(s[i].kind, t->r[s[i].start].kind);
 		if (d == UINT64_MAX) {
-			assert_int_equal(s[i].state, LOMAS_SAMPLE_DANGLING);
+			if (s[i].state != LOMAS_SAMPLE_DANGLING)
+				fail_msg("sample %zu at %llu (pc %#llx addr %#llx): state %u end %llu, "
+					 "expected dangling",
+					 i, (unsigned long long)s[i].start,
+					 (unsigned long long)s[i].start_pc,
+					 (unsigned long long)s[i].addr, s[i].state,
+					 (unsigned long long)s[i].end);
 		} else {
 			if (s[i].state != LOMAS_SAMPLE_REUSED)
 				fail_msg("sample %zu at %llu (pc %#llx addr %#llx): state %u, "
