@@ -267,7 +267,7 @@ static void commit(monitor *m, mon_thread *t)
 static void our_fault(monitor *m, mon_thread *t, uint64_t addr)
 {
 	uint64_t page = addr & m->eng.table.page_mask;
-	bool ended = false;
+	bool ended = false, on_page = false;
 	watch_entry e;
 	if (t->have_pending) {
 		const decode_insn *in = &t->pending;
@@ -276,6 +276,7 @@ static void our_fault(monitor *m, mon_thread *t, uint64_t addr)
 			ref_lines(m, &in->refs[j], &l0, &l1);
 			for (uint64_t l = l0;; l = l1) {
 				if ((l & m->eng.table.page_mask) == page) {
+					on_page = true;
 					if (watch_table_remove(&m->eng.table, l, t->index, &e)) {
 						end_sample(m, e.sample, t->pending_c0 + j, in->pc,
 							   true);
@@ -288,12 +289,13 @@ static void our_fault(monitor *m, mon_thread *t, uint64_t addr)
 			}
 		}
 	}
-	if (!ended && watch_table_remove(&m->eng.table, addr, t->index, &e)) {
-		/* The decoder missed the reference: take the instruction's first clock. */
-		end_sample(m, e.sample, t->have_pending ? t->pending_c0 : t->clock,
-			   t->have_pending ? t->pending.pc : 0, true);
-		ended = true;
-	}
+	/*
+	 * No decoded reference of the instruction touches a watched line of the page:
+	 * an instruction fetch, a touch of another line (false positive), or an
+	 * access the decoder does not model. The clock counts decoded references
+	 * only, so the last is not a reuse point either; the sample stays watched.
+	 */
+	(void)on_page;
 	if (!ended)
 		m->eng.stats.false_positives++;
 	mprot_fault_lift(&m->eng, addr, t->index);

@@ -305,7 +305,18 @@ static void check_exact(const trace *t, const run_result *res, uint64_t seed, do
 					 (unsigned long long)s[i].start_pc,
 					 (unsigned long long)s[i].addr, s[i].state,
 					 (unsigned long long)d);
-			assert_int_equal(s[i].end - s[i].start - 1, d);
+			if (s[i].end - s[i].start - 1 != d) {
+				for (uint64_t c = s[i].start; c <= s[i].start + d + 1 && c < t->n; c++)
+					fprintf(stderr, "  ref %llu pc %#llx addr %#llx size %u kind %u\n",
+						(unsigned long long)c, (unsigned long long)t->r[c].pc,
+						(unsigned long long)t->r[c].addr, t->r[c].size,
+						t->r[c].kind);
+				fail_msg("sample %zu at %llu addr %#llx: distance %llu (end pc %#llx), "
+					 "expected %llu",
+					 i, (unsigned long long)s[i].start, (unsigned long long)s[i].addr,
+					 (unsigned long long)(s[i].end - s[i].start - 1),
+					 (unsigned long long)s[i].end_pc, (unsigned long long)d);
+			}
 			assert_int_equal(s[i].end_pc, t->r[s[i].end].pc);
 		}
 	}
