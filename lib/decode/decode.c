@@ -74,135 +74,6 @@
 
 #include "decode_impl.h"
 
-/* Capstone register -> GPR_* slot (any width of the same register). */
-static uint8_t gpr_of(x86_reg r)
-{
-	switch (r) {
-	case X86_REG_RAX: case X86_REG_EAX: case X86_REG_AX: return GPR_RAX;
-	case X86_REG_RCX: case X86_REG_ECX: case X86_REG_CX: return GPR_RCX;
-	case X86_REG_RDX: case X86_REG_EDX: case X86_REG_DX: return GPR_RDX;
-	case X86_REG_RBX: case X86_REG_EBX: case X86_REG_BX: return GPR_RBX;
-	case X86_REG_RSP: case X86_REG_ESP: case X86_REG_SP: return GPR_RSP;
-	case X86_REG_RBP: case X86_REG_EBP: case X86_REG_BP: return GPR_RBP;
-	case X86_REG_RSI: case X86_REG_ESI: case X86_REG_SI: return GPR_RSI;
-	case X86_REG_RDI: case X86_REG_EDI: case X86_REG_DI: return GPR_RDI;
-	case X86_REG_R8: case X86_REG_R8D: case X86_REG_R8W: return GPR_R8;
-	case X86_REG_R9: case X86_REG_R9D: case X86_REG_R9W: return GPR_R9;
-	case X86_REG_R10: case X86_REG_R10D: case X86_REG_R10W: return GPR_R10;
-	case X86_REG_R11: case X86_REG_R11D: case X86_REG_R11W: return GPR_R11;
-	case X86_REG_R12: case X86_REG_R12D: case X86_REG_R12W: return GPR_R12;
-	case X86_REG_R13: case X86_REG_R13D: case X86_REG_R13W: return GPR_R13;
-	case X86_REG_R14: case X86_REG_R14D: case X86_REG_R14W: return GPR_R14;
-	case X86_REG_R15: case X86_REG_R15D: case X86_REG_R15W: return GPR_R15;
-	case X86_REG_RIP: case X86_REG_EIP: return GPR_RIP;
-	default: return GPR_NONE;
-	}
-}
-
-static bool starts_with(const char *s, const char *prefix)
-{
-	return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-/* Explicit memory operands of these are not data references. */
-static bool is_noref(unsigned id, const char *mn)
-{
-	switch (id) {
-	case X86_INS_LEA:
-	case X86_INS_NOP:
-	case X86_INS_PREFETCH:
-	case X86_INS_PREFETCHNTA:
-	case X86_INS_PREFETCHT0:
-	case X86_INS_PREFETCHT1:
-	case X86_INS_PREFETCHT2:
-	case X86_INS_PREFETCHW:
-	case X86_INS_CLFLUSH:
-	case X86_INS_CLFLUSHOPT:
-	case X86_INS_CLWB:
-	case X86_INS_BOUND:
-	case X86_INS_INVLPG:
-	case X86_INS_INVLPGA:
-	case X86_INS_UD0:
-	case X86_INS_UD2B:
-		return true;
-	default:
-		return starts_with(mn, "prefetch") || starts_with(mn, "vgatherpf") ||
-		       starts_with(mn, "vscatterpf") || starts_with(mn, "bnd");
-	}
-}
-
-static bool is_rmw(unsigned id)
-{
-	switch (id) {
-	case X86_INS_ADD: case X86_INS_ADC: case X86_INS_SUB: case X86_INS_SBB:
-	case X86_INS_AND: case X86_INS_OR: case X86_INS_XOR:
-	case X86_INS_INC: case X86_INS_DEC: case X86_INS_NEG: case X86_INS_NOT:
-	case X86_INS_SHL: case X86_INS_SAL: case X86_INS_SHR: case X86_INS_SAR:
-	case X86_INS_ROL: case X86_INS_ROR: case X86_INS_RCL: case X86_INS_RCR:
-	case X86_INS_SHLD: case X86_INS_SHRD:
-	case X86_INS_XCHG: case X86_INS_XADD:
-	case X86_INS_CMPXCHG: case X86_INS_CMPXCHG8B: case X86_INS_CMPXCHG16B:
-	case X86_INS_BTS: case X86_INS_BTR: case X86_INS_BTC:
-		return true;
-	default:
-		return false;
-	}
-}
-
-static bool is_bit_test(unsigned id)
-{
-	return id == X86_INS_BT || id == X86_INS_BTS || id == X86_INS_BTR || id == X86_INS_BTC;
-}
-
-/* One-operand instructions whose memory operand is written, not read. */
-static bool is_unary_store(unsigned id, const char *mn)
-{
-	switch (id) {
-	case X86_INS_FST: case X86_INS_FSTP: case X86_INS_FIST: case X86_INS_FISTP:
-	case X86_INS_FISTTP: case X86_INS_FBSTP: case X86_INS_FNSTCW: case X86_INS_FNSTSW:
-	case X86_INS_FNSTENV: case X86_INS_FNSAVE:
-	case X86_INS_STMXCSR: case X86_INS_VSTMXCSR:
-	case X86_INS_FXSAVE: case X86_INS_FXSAVE64:
-	case X86_INS_XSAVE: case X86_INS_XSAVE64: case X86_INS_XSAVEC: case X86_INS_XSAVEC64:
-	case X86_INS_XSAVEOPT: case X86_INS_XSAVEOPT64: case X86_INS_XSAVES: case X86_INS_XSAVES64:
-	case X86_INS_SGDT: case X86_INS_SIDT: case X86_INS_SLDT: case X86_INS_STR:
-	case X86_INS_SMSW:
-		return true;
-	default:
-		return starts_with(mn, "set");
-	}
-}
-
-/* Size of an explicit memory operand, correcting Capstone 4.0.2 where wrong. */
-static uint32_t mem_size(unsigned id, const cs_x86_op *op)
-{
-	switch (id) {
-	case X86_INS_FXSAVE: case X86_INS_FXSAVE64: case X86_INS_FXRSTOR: case X86_INS_FXRSTOR64:
-		return 512;
-	case X86_INS_XSAVE: case X86_INS_XSAVE64: case X86_INS_XSAVEC: case X86_INS_XSAVEC64:
-	case X86_INS_XSAVEOPT: case X86_INS_XSAVEOPT64: case X86_INS_XSAVES: case X86_INS_XSAVES64:
-	case X86_INS_XRSTOR: case X86_INS_XRSTOR64: case X86_INS_XRSTORS: case X86_INS_XRSTORS64:
-		return 0;
-	case X86_INS_FNSAVE: case X86_INS_FRSTOR:
-		return 108;
-	case X86_INS_FNSTENV: case X86_INS_FLDENV:
-		return 28;
-	case X86_INS_FNSTSW: case X86_INS_FNSTCW: case X86_INS_FLDCW:
-	case X86_INS_SLDT: case X86_INS_STR: case X86_INS_SMSW:
-		return 2;
-	case X86_INS_SGDT: case X86_INS_SIDT: case X86_INS_LGDT: case X86_INS_LIDT:
-		return 10;
-	default:
-		return op->size;
-	}
-}
-
-static bool is_vsib(const char *mn)
-{
-	return starts_with(mn, "vgather") || starts_with(mn, "vpgather") ||
-	       starts_with(mn, "vscatter") || starts_with(mn, "vpscatter");
-}
-
 static uint8_t seg_of_prefix(const cs_x86 *x)
 {
 	if (x->prefix[1] == X86_PREFIX_FS)
@@ -229,8 +100,8 @@ static tmpl_ref *add_ref(tmpl *t, uint8_t kind, uint32_t size)
 }
 
 /* A reference at [reg + disp] (stack, string and other implicit operands). */
-static void add_simple(tmpl *t, uint8_t kind, uint32_t size, uint8_t reg, int64_t disp,
-		       uint8_t seg, bool addr32)
+static void add_simple(tmpl *t, uint8_t kind, uint32_t size, uint8_t reg, int64_t disp, uint8_t seg,
+		       bool addr32)
 {
 	tmpl_ref *r = add_ref(t, kind, size);
 	if (!r)
@@ -260,8 +131,9 @@ static lomas_status add_mem(tmpl *t, const cs_x86 *x, const cs_x86_op *op, unsig
 	if (op->mem.base != X86_REG_INVALID) {
 		r->base = gpr_of(op->mem.base);
 		if (r->base == GPR_NONE)
-			return error_set(LOMAS_EFORMAT, "%s at 0x%" PRIx64 ": unsupported base register",
-					 t->text, t->pc);
+			return error_set(LOMAS_EFORMAT,
+					 "%s at 0x%" PRIx64 ": unsupported base register", t->text,
+					 t->pc);
 	}
 	if (is_vsib(mn)) {
 		r->size = 0; /* vector index: see the file comment */
@@ -294,7 +166,8 @@ static bool string_op(const cs_x86 *x)
 	uint8_t op = x->opcode[0];
 	if (x->opcode[1] != 0)
 		return false;
-	return (op >= 0x6c && op <= 0x6f) || (op >= 0xa4 && op <= 0xa7) || (op >= 0xaa && op <= 0xaf);
+	return (op >= 0x6c && op <= 0x6f) || (op >= 0xa4 && op <= 0xa7) ||
+	       (op >= 0xaa && op <= 0xaf);
 }
 
 static void build_string(tmpl *t, const cs_x86 *x)
@@ -323,18 +196,11 @@ static void build_string(tmpl *t, const cs_x86 *x)
 		add_simple(t, LOMAS_REF_LOAD, size, GPR_RDI, 0, SEG_NONE, a32);
 		break;
 	case 0xaa: /* stos */
-	case 0x6c: /* ins */
-		add_simple(t, LOMAS_REF_STORE, size, GPR_RDI, 0, SEG_NONE, a32);
-		break;
+	case 0x6c: /* ins */ add_simple(t, LOMAS_REF_STORE, size, GPR_RDI, 0, SEG_NONE, a32); break;
 	case 0xac: /* lods */
-	case 0x6e: /* outs */
-		add_simple(t, LOMAS_REF_LOAD, size, GPR_RSI, 0, seg, a32);
-		break;
-	case 0xae: /* scas */
-		add_simple(t, LOMAS_REF_LOAD, size, GPR_RDI, 0, SEG_NONE, a32);
-		break;
-	default:
-		break;
+	case 0x6e: /* outs */ add_simple(t, LOMAS_REF_LOAD, size, GPR_RSI, 0, seg, a32); break;
+	case 0xae: /* scas */ add_simple(t, LOMAS_REF_LOAD, size, GPR_RDI, 0, SEG_NONE, a32); break;
+	default: break;
 	}
 }
 
@@ -383,10 +249,14 @@ static bool build_implicit(tmpl *t, const cs_insn *ci, lomas_status *st)
 		if (m) /* the CPU computes the destination with rsp already incremented */
 			*st = add_mem(t, x, m, ci->id, ci->mnemonic, LOMAS_REF_STORE, (int32_t)ss);
 		return true;
-	case X86_INS_PUSHF: case X86_INS_PUSHFQ: case X86_INS_PUSHFD:
+	case X86_INS_PUSHF:
+	case X86_INS_PUSHFQ:
+	case X86_INS_PUSHFD:
 		add_simple(t, LOMAS_REF_STORE, ss, GPR_RSP, -(int64_t)ss, SEG_NONE, false);
 		return true;
-	case X86_INS_POPF: case X86_INS_POPFQ: case X86_INS_POPFD:
+	case X86_INS_POPF:
+	case X86_INS_POPFQ:
+	case X86_INS_POPFD:
 		add_simple(t, LOMAS_REF_LOAD, ss, GPR_RSP, 0, SEG_NONE, false);
 		return true;
 	case X86_INS_CALL:
@@ -402,35 +272,39 @@ static bool build_implicit(tmpl *t, const cs_insn *ci, lomas_status *st)
 	case X86_INS_RET:
 		add_simple(t, LOMAS_REF_LOAD, 8, GPR_RSP, 0, SEG_NONE, false);
 		return true;
-	case X86_INS_RETF: case X86_INS_RETFQ:
+	case X86_INS_RETF:
+	case X86_INS_RETFQ:
 		add_simple(t, LOMAS_REF_LOAD, (x->rex & 8) ? 16 : 8, GPR_RSP, 0, SEG_NONE, false);
 		return true;
-	case X86_INS_IRET: case X86_INS_IRETD: case X86_INS_IRETQ:
-		add_simple(t, LOMAS_REF_LOAD, ci->id == X86_INS_IRETQ ? 40 : ci->id == X86_INS_IRETD ? 20 : 10,
+	case X86_INS_IRET:
+	case X86_INS_IRETD:
+	case X86_INS_IRETQ:
+		add_simple(t, LOMAS_REF_LOAD,
+			   ci->id == X86_INS_IRETQ   ? 40
+			   : ci->id == X86_INS_IRETD ? 20
+						     : 10,
 			   GPR_RSP, 0, SEG_NONE, false);
 		return true;
 	case X86_INS_LEAVE:
 		add_simple(t, LOMAS_REF_LOAD, ss, GPR_RBP, 0, SEG_NONE, false);
 		return true;
-	case X86_INS_ENTER:
-		build_enter(t, x, ss);
-		return true;
+	case X86_INS_ENTER: build_enter(t, x, ss); return true;
 	case X86_INS_XLATB: {
 		tmpl_ref *r = add_ref(t, LOMAS_REF_LOAD, 1);
+		if (!r)
+			return true;
 		r->base = GPR_RBX;
 		r->index = GPR_AL;
 		r->seg = seg;
 		r->addr32 = a32;
 		return true;
 	}
-	case X86_INS_MASKMOVQ:
-		add_simple(t, LOMAS_REF_STORE, 8, GPR_RDI, 0, seg, a32);
-		return true;
-	case X86_INS_MASKMOVDQU: case X86_INS_VMASKMOVDQU:
+	case X86_INS_MASKMOVQ: add_simple(t, LOMAS_REF_STORE, 8, GPR_RDI, 0, seg, a32); return true;
+	case X86_INS_MASKMOVDQU:
+	case X86_INS_VMASKMOVDQU:
 		add_simple(t, LOMAS_REF_STORE, 16, GPR_RDI, 0, seg, a32);
 		return true;
-	default:
-		return false;
+	default: return false;
 	}
 }
 
@@ -448,14 +322,9 @@ static void build_flags(tmpl *t, const cs_insn *ci)
 		case X86_GRP_CALL:
 		case X86_GRP_RET:
 		case X86_GRP_IRET:
-		case X86_GRP_BRANCH_RELATIVE:
-			t->branch = true;
-			break;
-		case X86_GRP_INT:
-			int_grp = true;
-			break;
-		default:
-			break;
+		case X86_GRP_BRANCH_RELATIVE: t->branch = true; break;
+		case X86_GRP_INT: int_grp = true; break;
+		default: break;
 		}
 	}
 	if (int_grp && !t->syscall)
@@ -497,7 +366,8 @@ lomas_status tmpl_build(decoder *d, const uint8_t *code, size_t len, uint64_t pc
 		const cs_x86_op *op = &x->operands[i];
 		if (op->type != X86_OP_MEM)
 			continue;
-		if (is_rmw(ci->id)) {
+		/* the RMW forms are those whose destination (operand 0) is memory */
+		if (is_rmw(ci->id) && (i == 0 || ci->id == X86_INS_XCHG)) {
 			st = add_mem(t, x, op, ci->id, ci->mnemonic, LOMAS_REF_LOAD, 0);
 			if (st == LOMAS_OK)
 				st = add_mem(t, x, op, ci->id, ci->mnemonic, LOMAS_REF_STORE, 0);
@@ -517,14 +387,14 @@ lomas_status tmpl_build(decoder *d, const uint8_t *code, size_t len, uint64_t pc
 }
 
 static const size_t gpr_offset[16] = {
-	offsetof(struct user_regs_struct, rax), offsetof(struct user_regs_struct, rcx),
-	offsetof(struct user_regs_struct, rdx), offsetof(struct user_regs_struct, rbx),
-	offsetof(struct user_regs_struct, rsp), offsetof(struct user_regs_struct, rbp),
-	offsetof(struct user_regs_struct, rsi), offsetof(struct user_regs_struct, rdi),
-	offsetof(struct user_regs_struct, r8),  offsetof(struct user_regs_struct, r9),
-	offsetof(struct user_regs_struct, r10), offsetof(struct user_regs_struct, r11),
-	offsetof(struct user_regs_struct, r12), offsetof(struct user_regs_struct, r13),
-	offsetof(struct user_regs_struct, r14), offsetof(struct user_regs_struct, r15),
+    offsetof(struct user_regs_struct, rax), offsetof(struct user_regs_struct, rcx),
+    offsetof(struct user_regs_struct, rdx), offsetof(struct user_regs_struct, rbx),
+    offsetof(struct user_regs_struct, rsp), offsetof(struct user_regs_struct, rbp),
+    offsetof(struct user_regs_struct, rsi), offsetof(struct user_regs_struct, rdi),
+    offsetof(struct user_regs_struct, r8),  offsetof(struct user_regs_struct, r9),
+    offsetof(struct user_regs_struct, r10), offsetof(struct user_regs_struct, r11),
+    offsetof(struct user_regs_struct, r12), offsetof(struct user_regs_struct, r13),
+    offsetof(struct user_regs_struct, r14), offsetof(struct user_regs_struct, r15),
 };
 
 static uint64_t reg_value(const struct user_regs_struct *regs, uint8_t g, uint64_t next_pc)

@@ -16,20 +16,20 @@
 #define DECODE_MAX_LEN 15
 
 typedef struct decode_ref {
-	uint64_t addr;  /* effective address of the first byte */
-	uint32_t size;  /* bytes accessed (0 when unknown, e.g. xsave) */
-	uint8_t kind;   /* LOMAS_REF_LOAD / LOMAS_REF_STORE */
+	uint64_t addr; /* effective address of the first byte */
+	uint32_t size; /* bytes accessed (0 when unknown, e.g. xsave) */
+	uint8_t kind;  /* LOMAS_REF_LOAD / LOMAS_REF_STORE */
 } decode_ref;
 
 typedef struct decode_insn {
 	uint64_t pc;
-	uint8_t len;        /* instruction length in bytes */
-	uint8_t nrefs;      /* data references, in program order (a RMW is a load then a store) */
+	uint8_t len;   /* instruction length in bytes */
+	uint8_t nrefs; /* data references, in program order (a RMW is a load then a store) */
 	decode_ref refs[DECODE_MAX_REFS];
-	bool rep;           /* rep/repe/repne-prefixed string instruction: refs are ONE iteration's */
-	bool syscall;       /* syscall instruction */
-	bool branch;        /* control transfer (jmp, jcc, call, ret, ...) */
-	char text[64];      /* "mov rax, qword ptr [rbx + 8]" for messages and tests */
+	bool rep;      /* rep/repe/repne-prefixed string instruction: refs are ONE iteration's */
+	bool syscall;  /* syscall instruction */
+	bool branch;   /* control transfer (jmp, jcc, call, ret, ...) */
+	char text[64]; /* "mov rax, qword ptr [rbx + 8]" for messages and tests */
 } decode_insn;
 
 typedef struct decoder decoder;
@@ -60,7 +60,7 @@ void decoder_invalidate(decoder *d, uint64_t start, uint64_t end);
 
 /* Added by the decode helper (additive): cache counters for tests and benches. */
 typedef struct decode_stats {
-	uint64_t hits;      /* decoder_at calls answered from the cache */
+	uint64_t hits;	    /* decoder_at calls answered from the cache */
 	uint64_t misses;    /* decoder_at calls that read and decoded the bytes */
 	uint64_t evictions; /* cached entries replaced by another address */
 	uint64_t cached;    /* entries held now (at most DECODE_CACHE_SLOTS) */

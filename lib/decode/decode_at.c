@@ -47,8 +47,8 @@ lomas_status decoder_new(decoder **out)
 	d->cache = calloc(DECODE_CACHE_SLOTS, sizeof *d->cache);
 	if (err != CS_ERR_OK || !d->ci || !d->cache) {
 		decoder_free(d);
-		return error_set(err != CS_ERR_OK ? LOMAS_ENOTSUP : LOMAS_ENOMEM,
-				 "capstone: %s", err != CS_ERR_OK ? cs_strerror(err) : "out of memory");
+		return error_set(err != CS_ERR_OK ? LOMAS_ENOTSUP : LOMAS_ENOMEM, "capstone: %s",
+				 err != CS_ERR_OK ? cs_strerror(err) : "out of memory");
 	}
 	*out = d;
 	return LOMAS_OK;
@@ -65,7 +65,8 @@ void decoder_free(decoder *d)
 	free(d);
 }
 
-/* Read up to DECODE_MAX_LEN bytes at pc with PTRACE_PEEKDATA; stops at the first unreadable word. */
+/* Read up to DECODE_MAX_LEN bytes at pc with PTRACE_PEEKDATA; stops at the first unreadable word.
+ */
 static size_t read_peek(pid_t pid, uint64_t pc, uint8_t *buf)
 {
 	size_t got = 0;
@@ -97,33 +98,38 @@ static lomas_status read_code(const decoder *d, pid_t pid, uint64_t pc, uint8_t 
 	*got = 0;
 	if (!d->peek_only) {
 		uint64_t page_end = (pc | (PAGE_BYTES - 1)) + 1;
-		size_t n1 = page_end - pc < DECODE_MAX_LEN ? (size_t)(page_end - pc) : DECODE_MAX_LEN;
-		struct iovec local = { buf, DECODE_MAX_LEN };
+		size_t n1 =
+		    page_end - pc < DECODE_MAX_LEN ? (size_t)(page_end - pc) : DECODE_MAX_LEN;
+		struct iovec local = {buf, DECODE_MAX_LEN};
 		struct iovec remote[2] = {
-			{ (void *)(uintptr_t)pc, n1 },
-			{ (void *)(uintptr_t)page_end, DECODE_MAX_LEN - n1 },
+		    {(void *)(uintptr_t)pc, n1},
+		    {(void *)(uintptr_t)page_end, DECODE_MAX_LEN - n1},
 		};
-		ssize_t r = process_vm_readv(pid, &local, 1, remote, n1 < DECODE_MAX_LEN ? 2 : 1, 0);
+		ssize_t r =
+		    process_vm_readv(pid, &local, 1, remote, n1 < DECODE_MAX_LEN ? 2 : 1, 0);
 		if (r > 0) {
 			*got = (size_t)r;
 			return LOMAS_OK;
 		}
 		if (r < 0 && errno != EPERM && errno != ENOSYS) {
 			if (errno == ESRCH)
-				return error_set(LOMAS_ETARGET, "reading code of pid %d: no such process",
+				return error_set(LOMAS_ETARGET,
+						 "reading code of pid %d: no such process",
 						 (int)pid);
-			return error_set(LOMAS_ETARGET, "cannot read code of pid %d at 0x%" PRIx64 ": %s",
+			return error_set(LOMAS_ETARGET,
+					 "cannot read code of pid %d at 0x%" PRIx64 ": %s",
 					 (int)pid, pc, strerror(errno));
 		}
 	}
 	*got = read_peek(pid, pc, buf);
 	if (*got == 0)
-		return error_set(LOMAS_ETARGET, "cannot read code of pid %d at 0x%" PRIx64 ": %s", (int)pid,
-				 pc, errno ? strerror(errno) : "unreadable");
+		return error_set(LOMAS_ETARGET, "cannot read code of pid %d at 0x%" PRIx64 ": %s",
+				 (int)pid, pc, errno ? strerror(errno) : "unreadable");
 	return LOMAS_OK;
 }
 
-lomas_status decoder_at(decoder *d, pid_t pid, const struct user_regs_struct *regs, decode_insn *out)
+lomas_status decoder_at(decoder *d, pid_t pid, const struct user_regs_struct *regs,
+			decode_insn *out)
 {
 	struct cache_slot *s;
 	uint64_t pc;
@@ -158,17 +164,32 @@ lomas_status decoder_at(decoder *d, pid_t pid, const struct user_regs_struct *re
 	return LOMAS_OK;
 }
 
+static void drop_if_overlapping(decoder *d, struct cache_slot *s, uint64_t start, uint64_t end)
+{
+	if (s->valid && s->t.pc < end && s->t.pc + s->t.len > start) {
+		s->valid = false;
+		d->stats.cached--;
+	}
+}
+
 void decoder_invalidate(decoder *d, uint64_t start, uint64_t end)
 {
+	uint64_t first;
 	if (!d || end <= start)
 		return;
-	for (size_t i = 0; i < DECODE_CACHE_SLOTS; i++) {
-		struct cache_slot *s = &d->cache[i];
-		if (s->valid && s->t.pc < end && s->t.pc + s->t.len > start) {
-			s->valid = false;
-			d->stats.cached--;
-		}
+	/*
+	 * An instruction overlapping [start, end) starts in [start - 14, end).
+	 * Small ranges (a poked breakpoint, a patched word) visit just those
+	 * slots; larger ones scan the whole table.
+	 */
+	first = start >= DECODE_MAX_LEN - 1 ? start - (DECODE_MAX_LEN - 1) : 0;
+	if (end - first < DECODE_CACHE_SLOTS) {
+		for (uint64_t a = first; a < end; a++)
+			drop_if_overlapping(d, &d->cache[a & (DECODE_CACHE_SLOTS - 1)], start, end);
+		return;
 	}
+	for (size_t i = 0; i < DECODE_CACHE_SLOTS; i++)
+		drop_if_overlapping(d, &d->cache[i], start, end);
 }
 
 void decoder_stats(const decoder *d, decode_stats *out)
