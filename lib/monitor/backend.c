@@ -1,16 +1,348 @@
-/* STUB (helper: monitor). Session backend: ptrace supervisor with the step clock. */
+/*
+ * Session backend of the monitor: the step clock behind the session_ops of
+ * lib/session.c (spawn or attach, poll, stop = detach, stats, profile, free).
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "../session.h"
+#include "monitor.h"
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static lomas_status mb_poll(void *impl, int timeout_ms, bool *running)
+{
+	monitor *m = impl;
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout_ms;
+	unsigned handled = 0;
+	*running = !(m->ended || m->detached);
+	while (*running) {
+		mon_thread *t = NULL;
+		int status = 0, r;
+		uint64_t now = mono_ms();
+		int left = timeout_ms < 0 ? -1 : now >= deadline ? 0 : (int)(deadline - now);
+		r = mon_wait(m, left, &t, &status);
+		if (r < 0)
+			return r;
+		if (r == 0) {
+			if (!mon_live_threads(m) && !m->ended) {
+				/* Every thread vanished without a leader report. */
+				m->ended = true;
+			}
+			*running = !m->ended;
+			if (timeout_ms >= 0 || !*running)
+				break;
+			continue;
+		}
+		if ((r = step_handle(m, t, status, false)) && r != LOMAS_ETARGET)
+			return r;
+		error_clear();
+		if (m->error)
+			return error_set(m->error, "the step clock failed (out of memory)");
+		*running = !m->ended;
+		/* Do not starve the caller: look at the clock now and then. */
+		if (timeout_ms >= 0 && (++handled & 255) == 0 && mono_ms() >= deadline)
+			break;
+	}
+	return LOMAS_OK;
+}
+
+/* Is SIGTRAP pending for tid (a step report not yet collected)? */
+static bool sigtrap_pending(pid_t pid, pid_t tid)
+{
+	char path[96], line[256];
+	FILE *f;
+	bool pend = false;
+	snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return false;
+	while (fgets(line, sizeof line, f)) {
+		if (!strncmp(line, "SigPnd:", 7)) {
+			unsigned long long mask = strtoull(line + 7, NULL, 16);
+			pend = (mask >> (SIGTRAP - 1)) & 1;
+			break;
+		}
+	}
+	fclose(f);
+	return pend;
+}
+
+/* Wait for t's next stop (bounded when ms >= 0). 1 = got it. */
+static int wait_one(pid_t tid, int *status, int ms)
+{
+	for (int i = 0;; i++) {
+		pid_t r = waitpid(tid, status, __WALL | (ms >= 0 ? WNOHANG : 0));
+		if (r == tid)
+			return 1;
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (ms >= 0 && i >= ms * 10)
+			return 0;
+		if (ms >= 0) {
+			struct timespec ts = {0, 100000};
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+lomas_status mon_detach(monitor *m)
+{
+	mon_thread *host = NULL;
+	lomas_status st = LOMAS_OK;
+	if (m->ended || m->detached)
+		return LOMAS_OK;
+	/* 1. Bring every thread to a ptrace-stop, handling what it reports on the way. */
+	for (size_t i = 0; i < m->threads.n; i++) {
+		mon_thread *t = &m->threads.items[i];
+		int status, r;
+		if (t->state == MT_GONE || t->state == MT_STOPPED)
+			continue;
+		if (t->state == MT_EXITING) {
+			/* Running to its death: collect it if it is quick, else leave it. */
+			if (wait_one(t->tid, &status, 50) == 1)
+				step_handle(m, t, status, true);
+			continue;
+		}
+		if (t->state == MT_LISTEN)
+			ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL);
+		else if ((r = wait_one(t->tid, &status, 20)) == 1) {
+			step_handle(m, t, status, true);
+			t = &m->threads.items[i];
+			if (t->state == MT_STOPPED || t->state == MT_GONE)
+				continue;
+		}
+		if (t->state != MT_LISTEN && t->state != MT_EXITING)
+			ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL);
+		bool was_listen = t->state == MT_LISTEN;
+		while (t->state != MT_GONE && t->state != MT_STOPPED && t->state != MT_EXITING) {
+			if (wait_one(t->tid, &status, -1) != 1) {
+				t->state = MT_GONE;
+				break;
+			}
+			if (was_listen && WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP) {
+				t->state = MT_STOPPED;
+				break;
+			}
+			step_handle(m, t, status, true);
+			t = &m->threads.items[i];
+			if (t->state == MT_LISTEN)
+				break; /* in group-stop: interrupting brought it to a stop */
+		}
+		if (t->state == MT_LISTEN)
+			t->state = MT_STOPPED;
+	}
+	if (m->ended) {
+		m->detached = true;
+		return LOMAS_OK;
+	}
+	/* 2. A step report may still be queued behind an interrupt: collect it. */
+	for (size_t i = 0; i < m->threads.n; i++) {
+		mon_thread *t = &m->threads.items[i];
+		int status;
+		if (t->state != MT_STOPPED || !sigtrap_pending(m->pid, t->tid))
+			continue;
+		ptrace(PTRACE_CONT, t->tid, NULL, NULL);
+		if (wait_one(t->tid, &status, -1) == 1) {
+			siginfo_t si;
+			if (WIFEXITED(status) || WIFSIGNALED(status)) {
+				mon_reap(m, t, status);
+				continue;
+			}
+			if (WSTOPSIG(status) == SIGTRAP && (status >> 16) == 0 &&
+			    ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0 && si.si_code > 0 &&
+			    si.si_code != 0x80) {
+				/* ours: swallowed */
+			} else if ((status >> 16) == 0) {
+				ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &t->queued);
+				t->queued_sig = true;
+			}
+		}
+	}
+	/* 3. Give every page its protection back, unmap our page, from one stopped thread. */
+	for (size_t i = 0; i < m->threads.n; i++)
+		if (m->threads.items[i].state == MT_STOPPED) {
+			host = &m->threads.items[i];
+			break;
+		}
+	if (host)
+		st = step_restore(m, host);
+	else if (mprot_protected_pages(&m->eng))
+		st = error_set(LOMAS_ETARGET, "no stopped thread to restore page protections from");
+	/* 4. Let go; signals caught on the way are delivered again. */
+	for (size_t i = 0; i < m->threads.n; i++) {
+		mon_thread *t = &m->threads.items[i];
+		if (t->state == MT_GONE)
+			continue;
+		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
+		if (t->queued_sig) {
+			syscall(SYS_tgkill, m->pid, t->tid, t->queued.si_signo);
+			t->queued_sig = false;
+		}
+		t->state = MT_GONE;
+	}
+	m->detached = true;
+	return st;
+}
+
+static lomas_status mb_stop(void *impl)
+{
+	return mon_detach(impl);
+}
+
+static lomas_status mb_stats(void *impl, lomas_stats *out)
+{
+	monitor *m = impl;
+	memset(out, 0, sizeof *out);
+	for (size_t i = 0; i < m->threads.n; i++)
+		out->refs += m->threads.items[i].clock;
+	out->samples = m->samples.n;
+	for (size_t i = 0; i < m->samples.n; i++) {
+		out->reused += m->samples.items[i].state == LOMAS_SAMPLE_REUSED;
+		out->censored += m->samples.items[i].state == LOMAS_SAMPLE_CENSORED;
+	}
+	out->faults = m->eng.stats.faults;
+	out->false_positives = m->eng.stats.false_positives;
+	out->reprotects = m->eng.stats.reprotects;
+	out->steps = m->stats.steps;
+	out->injected_syscalls = m->stats.injected;
+	out->signals_forwarded = m->stats.signals;
+	out->threads = m->stats.threads;
+	return LOMAS_OK;
+}
+
+static lomas_status mb_profile(void *impl, lomas_profile **out)
+{
+	return step_profile(impl, out);
+}
+
+static int mb_wait_status(void *impl)
+{
+	return ((monitor *)impl)->exit_status;
+}
+
+static void mb_free(void *impl)
+{
+	monitor *m = impl;
+	if (!m)
+		return;
+	if (m->pid > 0 && !m->ended && !m->detached)
+		mon_detach(m);
+	step_free(m);
+	maps_free(&m->maps);
+	free(m->threads.items);
+	free(m->command);
+	free(m);
+}
+
+static const session_ops monitor_ops = {
+	.name = "step",
+	.poll = mb_poll,
+	.stop = mb_stop,
+	.stats = mb_stats,
+	.profile = mb_profile,
+	.wait_status = mb_wait_status,
+	.free = mb_free,
+};
+
+static char *join_argv(char *const argv[])
+{
+	size_t n = 1;
+	char *s, *p;
+	for (size_t i = 0; argv[i]; i++)
+		n += strlen(argv[i]) + 1;
+	s = p = malloc(n);
+	if (!s)
+		return NULL;
+	*s = 0;
+	for (size_t i = 0; argv[i]; i++)
+		p += sprintf(p, "%s%s", i ? " " : "", argv[i]);
+	return s;
+}
+
+static lomas_status new_monitor(const struct lomas_config *cfg, monitor **out)
+{
+	monitor *m = calloc(1, sizeof *m);
+	lomas_status st;
+	if (!m)
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	if (cfg->clock != CLOCK_STEP && cfg->clock != CLOCK_AUTO) {
+		free(m);
+		return error_set(LOMAS_ENOTSUP, "the monitor runs only the step clock here");
+	}
+	if ((st = step_init(m, cfg))) {
+		step_free(m);
+		free(m);
+		return st;
+	}
+	*out = m;
+	return LOMAS_OK;
+}
 
 lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *program_path,
 				   char *const argv[], const session_ops **ops, void **impl)
 {
-	(void)cfg; (void)program_path; (void)argv; (void)ops; (void)impl;
-	return error_set(LOMAS_ENOTSUP, "the step clock is not built yet");
+	monitor *m;
+	lomas_status st;
+	if ((st = new_monitor(cfg, &m)))
+		return st;
+	m->command = join_argv(argv);
+	if ((st = mon_spawn(m, program_path, argv)) || (st = step_begin(m))) {
+		if (m->pid > 0 && !m->ended) {
+			int status;
+			kill(m->pid, SIGKILL);
+			waitpid(m->pid, &status, __WALL);
+		}
+		m->ended = true;
+		mb_free(m);
+		return st;
+	}
+	*ops = &monitor_ops;
+	*impl = m;
+	return LOMAS_OK;
 }
 
 lomas_status monitor_backend_attach(const struct lomas_config *cfg, int pid,
 				    const session_ops **ops, void **impl)
 {
-	(void)cfg; (void)pid; (void)ops; (void)impl;
-	return error_set(LOMAS_ENOTSUP, "attaching (step clock) is not built yet");
+	monitor *m;
+	lomas_status st;
+	char path[64], buf[4096];
+	FILE *f;
+	if ((st = new_monitor(cfg, &m)))
+		return st;
+	snprintf(path, sizeof path, "/proc/%d/cmdline", pid);
+	if ((f = fopen(path, "re"))) {
+		size_t n = fread(buf, 1, sizeof buf - 1, f);
+		fclose(f);
+		for (size_t i = 0; i + 1 < n; i++)
+			if (!buf[i])
+				buf[i] = ' ';
+		buf[n] = 0;
+		m->command = strdup(buf);
+	}
+	if ((st = mon_attach(m, pid)) || (st = step_begin(m))) {
+		lomas_status keep = st;
+		char msg[512];
+		snprintf(msg, sizeof msg, "%s", lomas_error_message());
+		mon_detach(m);
+		mb_free(m);
+		return error_set(keep, "%s", msg);
+	}
+	*ops = &monitor_ops;
+	*impl = m;
+	return LOMAS_OK;
 }

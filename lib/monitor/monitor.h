@@ -1,0 +1,150 @@
+/*
+ * lib/monitor internal interface: the ptrace supervisor (spawn, attach,
+ * threads, one event loop over all stops, faithful signal forwarding,
+ * syscall injection, the shadow of the target's page protections) and the
+ * step clock driven by it (single-step, decode, count, sample, watch with
+ * the mprotect engine). DESIGN §3–4.
+ */
+#ifndef LOMAS_MONITOR_H
+#define LOMAS_MONITOR_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/user.h>
+
+#include "clock/clock.h"
+#include "core/core.h"
+#include "decode/decode.h"
+#include "watch/watch.h"
+
+/* ------------------------------------------------------------ shadow maps */
+
+typedef struct map_range {
+	uint64_t start, end, offset;
+	int prot;      /* PROT_* */
+	bool special;  /* [vdso], [vvar], [vsyscall]: never protect */
+	char *path;
+} map_range;
+
+typedef struct maps_shadow {
+	VEC(map_range) r;
+} maps_shadow;
+
+/* Parse /proc/PID/maps text (pure: tests feed text). */
+lomas_status maps_parse(maps_shadow *m, const char *text);
+lomas_status maps_read(maps_shadow *m, pid_t pid);
+void maps_free(maps_shadow *m);
+/* The range holding addr, or NULL. */
+const map_range *maps_find(const maps_shadow *m, uint64_t addr);
+
+/* ------------------------------------------------------------- supervisor */
+
+enum mon_thread_state {
+	MT_NEW = 0,    /* announced by a clone event, first stop not seen yet */
+	MT_RUNNING,    /* resumed by us; a stop will come */
+	MT_STOPPED,    /* in a ptrace-stop we have not resumed yet */
+	MT_LISTEN,     /* group-stop, PTRACE_LISTEN */
+	MT_EXITING,    /* PTRACE_EVENT_EXIT seen */
+	MT_GONE,
+};
+
+typedef struct mon_thread {
+	pid_t tid;
+	uint32_t index; /* profile thread index */
+	int state;
+	/* the step clock */
+	uint64_t clock;
+	step_sampler sampler;
+	bool have_pending;   /* pending: decoded, resumed with a step, not yet retired */
+	decode_insn pending;
+	uint64_t pending_c0;
+	uint64_t resume_epoch; /* engine lift epoch when resumed */
+	bool in_syscall;     /* stepping a syscall instruction: holds one lift */
+	long sysno;
+	bool delivering;     /* a signal is being delivered: holds one lift */
+	bool queued_sig;     /* signal caught during an injection, to deliver */
+	siginfo_t queued;
+	uint64_t segv_retry; /* fault address + 1 of a SIGSEGV being retried */
+	uint64_t fs_base;
+	uint64_t rseq_addr;
+	uint32_t rseq_len;
+} mon_thread;
+
+typedef struct monitor_stats {
+	uint64_t steps, injected, signals, threads;
+	uint64_t reuse_by_fault, reuse_by_decode, cross_thread;
+	uint64_t unwatchable; /* samples on pages we may not protect (watched by decode) */
+} monitor_stats;
+
+typedef struct monitor {
+	pid_t pid;
+	bool spawned;
+	bool ended;      /* the process is gone */
+	bool detached;
+	int exit_status; /* waitpid-style */
+	VEC(mon_thread) threads;
+	maps_shadow maps;
+	uint64_t scratch;      /* our page in the target (0: none yet) */
+	uint64_t syscall_insn; /* address of a `syscall` instruction usable for injection */
+	uint64_t page_size;
+	monitor_stats stats;
+	/* the step clock */
+	struct lomas_config cfg;
+	double period;
+	uint64_t window_refs;
+	decoder *dec;
+	mprot_engine eng;
+	bool eng_ready;
+	uint64_t lift_epoch;
+	VEC(lomas_sample) samples;
+	char *command;
+	lomas_status error; /* first fatal error seen by the loop */
+	pid_t cur_tid;      /* the stopped thread injections run in */
+	bool sync_needed;   /* watches changed: bring protections in line at the next stop */
+} monitor;
+
+/* Spawn argv (program_path resolved) stopped at its exec; EXITKILL set. */
+lomas_status mon_spawn(monitor *m, const char *program_path, char *const argv[]);
+/* Seize every thread of pid and stop them. */
+lomas_status mon_attach(monitor *m, pid_t pid);
+/* A thread record by tid (NULL if unknown). */
+mon_thread *mon_thread_of(monitor *m, pid_t tid);
+/* Add a thread record. */
+lomas_status mon_add_thread(monitor *m, pid_t tid, mon_thread **out);
+/* Live threads (not gone). */
+size_t mon_live_threads(const monitor *m);
+/*
+ * Wait for the next stop of any traced thread for at most timeout_ms (-1 =
+ * forever). 1 with *t and *status set, 0 on timeout, negative status on error.
+ */
+int mon_wait(monitor *m, int timeout_ms, mon_thread **t, int *status);
+/* The thread's process ended / the thread is gone: bookkeeping from a wait status. */
+void mon_reap(monitor *m, mon_thread *t, int status);
+
+/*
+ * Run system call nr with args in the stopped thread t (its registers are
+ * saved and restored). *ret gets the raw return value (negative errno).
+ */
+lomas_status mon_inject(monitor *m, mon_thread *t, long nr, const uint64_t args[6], long *ret);
+/* Unmap the scratch page (before detaching). */
+void mon_drop_scratch(monitor *m, mon_thread *t);
+
+/* Bring every live thread to a stop, restore everything, detach. */
+lomas_status mon_detach(monitor *m);
+
+/* ---------------------------------------------------------- step clock */
+
+lomas_status step_init(monitor *m, const struct lomas_config *cfg);
+void step_free(monitor *m);
+/* Start stepping every stopped thread (after spawn/attach). */
+lomas_status step_begin(monitor *m);
+/* Handle one stop of thread t with wait status st, and resume it. */
+lomas_status step_handle(monitor *m, mon_thread *t, int st, bool detaching);
+/* Restore every protection (before detach); t: a stopped thread to inject from. */
+lomas_status step_restore(monitor *m, mon_thread *t);
+/* The profile so far. */
+lomas_status step_profile(monitor *m, lomas_profile **out);
+
+#endif /* LOMAS_MONITOR_H */

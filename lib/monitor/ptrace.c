@@ -1,0 +1,399 @@
+/*
+ * The ptrace supervisor: spawn and attach (PTRACE_SEIZE), threads, waiting
+ * for stops, syscall injection, detach. Linux x86-64 only.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "monitor.h"
+
+#define TRACE_OPTS                                                                           \
+	(PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACESYSGOOD)
+
+mon_thread *mon_thread_of(monitor *m, pid_t tid)
+{
+	/* The newest record for tid (tids are reused only after a thread is gone). */
+	for (size_t i = m->threads.n; i-- > 0;)
+		if (m->threads.items[i].tid == tid && m->threads.items[i].state != MT_GONE)
+			return &m->threads.items[i];
+	return NULL;
+}
+
+lomas_status mon_add_thread(monitor *m, pid_t tid, mon_thread **out)
+{
+	lomas_status st;
+	if ((st = vec_reserve(&m->threads, m->threads.n + 1)))
+		return st;
+	mon_thread *t = &m->threads.items[m->threads.n];
+	memset(t, 0, sizeof *t);
+	t->tid = tid;
+	t->index = (uint32_t)m->threads.n;
+	t->state = MT_NEW;
+	m->threads.n++;
+	m->stats.threads++;
+	*out = t;
+	return LOMAS_OK;
+}
+
+size_t mon_live_threads(const monitor *m)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < m->threads.n; i++)
+		n += m->threads.items[i].state != MT_GONE;
+	return n;
+}
+
+static lomas_status ptrace_error(const char *what, pid_t pid, int err)
+{
+	if (err == EPERM)
+		return error_set(LOMAS_EPERM,
+				 "%s %d: operation not permitted (ptrace is restricted: see "
+				 "/proc/sys/kernel/yama/ptrace_scope, or run as the target's owner "
+				 "with CAP_SYS_PTRACE)",
+				 what, (int)pid);
+	if (err == ESRCH)
+		return error_set(LOMAS_ENOENT, "%s %d: no such process", what, (int)pid);
+	return error_set(LOMAS_ETARGET, "%s %d: %s", what, (int)pid, strerror(err));
+}
+
+lomas_status mon_spawn(monitor *m, const char *program_path, char *const argv[])
+{
+	int pipefd[2], status, err = 0;
+	pid_t pid;
+	mon_thread *t;
+	lomas_status st;
+	if (pipe2(pipefd, O_CLOEXEC) < 0)
+		return error_set(LOMAS_EIO, "pipe: %s", strerror(errno));
+	pid = fork();
+	if (pid < 0) {
+		close(pipefd[0]);
+		close(pipefd[1]);
+		return error_set(LOMAS_ETARGET, "fork: %s", strerror(errno));
+	}
+	if (pid == 0) {
+		/* The child: wait to be seized, then exec; report an exec failure. */
+		close(pipefd[0]);
+		kill(getpid(), SIGSTOP);
+		execv(program_path, argv);
+		err = errno;
+		if (write(pipefd[1], &err, sizeof err) < 0)
+			_exit(127);
+		_exit(127);
+	}
+	close(pipefd[1]);
+	m->pid = pid;
+	m->spawned = true;
+	if (waitpid(pid, &status, WSTOPPED) != pid || !WIFSTOPPED(status)) {
+		close(pipefd[0]);
+		return error_set(LOMAS_ETARGET, "the child did not stop before exec");
+	}
+	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)(TRACE_OPTS | PTRACE_O_EXITKILL)) < 0) {
+		err = errno;
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		close(pipefd[0]);
+		return ptrace_error("PTRACE_SEIZE", pid, err);
+	}
+	kill(pid, SIGCONT);
+	/* Run it to its exec, forwarding nothing of the start-up dance. */
+	for (;;) {
+		if (waitpid(pid, &status, __WALL) != pid) {
+			err = errno;
+			close(pipefd[0]);
+			return error_set(LOMAS_ETARGET, "waitpid: %s", strerror(err));
+		}
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			ssize_t r = read(pipefd[0], &err, sizeof err);
+			close(pipefd[0]);
+			m->ended = true;
+			m->exit_status = status;
+			if (r == (ssize_t)sizeof err)
+				return error_set(err == ENOENT ? LOMAS_ENOENT : LOMAS_EPERM,
+						 "cannot execute %s: %s", program_path, strerror(err));
+			return error_set(LOMAS_ETARGET, "%s ended before its exec", program_path);
+		}
+		if ((status >> 16) == PTRACE_EVENT_EXEC)
+			break;
+		ptrace(PTRACE_CONT, pid, NULL, NULL);
+	}
+	close(pipefd[0]);
+	if ((st = mon_add_thread(m, pid, &t)))
+		return st;
+	t->state = MT_STOPPED;
+	return LOMAS_OK;
+}
+
+/* Seize one thread; 0, or an errno. */
+static int seize_one(pid_t tid)
+{
+	if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)TRACE_OPTS) < 0)
+		return errno;
+	if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0)
+		return errno;
+	return 0;
+}
+
+lomas_status mon_attach(monitor *m, pid_t pid)
+{
+	char path[64];
+	bool more = true;
+	int err;
+	lomas_status st;
+	m->pid = pid;
+	snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+	/* Threads may be created while we seize: rescan until no new one appears. */
+	while (more) {
+		DIR *d = opendir(path);
+		struct dirent *de;
+		more = false;
+		if (!d)
+			return error_set(LOMAS_ENOENT, "process %d: no such process", (int)pid);
+		while ((de = readdir(d))) {
+			pid_t tid = (pid_t)atoi(de->d_name);
+			mon_thread *t;
+			if (tid <= 0 || mon_thread_of(m, tid))
+				continue;
+			if ((err = seize_one(tid))) {
+				if (err == ESRCH && tid != pid)
+					continue; /* it exited meanwhile */
+				closedir(d);
+				return ptrace_error("PTRACE_SEIZE", tid, err);
+			}
+			if ((st = mon_add_thread(m, tid, &t))) {
+				closedir(d);
+				return st;
+			}
+			t->state = MT_RUNNING;
+			more = true;
+		}
+		closedir(d);
+	}
+	/* Collect each thread's interrupt stop. */
+	for (size_t i = 0; i < m->threads.n; i++) {
+		mon_thread *t = &m->threads.items[i];
+		int status;
+		while (t->state == MT_RUNNING) {
+			if (waitpid(t->tid, &status, __WALL) != t->tid)
+				return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)t->tid,
+						 strerror(errno));
+			if (WIFEXITED(status) || WIFSIGNALED(status)) {
+				mon_reap(m, t, status);
+				break;
+			}
+			if ((status >> 16) == PTRACE_EVENT_STOP) {
+				t->state = MT_STOPPED;
+				break;
+			}
+			/* A signal arrived first: keep it for later and go on to the interrupt. */
+			if ((status >> 16) == 0) {
+				if (ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &t->queued) == 0)
+					t->queued_sig = true;
+			}
+			ptrace(PTRACE_CONT, t->tid, NULL, NULL);
+		}
+	}
+	if (m->ended)
+		return error_set(LOMAS_ETARGET, "process %d ended while attaching", (int)pid);
+	return LOMAS_OK;
+}
+
+void mon_reap(monitor *m, mon_thread *t, int status)
+{
+	t->state = MT_GONE;
+	if (t->tid == m->pid) {
+		m->ended = true;
+		m->exit_status = status;
+	}
+}
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int mon_wait(monitor *m, int timeout_ms, mon_thread **out, int *status)
+{
+	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout_ms;
+	unsigned spins = 0;
+	for (;;) {
+		size_t live = 0;
+		mon_thread *only = NULL;
+		for (size_t i = 0; i < m->threads.n; i++) {
+			mon_thread *t = &m->threads.items[i];
+			if (t->state == MT_GONE || t->state == MT_STOPPED)
+				continue;
+			live++;
+			only = t;
+		}
+		if (!live)
+			return 0;
+		if (live == 1 && timeout_ms < 0) {
+			pid_t r = waitpid(only->tid, status, __WALL);
+			if (r == only->tid) {
+				*out = only;
+				return 1;
+			}
+			if (errno == EINTR)
+				continue;
+			if (errno == ECHILD) { /* vanished without a report (exec by another thread) */
+				only->state = MT_GONE;
+				continue;
+			}
+			return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)only->tid,
+					 strerror(errno));
+		}
+		/* Several threads: poll each; a thread in a blocking call may never stop. */
+		for (size_t i = 0; i < m->threads.n; i++) {
+			mon_thread *t = &m->threads.items[i];
+			if (t->state == MT_GONE || t->state == MT_STOPPED)
+				continue;
+			pid_t r = waitpid(t->tid, status, __WALL | WNOHANG);
+			if (r == t->tid) {
+				*out = t;
+				return 1;
+			}
+			if (r < 0 && errno == ECHILD)
+				t->state = MT_GONE;
+		}
+		if (mono_ms() >= deadline)
+			return 0;
+		/* Back off gently: 0 µs for a while (steps take ~85 µs), then 50 µs. */
+		if (++spins > 64) {
+			struct timespec ts = {0, 50000};
+			nanosleep(&ts, NULL);
+		}
+	}
+}
+
+/* ------------------------------------------------------- syscall injection */
+
+/* Run the instruction at `at` (a syscall) with regs set; wait for its step to end. */
+static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long nr,
+				   const uint64_t a[6], long *ret)
+{
+	struct user_regs_struct saved, r;
+	int status;
+	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &saved) < 0)
+		return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
+				 strerror(errno));
+	r = saved;
+	r.rip = at;
+	r.rax = (uint64_t)nr;
+	r.orig_rax = (uint64_t)-1;
+	r.rdi = a[0];
+	r.rsi = a[1];
+	r.rdx = a[2];
+	r.r10 = a[3];
+	r.r8 = a[4];
+	r.r9 = a[5];
+	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0)
+		return error_set(LOMAS_ETARGET, "PTRACE_SETREGS(%d): %s", (int)t->tid,
+				 strerror(errno));
+	for (int tries = 0;; tries++) {
+		if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL) < 0)
+			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
+					 strerror(errno));
+		if (waitpid(t->tid, &status, __WALL) != t->tid)
+			return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)t->tid,
+					 strerror(errno));
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			mon_reap(m, t, status);
+			return error_set(LOMAS_ETARGET, "thread %d ended during an injected call",
+					 (int)t->tid);
+		}
+		if ((status >> 16) == PTRACE_EVENT_EXIT) {
+			t->state = MT_EXITING;
+			return error_set(LOMAS_ETARGET, "thread %d is exiting", (int)t->tid);
+		}
+		if ((status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP) {
+			/* A signal came first: keep it, and run the call. */
+			siginfo_t si;
+			if (ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0 && !t->queued_sig) {
+				t->queued = si;
+				t->queued_sig = true;
+			}
+			continue;
+		}
+		if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
+			return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
+					 strerror(errno));
+		if (r.rip == at + 2 || tries > 8)
+			break;
+	}
+	*ret = (long)r.rax;
+	m->stats.injected++;
+	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &saved) < 0)
+		return error_set(LOMAS_ETARGET, "PTRACE_SETREGS(%d): %s", (int)t->tid,
+				 strerror(errno));
+	return LOMAS_OK;
+}
+
+/* Map the scratch page holding `syscall; int3`, using a temporarily poked syscall at rip. */
+static lomas_status make_scratch(monitor *m, mon_thread *t)
+{
+	struct user_regs_struct r;
+	uint64_t args[6] = {0, m->page_size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
+			    (uint64_t)-1, 0};
+	long word, patched, ret = 0;
+	lomas_status st;
+	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
+		return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
+				 strerror(errno));
+	errno = 0;
+	word = ptrace(PTRACE_PEEKTEXT, t->tid, (void *)r.rip, NULL);
+	if (errno)
+		return error_set(LOMAS_ETARGET, "cannot read the code of %d: %s", (int)t->tid,
+				 strerror(errno));
+	patched = (long)(((uint64_t)word & ~0xffffull) | 0x050full);
+	if (ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)patched) < 0)
+		return error_set(LOMAS_ETARGET, "cannot write the code of %d: %s", (int)t->tid,
+				 strerror(errno));
+	st = run_syscall_at(m, t, r.rip, SYS_mmap, args, &ret);
+	ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)word);
+	if (st)
+		return st;
+	if (ret < 0 && ret > -4096)
+		return error_set(LOMAS_ETARGET, "mmap of the scratch page failed: %s",
+				 strerror((int)-ret));
+	/* syscall; int3 x 6 (ptrace writes through the read-only mapping, FOLL_FORCE). */
+	if (ptrace(PTRACE_POKETEXT, t->tid, (void *)ret, (void *)0xcccccccccccc050full) < 0)
+		return error_set(LOMAS_ETARGET, "cannot fill the scratch page: %s",
+				 strerror(errno));
+	m->scratch = (uint64_t)ret;
+	m->syscall_insn = (uint64_t)ret;
+	return LOMAS_OK;
+}
+
+lomas_status mon_inject(monitor *m, mon_thread *t, long nr, const uint64_t args[6], long *ret)
+{
+	lomas_status st;
+	if (!m->syscall_insn && (st = make_scratch(m, t)))
+		return st;
+	return run_syscall_at(m, t, m->syscall_insn, nr, args, ret);
+}
+
+void mon_drop_scratch(monitor *m, mon_thread *t)
+{
+	uint64_t args[6] = {m->scratch, m->page_size, 0, 0, 0, 0};
+	long ret;
+	if (!m->scratch)
+		return;
+	/* The munmap returns to the unmapped page's next byte: run_syscall_at only steps. */
+	run_syscall_at(m, t, m->syscall_insn, SYS_munmap, args, &ret);
+	m->scratch = 0;
+	m->syscall_insn = 0;
+}

@@ -1,0 +1,160 @@
+/*
+ * lib/watch internal interface: the watch table (pure logic: watched lines →
+ * samples, per-page counts, capacity with eviction of the oldest) and the
+ * mprotect engine (DESIGN §4), which reaches the target only through a small
+ * ops vtable the monitor provides (injected mprotect, shadow page protections).
+ */
+#ifndef LOMAS_WATCH_H
+#define LOMAS_WATCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+/* ------------------------------------------------------------- watch table */
+
+typedef struct watch_entry {
+	uint64_t line;   /* line address (aligned down to the line size) */
+	uint64_t sample; /* the caller's sample id */
+	uint64_t seq;    /* insertion order (eviction picks the smallest) */
+	uint32_t thread; /* the thread whose reuse ends the sample */
+	uint32_t used;   /* slot in use (internal) */
+} watch_entry;
+
+typedef struct watch_page_count {
+	uint64_t page;
+	uint32_t count; /* watched lines on the page, all threads */
+	uint32_t used;
+} watch_page_count;
+
+typedef struct watch_table {
+	watch_entry *slots;
+	size_t cap, n; /* cap is a power of two */
+	watch_page_count *pages;
+	size_t pcap, pn;
+	uint64_t capacity; /* most live entries; 0 = unlimited */
+	uint64_t seq;
+	uint64_t line_mask, page_mask; /* ~(size - 1) */
+} watch_table;
+
+/* line_size and page_size: powers of two; capacity 0 = unlimited. */
+lomas_status watch_table_init(watch_table *t, uint32_t line_size, uint32_t page_size,
+			      uint64_t capacity);
+void watch_table_free(watch_table *t);
+/* Forget every entry (keeps the allocation). */
+void watch_table_clear(watch_table *t);
+
+static inline uint64_t watch_line_of(const watch_table *t, uint64_t addr)
+{
+	return addr & t->line_mask;
+}
+static inline uint64_t watch_page_of(const watch_table *t, uint64_t addr)
+{
+	return addr & t->page_mask;
+}
+
+/*
+ * Watch the line holding addr for thread, standing for sample. If (line,
+ * thread) is already watched, the old entry is replaced and copied into
+ * *displaced with *did_displace = true; if the table is full, the oldest entry
+ * is evicted the same way (the caller censors it).
+ */
+lomas_status watch_table_add(watch_table *t, uint64_t addr, uint32_t thread, uint64_t sample,
+			     watch_entry *displaced, bool *did_displace);
+/* Is the line holding addr watched for thread? Copies the entry into *out (may be NULL). */
+bool watch_table_find(const watch_table *t, uint64_t addr, uint32_t thread, watch_entry *out);
+/* Remove the entry (line of addr, thread); false if absent. */
+bool watch_table_remove(watch_table *t, uint64_t addr, uint32_t thread, watch_entry *out);
+/* Number of threads watching the line holding addr other than thread. */
+size_t watch_table_others(const watch_table *t, uint64_t addr, uint32_t thread,
+			  uint64_t *samples, size_t max);
+/* Watched lines on the page holding addr (all threads). */
+uint32_t watch_table_page_count(const watch_table *t, uint64_t addr);
+static inline size_t watch_table_size(const watch_table *t)
+{
+	return t->n;
+}
+
+/* ---------------------------------------------------------- mprotect engine */
+
+typedef struct mprot_ops {
+	/* Run mprotect(addr, len, prot) in the target: 0 or a negative errno. */
+	int (*mprotect)(void *ctx, uint64_t addr, uint64_t len, int prot);
+	/* The target's own protection of the page (PROT_* bits), -1 if unmapped. */
+	int (*page_prot)(void *ctx, uint64_t page);
+	/* May the page be protected? (not where the kernel writes behind the target's back) */
+	bool (*may_protect)(void *ctx, uint64_t page);
+	void *ctx;
+} mprot_ops;
+
+typedef struct mprot_page {
+	uint64_t page;
+	int orig;        /* the target's protection (restored when not ours) */
+	int temp_owner;  /* thread lifting it for one step, or -1 */
+	bool prot_none;  /* currently PROT_NONE because of us */
+	bool pinned;     /* never protected: reuse on it is found from decoded references */
+	bool used;
+} mprot_page;
+
+typedef struct mprot_stats {
+	uint64_t protects;     /* pages set PROT_NONE */
+	uint64_t restores;     /* pages given their own protection back */
+	uint64_t reprotects;   /* pages protected again after a fault */
+	uint64_t faults;       /* faults on pages we protected */
+	uint64_t false_positives;
+	uint64_t failures;     /* injected mprotect calls that failed */
+} mprot_stats;
+
+typedef struct mprot_engine {
+	watch_table table;
+	mprot_ops ops;
+	mprot_page *pages; /* open addressing by page */
+	size_t pcap, pn;
+	uint32_t page_size;
+	int lift_depth; /* > 0: every page has its own protection (syscalls, signals) */
+	uint64_t lift_events; /* times a watched page went back to its own protection */
+	mprot_stats stats;
+} mprot_engine;
+
+lomas_status mprot_init(mprot_engine *e, const mprot_ops *ops, uint32_t line_size,
+			uint32_t page_size, uint64_t capacity);
+void mprot_free(mprot_engine *e);
+
+/*
+ * Watch the line of addr for thread (see watch_table_add); the page is
+ * protected at the next mprot_sync(). LOMAS_EPERM if the page cannot be
+ * protected (unmapped, or the kernel refuses): the caller censors the sample.
+ */
+lomas_status mprot_watch(mprot_engine *e, uint64_t addr, uint32_t thread, uint64_t sample,
+			 watch_entry *displaced, bool *did_displace);
+/* Stop watching (line of addr, thread): the page is released at the next sync. */
+bool mprot_unwatch(mprot_engine *e, uint64_t addr, uint32_t thread, watch_entry *out);
+/* Is the page holding addr PROT_NONE because of us right now? */
+bool mprot_is_ours(const mprot_engine *e, uint64_t addr);
+/* Is the page holding addr watched but currently readable (lifted)? */
+bool mprot_is_lifted(const mprot_engine *e, uint64_t addr);
+/* Is the page holding addr one we never protect? */
+bool mprot_is_pinned(const mprot_engine *e, uint64_t addr);
+/* A fault on our page: give it back its protection for thread's next step. */
+lomas_status mprot_fault_lift(mprot_engine *e, uint64_t addr, uint32_t thread);
+/* thread's step is over: pages it lifted go back under watch. */
+void mprot_fault_done(mprot_engine *e, uint32_t thread);
+/* Lift every protection (nested); mprot_unlift() undoes one level. */
+lomas_status mprot_lift(mprot_engine *e);
+lomas_status mprot_unlift(mprot_engine *e);
+/* Bring the real protections in line with the watches. */
+lomas_status mprot_sync(mprot_engine *e);
+/*
+ * The target changed its mappings (call while lifted): re-read the original
+ * protection of every page and whether it may be protected.
+ */
+void mprot_maps_changed(mprot_engine *e);
+/* Give every page its own protection back and forget all watches. */
+lomas_status mprot_restore_all(mprot_engine *e);
+/* Forget everything without touching the target (exec replaced the address space). */
+void mprot_forget_all(mprot_engine *e);
+/* Pages currently PROT_NONE because of us. */
+size_t mprot_protected_pages(const mprot_engine *e);
+
+#endif /* LOMAS_WATCH_H */
