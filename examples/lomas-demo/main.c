@@ -1,12 +1,117 @@
-/* STUB (helper: cli). lomas-demo, the command-line face of liblomas. */
+/*
+ * lomas-demo, the command-line face of liblomas: turn a memory trace into a
+ * profile and a profile into working-set graphs. Uses the public API only.
+ */
+#include <signal.h>
 #include <stdio.h>
+#include <string.h>
 
-#include "lomas/lomas.h"
+#include "demo.h"
+
+const struct demo_cmd demo_cmds[] = {
+    {"analyze", "sample a Valgrind lackey trace into a profile",
+     "Sample a Valgrind lackey trace (--trace-mem=yes) through the trace clock and\n"
+     "save the profile. FILE '-' reads standard input.\n\n"
+     "  --lackey FILE|-     the lackey output to read (required)\n"
+     "  -o, --output OUT    the profile to write (required)\n"
+     "  --period N|auto     mean sampling period in references (default auto)\n"
+     "  --seed S            seed of the sampling generator (default 1)\n"
+     "  --line-size B       cache line size in bytes (default 64)\n"
+     "  --window N|auto     window length in references (default auto)\n",
+     "lomas-demo analyze --lackey FILE|- -o OUT.lomas [--period N|auto] [--seed S]\n"
+     "                          [--line-size B] [--window N|auto]",
+     cmd_analyze},
+    {"curve", "miss ratio per cache size as CSV or JSON",
+     "Print miss ratios (fractions) per cache size as CSV (size_bytes,random,lru) or JSON.\n\n"
+     "  --sizes B1,B2,...        cache sizes in bytes; K/KiB, M/MiB, G/GiB allowed\n"
+     "                           (default: 1 KiB to 1 GiB, 4 per octave)\n"
+     "  --policy random|lru|both replacement policies to model (default both)\n"
+     "  --cold                   count cold misses (excluded by default)\n"
+     "  --json                   a JSON array of {size_bytes, random, lru}\n",
+     "lomas-demo curve [--sizes B1,B2,...] [--cold] [--json] [--policy random|lru|both] "
+     "PROFILE",
+     cmd_curve},
+    {"report", "summary and working-set graph of a profile",
+     "Summarize a profile and draw its working-set graph (miss ratio against cache\n"
+     "size, random replacement and LRU) with this machine's caches marked.\n\n"
+     "  --cold     count cold misses (excluded by default)\n"
+     "  --color    colour the graph even when standard output is not a terminal\n"
+     "  --no-color never colour the graph\n",
+     "lomas-demo report [--cold] [--color|--no-color] PROFILE", cmd_report},
+    {"export", "a profile as JSON or CSV",
+     "Write the whole profile for people and scripts to standard output.\n\n"
+     "  --json   one JSON document: metadata, threads, windows, samples\n"
+     "  --csv    one row per sample, with a header line\n",
+     "lomas-demo export --json|--csv PROFILE", cmd_export},
+    {"compare", "two profiles' curves side by side",
+     "Print two profiles' miss-ratio curves side by side as CSV:\n"
+     "size_bytes,random_a,random_b,lru_a,lru_b,random_diff,lru_diff (diff = b - a).\n\n"
+     "  --sizes B1,B2,...   cache sizes (default: 1 KiB to 1 GiB, 4 per octave)\n"
+     "  --cold              count cold misses (excluded by default)\n",
+     "lomas-demo compare [--sizes B1,B2,...] [--cold] A.lomas B.lomas", cmd_compare},
+    {"record", "run a program under a live clock (not available yet)",
+     "Run a program under a live clock and record its profile (not available yet:\n"
+     "record a trace with valgrind --tool=lackey --trace-mem=yes and use\n"
+     "'lomas-demo analyze --lackey').\n",
+     "lomas-demo record [-o OUT.lomas] [--period N] -- COMMAND [ARGS...]", cmd_record},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static int usage(FILE *out)
+{
+	fprintf(out,
+		"usage: lomas-demo COMMAND [OPTIONS] [ARGS]\n\n"
+		"liblomas %s: sample memory references and model cache miss ratios.\n\n"
+		"commands:\n",
+		lomas_version());
+	for (const struct demo_cmd *d = demo_cmds; d->name; d++) {
+		fprintf(out, "  %-8s  %s\n", d->name, d->brief);
+	}
+	fprintf(out, "\n'lomas-demo help COMMAND' or 'lomas-demo COMMAND -h' for its options.\n"
+		     "Exit status: 0 ok, 2 usage or input error, 125 lomas cannot do it.\n");
+	return 0;
+}
+
+int cmd_record(int argc, char **argv)
+{
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+			return demo_help("record");
+	fprintf(stderr, "lomas-demo: record: no live clock is built yet; record a trace with "
+			"valgrind --tool=lackey --trace-mem=yes and use 'lomas-demo analyze "
+			"--lackey'\n");
+	return EXIT_LOMAS;
+}
 
 int main(int argc, char **argv)
 {
-	(void)argc;
-	(void)argv;
-	fprintf(stderr, "lomas-demo %s: not implemented yet\n", lomas_version());
-	return 2;
+	const char *name;
+	/* A closed pipe on stdout becomes EPIPE, reported by demo_finish_stdout. */
+	signal(SIGPIPE, SIG_IGN);
+	if (argc < 2) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	name = argv[1];
+	if (strcmp(name, "--version") == 0 || strcmp(name, "-V") == 0) {
+		printf("lomas-demo %s (liblomas %s)\n", LOMAS_VERSION_STRING, lomas_version());
+		return demo_finish_stdout("version");
+	}
+	if (strcmp(name, "-h") == 0 || strcmp(name, "--help") == 0) {
+		usage(stdout);
+		return demo_finish_stdout("help");
+	}
+	if (strcmp(name, "help") == 0) {
+		if (argc > 3)
+			return demo_fail("help", "too many arguments");
+		if (argc == 3)
+			return demo_help(argv[2]);
+		usage(stdout);
+		return demo_finish_stdout("help");
+	}
+	for (const struct demo_cmd *d = demo_cmds; d->name; d++)
+		if (strcmp(d->name, name) == 0)
+			return d->run(argc - 1, argv + 1);
+	fprintf(stderr, "lomas-demo: unknown command '%s' (see 'lomas-demo help')\n", name);
+	return EXIT_USAGE;
 }

@@ -158,4 +158,16 @@ uint64_t rng_gap(rng *r, double mean);
 /* CRC-32 (IEEE 802.3, as zlib's crc32); start with crc = 0. */
 uint32_t crc32_update(uint32_t crc, const void *data, size_t len);
 
+/* ------------------------------------------------------------ profile file */
+
+/*
+ * Decode a profile file image of len bytes (untrusted). name is used in
+ * messages ("name: offset N: ..."). LOMAS_EFORMAT for anything malformed.
+ */
+lomas_status profile_load_buffer(const void *data, size_t len, const char *name,
+				 lomas_profile **out);
+/* Encode p as a profile file image: a malloc'd buffer in *data of *len bytes. */
+lomas_status profile_save_buffer(const lomas_profile *p, void **data, size_t *len);
+
 #endif /* LOMAS_CORE_H */
+

@@ -1,8 +1,335 @@
-/* STUB (helper: model). Exact cache simulator over a lackey trace. */
+/*
+ * exactsim: exact fully associative cache simulators over a Valgrind lackey
+ * --trace-mem=yes trace, the ground truth the model is tested against. It is
+ * deliberately independent of liblomas (it links nothing of it).
+ *
+ *   exactsim [--line-size B] [--sizes B1,B2,...] [--cold] [--seed S] [--runs K] FILE|-
+ *
+ * Prints CSV "size_bytes,random,lru": miss ratios (misses per reference).
+ * LRU is exact via stack distances (a Fenwick tree over time); random
+ * replacement is simulated directly per size and averaged over K seeds.
+ * Cold misses (first touch of a line) are excluded unless --cold.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-int main(void)
+static void die(const char *msg)
 {
-	fprintf(stderr, "exactsim: not implemented\n");
-	return 2;
+	fprintf(stderr, "exactsim: %s\n", msg);
+	exit(2);
+}
+
+static void *xmalloc(size_t n)
+{
+	void *p = malloc(n ? n : 1);
+	if (!p)
+		die("out of memory");
+	return p;
+}
+
+/* ---- the trace as dense line ids ---- */
+
+typedef struct {
+	uint32_t *ids;
+	size_t n, cap;
+	uint64_t *keys; /* open-addressing map line -> id + 1 */
+	uint32_t *vals;
+	size_t mcap, distinct;
+} trace;
+
+static uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+static void map_grow(trace *t)
+{
+	size_t ncap = t->mcap ? t->mcap * 2 : 1024;
+	uint64_t *nk = xmalloc(ncap * sizeof *nk);
+	uint32_t *nv = calloc(ncap, sizeof *nv);
+	if (!nv)
+		die("out of memory");
+	for (size_t i = 0; i < t->mcap; i++) {
+		if (!t->vals[i])
+			continue;
+		size_t h = mix64(t->keys[i]) & (ncap - 1);
+		while (nv[h])
+			h = (h + 1) & (ncap - 1);
+		nk[h] = t->keys[i];
+		nv[h] = t->vals[i];
+	}
+	free(t->keys);
+	free(t->vals);
+	t->keys = nk;
+	t->vals = nv;
+	t->mcap = ncap;
+}
+
+static void trace_ref(trace *t, uint64_t line)
+{
+	size_t h;
+	if ((t->distinct + 1) * 2 > t->mcap)
+		map_grow(t);
+	h = mix64(line) & (t->mcap - 1);
+	while (t->vals[h] && t->keys[h] != line)
+		h = (h + 1) & (t->mcap - 1);
+	if (!t->vals[h]) {
+		if (t->distinct >= UINT32_MAX - 1)
+			die("too many distinct lines");
+		t->keys[h] = line;
+		t->vals[h] = (uint32_t)++t->distinct;
+	}
+	if (t->n == t->cap) {
+		t->cap = t->cap ? t->cap * 2 : 1 << 20;
+		t->ids = realloc(t->ids, t->cap * sizeof *t->ids);
+		if (!t->ids)
+			die("out of memory");
+	}
+	t->ids[t->n++] = t->vals[h] - 1;
+}
+
+static void read_lackey(FILE *in, uint64_t line_size, trace *t)
+{
+	char buf[4096];
+	unsigned long lineno = 0;
+	while (fgets(buf, sizeof buf, in)) {
+		char *s = buf, *end;
+		char kind;
+		uint64_t addr;
+		lineno++;
+		if (!strncmp(buf, "==", 2) || !strncmp(buf, "--", 2) || !strncmp(buf, "**", 2))
+			continue;
+		while (*s == ' ' || *s == '\t')
+			s++;
+		if (*s == '\n' || *s == '\0' || *s == 'I')
+			continue;
+		kind = *s++;
+		if (kind != 'L' && kind != 'S' && kind != 'M') {
+			fprintf(stderr, "exactsim: line %lu: unexpected record\n", lineno);
+			exit(1);
+		}
+		while (*s == ' ')
+			s++;
+		errno = 0;
+		addr = strtoull(s, &end, 16);
+		if (end == s || *end != ',' || errno) {
+			fprintf(stderr, "exactsim: line %lu: bad address\n", lineno);
+			exit(1);
+		}
+		trace_ref(t, addr / line_size);
+		if (kind == 'M')
+			trace_ref(t, addr / line_size);
+	}
+	if (ferror(in))
+		die("read error");
+}
+
+/* ---- LRU: stack distance histogram ---- */
+
+/* hist[k] = references with stack distance k (k < distinct); *cold = first touches. */
+static uint64_t *lru_histogram(const trace *t, uint64_t *cold)
+{
+	size_t n = t->n;
+	uint64_t *hist = calloc(t->distinct + 1, sizeof *hist);
+	int64_t *last = xmalloc(t->distinct * sizeof *last);
+	int32_t *fen = calloc(n + 1, sizeof *fen);
+	if (!hist || !fen)
+		die("out of memory");
+	for (size_t i = 0; i < t->distinct; i++)
+		last[i] = -1;
+	*cold = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint32_t id = t->ids[i];
+		if (last[id] < 0) {
+			(*cold)++;
+		} else {
+			/* Distinct lines touched strictly between: marks in (last, i). */
+			int64_t cnt = 0;
+			for (size_t k = i; k > 0; k -= k & -k)
+				cnt += fen[k];
+			for (size_t k = (size_t)last[id] + 1; k > 0; k -= k & -k)
+				cnt -= fen[k];
+			hist[cnt]++;
+			for (size_t k = (size_t)last[id] + 1; k <= n; k += k & -k)
+				fen[k]--;
+		}
+		for (size_t k = i + 1; k <= n; k += k & -k)
+			fen[k]++;
+		last[id] = (int64_t)i;
+	}
+	free(last);
+	free(fen);
+	return hist;
+}
+
+/* ---- random replacement: direct simulation ---- */
+
+static uint64_t rng_state;
+static uint64_t rng_next(void)
+{
+	return mix64(rng_state += 0x9e3779b97f4a7c15ull);
+}
+
+/* Non-cold misses of a random-replacement cache of lines lines. */
+static uint64_t random_misses(const trace *t, uint64_t lines, uint64_t seed)
+{
+	int32_t *slot_of = xmalloc(t->distinct * sizeof *slot_of);
+	uint32_t *slots = xmalloc(lines * sizeof *slots);
+	bool *seen = calloc(t->distinct, 1);
+	uint64_t used = 0, misses = 0;
+	if (!seen)
+		die("out of memory");
+	memset(slot_of, 0xff, t->distinct * sizeof *slot_of);
+	rng_state = seed;
+	for (size_t i = 0; i < t->n; i++) {
+		uint32_t id = t->ids[i];
+		if (slot_of[id] >= 0)
+			continue;
+		if (seen[id])
+			misses++;
+		seen[id] = true;
+		if (used < lines) {
+			slots[used] = id;
+			slot_of[id] = (int32_t)used++;
+		} else {
+			uint64_t v = (uint64_t)(((unsigned __int128)rng_next() * lines) >> 64);
+			slot_of[slots[v]] = -1;
+			slots[v] = id;
+			slot_of[id] = (int32_t)v;
+		}
+	}
+	free(slot_of);
+	free(slots);
+	free(seen);
+	return misses;
+}
+
+static uint64_t parse_u64(const char *s, const char *what)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 0);
+	if (errno || end == s || *end || s[0] == '-') {
+		fprintf(stderr, "exactsim: bad %s '%s'\n", what, s);
+		exit(2);
+	}
+	return v;
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: exactsim [--line-size B] [--sizes B1,B2,...] [--cold] "
+			"[--seed S] [--runs K] FILE|-\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t line_size = 64, seed = 1, runs = 3, cold_n;
+	uint64_t *sizes = NULL;
+	size_t nsizes = 0;
+	const char *sizes_arg = NULL, *path = NULL;
+	bool cold = false;
+	trace t = {0};
+	FILE *in;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--line-size") && i + 1 < argc)
+			line_size = parse_u64(argv[++i], "line size");
+		else if (!strcmp(argv[i], "--sizes") && i + 1 < argc)
+			sizes_arg = argv[++i];
+		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+			seed = parse_u64(argv[++i], "seed");
+		else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
+			runs = parse_u64(argv[++i], "runs");
+		else if (!strcmp(argv[i], "--cold"))
+			cold = true;
+		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			usage();
+		else if (argv[i][0] == '-' && argv[i][1] != '\0')
+			usage();
+		else if (!path)
+			path = argv[i];
+		else
+			usage();
+	}
+	if (!path)
+		usage();
+	if (line_size == 0 || (line_size & (line_size - 1)))
+		die("line size must be a power of two");
+	if (runs == 0)
+		die("runs must be at least 1");
+
+	if (sizes_arg) {
+		char *copy = strdup(sizes_arg), *save = NULL;
+		if (!copy)
+			die("out of memory");
+		sizes = xmalloc((strlen(sizes_arg) / 2 + 2) * sizeof *sizes);
+		for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+			sizes[nsizes] = parse_u64(tok, "size");
+			if (sizes[nsizes] == 0 || sizes[nsizes] % line_size)
+				die("sizes must be positive multiples of the line size");
+			nsizes++;
+		}
+		free(copy);
+		if (!nsizes)
+			usage();
+	} else {
+		/* 1 KiB .. 1 GiB, 4 per octave, nearest whole line (at least one). */
+		nsizes = 81;
+		sizes = xmalloc(nsizes * sizeof *sizes);
+		for (size_t k = 0; k < nsizes; k++) {
+			double lines = floor(pow(2.0, 10.0 + k * 0.25) / (double)line_size + 0.5);
+			sizes[k] = (uint64_t)(lines < 1 ? 1 : lines) * line_size;
+		}
+	}
+
+	in = strcmp(path, "-") ? fopen(path, "r") : stdin;
+	if (!in) {
+		fprintf(stderr, "exactsim: cannot open %s: %s\n", path, strerror(errno));
+		return 1;
+	}
+	read_lackey(in, line_size, &t);
+	if (in != stdin)
+		fclose(in);
+
+	uint64_t *hist = lru_histogram(&t, &cold_n);
+	/* tail[k] = references with stack distance >= k. */
+	uint64_t *tail = xmalloc((t.distinct + 1) * sizeof *tail);
+	tail[t.distinct] = 0;
+	for (size_t k = t.distinct; k > 0; k--)
+		tail[k - 1] = tail[k] + hist[k - 1];
+
+	printf("size_bytes,random,lru\n");
+	for (size_t i = 0; i < nsizes; i++) {
+		uint64_t lines = sizes[i] / line_size;
+		double lru = 0, rnd = 0;
+		if (t.n > 0) {
+			uint64_t m = lines < t.distinct ? tail[lines] : 0;
+			lru = (double)(m + (cold ? cold_n : 0)) / (double)t.n;
+			if (lines < t.distinct) {
+				double sum = 0;
+				for (uint64_t r = 0; r < runs; r++)
+					sum += (double)random_misses(&t, lines, seed + r * 7919);
+				rnd = sum / (double)runs;
+			}
+			rnd = (rnd + (cold ? (double)cold_n : 0.0)) / (double)t.n;
+		}
+		printf("%" PRIu64 ",%.6f,%.6f\n", sizes[i], rnd, lru);
+	}
+	free(hist);
+	free(tail);
+	free(sizes);
+	free(t.ids);
+	free(t.keys);
+	free(t.vals);
+	return 0;
 }

@@ -1,0 +1,535 @@
+"""Python bindings for liblomas (ctypes only; no compiled module).
+
+The shared library is found through the environment variable LOMAS_LIBRARY
+(a path), else ``ctypes.util.find_library('lomas')``, else ``liblomas.so.0``.
+
+Every failing call raises :class:`LomasError`, which carries the library's
+status (``.status``, a negative ``LOMAS_E*`` value) and the thread-local
+detail from ``lomas_error_message()`` (``.message``).
+
+Structure layouts mirror ``include/lomas/lomas.h`` exactly (x86-64 System V
+ABI, which ctypes follows for natural alignment):
+
+    lomas_sample        64 bytes  (5 x uint64, double, 2 x uint32,
+                                   uint8, uint8, uint16, uint32)
+    lomas_window        24 bytes  (2 x uint64, 2 x uint32)
+    lomas_thread        16 bytes  (2 x uint64)
+    lomas_profile_info  72 bytes  (uint32 + 4 bytes padding, 7 x uint64, double)
+
+The sizes are checked when this module is imported (see ``_LAYOUT``), and the
+test suite compares every field offset with a C compiler's ``offsetof``.
+"""
+
+import collections
+import ctypes
+import ctypes.util
+import os
+
+__all__ = [
+    "LomasError", "Config", "Profile", "Trace", "Sample", "Window", "Thread",
+    "ProfileInfo", "analyze_lackey", "default_sizes", "version", "version_number",
+    "strerror", "OK", "EINVAL", "ENOMEM", "EIO", "EFORMAT", "ENOTSUP", "ENOENT",
+    "EPERM", "ESTATE", "ERANGE", "ETARGET",
+]
+
+# Status codes (lomas.h, enum of lomas_status).
+OK = 0
+EINVAL = -1
+ENOMEM = -2
+EIO = -3
+EFORMAT = -4
+ENOTSUP = -5
+ENOENT = -6
+EPERM = -7
+ESTATE = -8
+ERANGE = -9
+ETARGET = -10
+
+POLICY_RANDOM = 0
+POLICY_LRU = 1
+MODEL_COLD = 0x1
+REF_LOAD = 0
+REF_STORE = 1
+SAMPLE_REUSED = 0
+SAMPLE_DANGLING = 1
+SAMPLE_CENSORED = 2
+SAMPLE_CROSS_THREAD = 0x1
+EXPORT_JSON = 0
+EXPORT_CSV = 1
+
+_POLICIES = {"random": POLICY_RANDOM, "lru": POLICY_LRU}
+_KINDS = {"load": REF_LOAD, "store": REF_STORE}
+_STATES = {SAMPLE_REUSED: "reused", SAMPLE_DANGLING: "dangling", SAMPLE_CENSORED: "censored"}
+
+
+def _load_library():
+    path = os.environ.get("LOMAS_LIBRARY")
+    if not path:
+        path = ctypes.util.find_library("lomas") or "liblomas.so.0"
+    return ctypes.CDLL(path)
+
+
+_lib = _load_library()
+
+
+# ------------------------------------------------------------------ structs
+
+class _CSample(ctypes.Structure):
+    _fields_ = [
+        ("start", ctypes.c_uint64),
+        ("end", ctypes.c_uint64),
+        ("addr", ctypes.c_uint64),
+        ("start_pc", ctypes.c_uint64),
+        ("end_pc", ctypes.c_uint64),
+        ("weight", ctypes.c_double),
+        ("thread", ctypes.c_uint32),
+        ("window", ctypes.c_uint32),
+        ("kind", ctypes.c_uint8),
+        ("state", ctypes.c_uint8),
+        ("flags", ctypes.c_uint16),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+class _CWindow(ctypes.Structure):
+    _fields_ = [
+        ("start", ctypes.c_uint64),
+        ("refs", ctypes.c_uint64),
+        ("thread", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+class _CThread(ctypes.Structure):
+    _fields_ = [
+        ("tid", ctypes.c_uint64),
+        ("refs", ctypes.c_uint64),
+    ]
+
+
+class _CProfileInfo(ctypes.Structure):
+    _fields_ = [
+        ("line_size", ctypes.c_uint32),
+        ("samples", ctypes.c_uint64),
+        ("reused", ctypes.c_uint64),
+        ("dangling", ctypes.c_uint64),
+        ("censored", ctypes.c_uint64),
+        ("windows", ctypes.c_uint64),
+        ("threads", ctypes.c_uint64),
+        ("refs", ctypes.c_uint64),
+        ("sample_weight", ctypes.c_double),
+    ]
+
+
+# The C sizes (x86-64): a mismatch means this file and lomas.h disagree.
+_LAYOUT = {_CSample: 64, _CWindow: 24, _CThread: 16, _CProfileInfo: 72}
+for _t, _size in _LAYOUT.items():
+    if ctypes.sizeof(_t) != _size:  # pragma: no cover - a broken port
+        raise ImportError("lomas: ctypes layout of %s is %d bytes, C has %d"
+                          % (_t.__name__, ctypes.sizeof(_t), _size))
+
+Sample = collections.namedtuple("Sample", [f for f, _ in _CSample._fields_ if f != "reserved"])
+Sample.__doc__ = """One sampled reference (lomas_sample). state is the lomas_sample_state
+number (0 reused, 1 dangling, 2 censored); end is 2**64-1 for dangling samples."""
+Window = collections.namedtuple("Window", ["start", "refs", "thread"])
+Thread = collections.namedtuple("Thread", ["tid", "refs"])
+ProfileInfo = collections.namedtuple("ProfileInfo", [f for f, _ in _CProfileInfo._fields_])
+
+# ---------------------------------------------------------------- prototypes
+
+_status = ctypes.c_int
+_vp = ctypes.c_void_p
+_cp = ctypes.c_char_p
+_u64 = ctypes.c_uint64
+_u32 = ctypes.c_uint32
+_size = ctypes.c_size_t
+_pp = ctypes.POINTER(ctypes.c_void_p)
+
+
+def _proto(name, restype, *argtypes):
+    fn = getattr(_lib, name)
+    fn.restype = restype
+    fn.argtypes = list(argtypes)
+    return fn
+
+
+_lomas_version = _proto("lomas_version", _cp)
+_lomas_version_number = _proto("lomas_version_number", ctypes.c_uint)
+_lomas_strerror = _proto("lomas_strerror", _cp, _status)
+_lomas_error_message = _proto("lomas_error_message", _cp)
+_config_new = _proto("lomas_config_new", _status, _pp)
+_config_set = _proto("lomas_config_set", _status, _vp, _cp, _cp)
+_config_get = _proto("lomas_config_get", _status, _vp, _cp, ctypes.c_char_p, _size)
+_config_free = _proto("lomas_config_free", None, _vp)
+_profile_new = _proto("lomas_profile_new", _status, _u32, _pp)
+_profile_load = _proto("lomas_profile_load", _status, _cp, _pp)
+_profile_save = _proto("lomas_profile_save", _status, _vp, _cp)
+_profile_merge = _proto("lomas_profile_merge", _status, _vp, _vp)
+_profile_free = _proto("lomas_profile_free", None, _vp)
+_profile_info_get = _proto("lomas_profile_info_get", _status, _vp,
+                           ctypes.POINTER(_CProfileInfo))
+_profile_meta_get = _proto("lomas_profile_meta_get", _status, _vp, _cp,
+                           ctypes.POINTER(ctypes.c_char_p))
+_profile_meta_set = _proto("lomas_profile_meta_set", _status, _vp, _cp, _cp)
+_profile_meta_count = _proto("lomas_profile_meta_count", _size, _vp)
+_profile_meta_at = _proto("lomas_profile_meta_at", _status, _vp, _size,
+                          ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p))
+_profile_samples = _proto("lomas_profile_samples", _status, _vp, _size, _size,
+                          ctypes.POINTER(_CSample), ctypes.POINTER(_size))
+_profile_windows = _proto("lomas_profile_windows", _status, _vp, _size, _size,
+                          ctypes.POINTER(_CWindow), ctypes.POINTER(_size))
+_profile_threads = _proto("lomas_profile_threads", _status, _vp, _size, _size,
+                          ctypes.POINTER(_CThread), ctypes.POINTER(_size))
+_model_miss_ratio = _proto("lomas_model_miss_ratio", _status, _vp, ctypes.c_int, _u64, _u32,
+                           ctypes.c_uint, ctypes.POINTER(ctypes.c_double))
+_model_curve = _proto("lomas_model_curve", _status, _vp, ctypes.c_int,
+                      ctypes.POINTER(_u64), _size, _u32, ctypes.c_uint,
+                      ctypes.POINTER(ctypes.c_double))
+_model_default_sizes = _proto("lomas_model_default_sizes", _status, _u32,
+                              ctypes.POINTER(_u64), _size, ctypes.POINTER(_size))
+_trace_new = _proto("lomas_trace_new", _status, _vp, _pp)
+_trace_ref = _proto("lomas_trace_ref", _status, _vp, _u64, _u64, _u64, ctypes.c_int)
+_trace_finish = _proto("lomas_trace_finish", _status, _vp, _pp)
+_trace_free = _proto("lomas_trace_free", None, _vp)
+_trace_analyze_lackey = _proto("lomas_trace_analyze_lackey", _status, _vp, _cp, _pp)
+
+
+# ------------------------------------------------------------------- errors
+
+class LomasError(Exception):
+    """A liblomas call failed: .status (negative lomas_status), .name
+    (lomas_strerror) and .message (lomas_error_message, with details)."""
+
+    def __init__(self, status, message=None):
+        self.status = status
+        self.name = strerror(status)
+        self.message = message if message else self.name
+        super().__init__("%s (%s)" % (self.message, self.name))
+
+
+def strerror(status):
+    """The library's static name for a status, e.g. 'invalid argument'."""
+    return _lomas_strerror(status).decode("utf-8", "replace")
+
+
+def _check(status):
+    if status != OK:
+        raise LomasError(status, _lomas_error_message().decode("utf-8", "replace"))
+
+
+def _bytes(s, what):
+    if isinstance(s, bytes):
+        return s
+    if isinstance(s, os.PathLike):
+        s = os.fspath(s)
+        if isinstance(s, bytes):
+            return s
+    if not isinstance(s, str):
+        raise TypeError("%s must be a string, not %s" % (what, type(s).__name__))
+    return s.encode("utf-8")
+
+
+def _policy(policy):
+    if isinstance(policy, int) and policy in _POLICIES.values():
+        return policy
+    try:
+        return _POLICIES[policy]
+    except (KeyError, TypeError):
+        raise ValueError("policy must be 'random' or 'lru', not %r" % (policy,)) from None
+
+
+def _u64_value(v, what):
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError("%s must be an int, not %s" % (what, type(v).__name__))
+    if v < 0 or v >= 1 << 64:
+        raise ValueError("%s must be in 0..2**64-1, not %d" % (what, v))
+    return v
+
+
+def version():
+    """The version of the loaded library, 'MAJOR.MINOR.PATCH'."""
+    return _lomas_version().decode()
+
+
+def version_number():
+    """MAJOR*10000 + MINOR*100 + PATCH of the loaded library."""
+    return _lomas_version_number()
+
+
+# ------------------------------------------------------------------- config
+
+class Config:
+    """A set of string options (period, seed, line_size, window,
+    max_samples_live). Keyword arguments are set in order; None is skipped."""
+
+    def __init__(self, **options):
+        h = ctypes.c_void_p()
+        _check(_config_new(ctypes.byref(h)))
+        self._h = h
+        for k, v in options.items():
+            if v is not None:
+                self.set(k, v)
+
+    def set(self, key, value):
+        """Set key to value (converted with str()); LomasError(EINVAL) if bad."""
+        self._live()
+        _check(_config_set(self._h, _bytes(key, "key"), _bytes(str(value), "value")))
+        return self
+
+    def get(self, key):
+        """The current value of key as a string."""
+        self._live()
+        buf = ctypes.create_string_buffer(128)
+        _check(_config_get(self._h, _bytes(key, "key"), buf, len(buf)))
+        return buf.value.decode()
+
+    def _live(self):
+        if not self._h:
+            raise ValueError("the config is closed")
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _config_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _config_of(config, **options):
+    """A (Config, owned) pair from a Config, None, or options."""
+    if config is not None:
+        if any(v is not None for v in options.values()):
+            raise ValueError("pass either a Config or options, not both")
+        return config, False
+    return Config(**options), True
+
+
+# ------------------------------------------------------------------ profile
+
+class Profile:
+    """A profile: samples with their reuse, and the metadata of the run.
+
+    Create with Profile.load(path), Profile.new(line_size), Trace.finish() or
+    analyze_lackey(). Use as a context manager or call close()."""
+
+    def __init__(self, handle):
+        if not handle:
+            raise ValueError("Profile needs a handle; use Profile.load() or Profile.new()")
+        self._h = ctypes.c_void_p(handle) if isinstance(handle, int) else handle
+
+    @classmethod
+    def new(cls, line_size=64):
+        h = ctypes.c_void_p()
+        _check(_profile_new(line_size, ctypes.byref(h)))
+        return cls(h)
+
+    @classmethod
+    def load(cls, path):
+        h = ctypes.c_void_p()
+        _check(_profile_load(_bytes(path, "path"), ctypes.byref(h)))
+        return cls(h)
+
+    def save(self, path):
+        _check(_profile_save(self._handle(), _bytes(path, "path")))
+
+    def merge(self, other):
+        """Add the threads, windows and samples of other to this profile."""
+        if not isinstance(other, Profile):
+            raise TypeError("merge needs a Profile")
+        _check(_profile_merge(self._handle(), other._handle()))
+        return self
+
+    @property
+    def info(self):
+        """Counts: a ProfileInfo namedtuple (line_size, samples, reused, ...)."""
+        out = _CProfileInfo()
+        _check(_profile_info_get(self._handle(), ctypes.byref(out)))
+        return ProfileInfo(*(getattr(out, f) for f in ProfileInfo._fields))
+
+    @property
+    def meta(self):
+        """The metadata as a dict of str to str (a copy)."""
+        h = self._handle()
+        out = {}
+        for i in range(_profile_meta_count(h)):
+            k, v = ctypes.c_char_p(), ctypes.c_char_p()
+            _check(_profile_meta_at(h, i, ctypes.byref(k), ctypes.byref(v)))
+            out[k.value.decode("utf-8", "replace")] = v.value.decode("utf-8", "replace")
+        return out
+
+    def meta_get(self, key):
+        v = ctypes.c_char_p()
+        _check(_profile_meta_get(self._handle(), _bytes(key, "key"), ctypes.byref(v)))
+        return v.value.decode("utf-8", "replace")
+
+    def meta_set(self, key, value):
+        _check(_profile_meta_set(self._handle(), _bytes(key, "key"), _bytes(value, "value")))
+
+    def _copy_out(self, fn, ctype, total, convert, chunk=65536):
+        h = self._handle()
+        out = []
+        buf = (ctype * chunk)()
+        copied = _size()
+        first = 0
+        while first < total:
+            _check(fn(h, first, chunk, buf, ctypes.byref(copied)))
+            if copied.value == 0:
+                break
+            out.extend(convert(buf[i]) for i in range(copied.value))
+            first += copied.value
+        return out
+
+    def samples(self):
+        """All samples, as a list of Sample namedtuples."""
+        names = Sample._fields
+        return self._copy_out(_profile_samples, _CSample, self.info.samples,
+                              lambda s: Sample(*(getattr(s, f) for f in names)))
+
+    def windows(self):
+        return self._copy_out(_profile_windows, _CWindow, self.info.windows,
+                              lambda w: Window(w.start, w.refs, w.thread))
+
+    def threads(self):
+        return self._copy_out(_profile_threads, _CThread, self.info.threads,
+                              lambda t: Thread(t.tid, t.refs))
+
+    def miss_ratio(self, cache_bytes, policy="random", cold=False, line_bytes=0):
+        """The modelled miss ratio (0..1) of a fully associative cache."""
+        r = ctypes.c_double()
+        _check(_model_miss_ratio(self._handle(), _policy(policy),
+                                 _u64_value(cache_bytes, "cache_bytes"), line_bytes,
+                                 MODEL_COLD if cold else 0, ctypes.byref(r)))
+        return r.value
+
+    def curve(self, sizes=None, policy="random", cold=False, line_bytes=0):
+        """Miss ratios for a list of cache sizes (default: default_sizes of
+        the profile's line size) as a list of floats."""
+        if sizes is None:
+            sizes = default_sizes(self.info.line_size)
+        sizes = [_u64_value(s, "cache size") for s in sizes]
+        n = len(sizes)
+        arr = (_u64 * max(n, 1))(*sizes)
+        out = (ctypes.c_double * max(n, 1))()
+        _check(_model_curve(self._handle(), _policy(policy), arr, n, line_bytes,
+                            MODEL_COLD if cold else 0, out))
+        return list(out[:n])
+
+    def _handle(self):
+        if not self._h:
+            raise ValueError("the profile is closed")
+        return self._h
+
+    @property
+    def closed(self):
+        return not self._h
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _profile_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        if not self._h:
+            return "<lomas.Profile closed>"
+        i = self.info
+        return "<lomas.Profile %d samples, %d refs, line %d>" % (i.samples, i.refs, i.line_size)
+
+
+# -------------------------------------------------------------------- trace
+
+class Trace:
+    """The trace clock, fed from Python: ref() every reference in order,
+    then finish() for the Profile. Options as for Config (period=1 samples
+    every reference)."""
+
+    def __init__(self, config=None, **options):
+        cfg, owned = _config_of(config, **options)
+        try:
+            h = ctypes.c_void_p()
+            _check(_trace_new(cfg._h, ctypes.byref(h)))
+            self._h = h
+        finally:
+            if owned:
+                cfg.close()
+
+    def ref(self, addr, thread=0, pc=0, kind="load"):
+        """One reference to addr by thread, made by the instruction at pc."""
+        if not self._h:
+            raise ValueError("the trace is finished")
+        k = _KINDS[kind] if isinstance(kind, str) else kind
+        _check(_trace_ref(self._h, thread, addr, pc, k))
+
+    def refs(self, addrs, thread=0, pc=0, kind="load"):
+        """Many loads (or stores) by one thread, in order."""
+        if not self._h:
+            raise ValueError("the trace is finished")
+        k = _KINDS[kind] if isinstance(kind, str) else kind
+        h = self._h
+        for a in addrs:
+            st = _trace_ref(h, thread, a, pc, k)
+            if st:
+                _check(st)
+
+    def finish(self):
+        """End the run and return its Profile; the trace is closed after."""
+        if not self._h:
+            raise ValueError("the trace is finished")
+        p = ctypes.c_void_p()
+        try:
+            _check(_trace_finish(self._h, ctypes.byref(p)))
+        finally:
+            self.close()
+        return Profile(p)
+
+    def close(self):
+        if getattr(self, "_h", None):
+            _trace_free(self._h)
+            self._h = None
+
+    __del__ = close
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def analyze_lackey(path, period=None, seed=None, line_size=None, window=None, config=None):
+    """Read Valgrind lackey --trace-mem=yes output (path, '-' = stdin)
+    through the trace clock and return the Profile."""
+    cfg, owned = _config_of(config, period=period, seed=seed, line_size=line_size,
+                            window=window)
+    try:
+        h = ctypes.c_void_p()
+        _check(_trace_analyze_lackey(cfg._h, _bytes(path, "path"), ctypes.byref(h)))
+        return Profile(h)
+    finally:
+        if owned:
+            cfg.close()
+
+
+def default_sizes(line_bytes=64):
+    """The default working-set-graph cache sizes (1 KiB to 1 GiB, 4 per octave)."""
+    cap = 256
+    while True:
+        arr = (_u64 * cap)()
+        n = _size()
+        _check(_model_default_sizes(line_bytes, arr, cap, ctypes.byref(n)))
+        if n.value <= cap:
+            return list(arr[:n.value])
+        cap = n.value

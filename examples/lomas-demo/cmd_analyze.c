@@ -1,0 +1,112 @@
+/* lomas-demo analyze: a Valgrind lackey trace through the trace clock into a profile. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "demo.h"
+
+enum { OPT_LACKEY = 256, OPT_PERIOD, OPT_SEED, OPT_LINE_SIZE, OPT_WINDOW };
+
+/* Set a config key from an option value, naming the option if the value is bad. */
+static int set_option(lomas_config *cfg, const char *opt, const char *key, const char *value)
+{
+	lomas_status st = lomas_config_set(cfg, key, value);
+	if (st != LOMAS_OK)
+		return demo_fail_lomas("analyze", st, "bad value '%s' for %s", value, opt);
+	return 0;
+}
+
+/* The period the profile records, else what was asked for. */
+static void describe_period(const lomas_profile *p, const lomas_config *cfg, char *buf, size_t len)
+{
+	const char *v = NULL;
+	if (lomas_profile_meta_get(p, "period", &v) == LOMAS_OK && v) {
+		snprintf(buf, len, "%s", v);
+		return;
+	}
+	if (lomas_config_get(cfg, "period", buf, len) != LOMAS_OK)
+		snprintf(buf, len, "?");
+}
+
+int cmd_analyze(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"lackey", required_argument, NULL, OPT_LACKEY},
+	    {"output", required_argument, NULL, 'o'},
+	    {"period", required_argument, NULL, OPT_PERIOD},
+	    {"seed", required_argument, NULL, OPT_SEED},
+	    {"line-size", required_argument, NULL, OPT_LINE_SIZE},
+	    {"window", required_argument, NULL, OPT_WINDOW},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *lackey = NULL, *output = NULL;
+	lomas_config *cfg = NULL;
+	lomas_profile *p = NULL;
+	lomas_profile_info info;
+	lomas_status st;
+	char period[64];
+	int c, rc = 0;
+
+	st = lomas_config_new(&cfg);
+	if (st != LOMAS_OK)
+		return demo_fail_lomas("analyze", st, "cannot create a config");
+	opterr = 0;
+	optind = 1;
+	while (rc == 0 && (c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_LACKEY: lackey = optarg; break;
+		case 'o': output = optarg; break;
+		case OPT_PERIOD: rc = set_option(cfg, "--period", "period", optarg); break;
+		case OPT_SEED: rc = set_option(cfg, "--seed", "seed", optarg); break;
+		case OPT_LINE_SIZE: rc = set_option(cfg, "--line-size", "line_size", optarg); break;
+		case OPT_WINDOW: rc = set_option(cfg, "--window", "window", optarg); break;
+		case 'h': lomas_config_free(cfg); return demo_help("analyze");
+		default: rc = demo_bad_option("analyze", argv, c); break;
+		}
+	}
+	if (rc == 0 && optind < argc)
+		rc =
+		    demo_fail("analyze", "unexpected argument '%s' (the trace goes after --lackey)",
+			      argv[optind]);
+	if (rc == 0 && !lackey)
+		rc = demo_fail("analyze", "missing --lackey FILE (or '-' for standard input)");
+	if (rc == 0 && !output)
+		rc = demo_fail("analyze", "missing -o OUT.lomas");
+	if (rc != 0) {
+		lomas_config_free(cfg);
+		return rc;
+	}
+
+	st = lomas_trace_analyze_lackey(cfg, lackey, &p);
+	if (st != LOMAS_OK) {
+		rc = demo_fail_lomas("analyze", st, "cannot analyze '%s'", lackey);
+		goto out;
+	}
+	/* Say where the profile came from unless the trace reader already did. */
+	{
+		const char *v;
+		if (lomas_profile_meta_get(p, "source", &v) != LOMAS_OK)
+			lomas_profile_meta_set(
+			    p, "source", strcmp(lackey, "-") == 0 ? "lackey:<stdin>" : lackey);
+	}
+	st = lomas_profile_save(p, output);
+	if (st != LOMAS_OK) {
+		rc = demo_fail_lomas("analyze", st, "cannot save '%s'", output);
+		goto out;
+	}
+	st = lomas_profile_info_get(p, &info);
+	if (st != LOMAS_OK) {
+		rc = demo_fail_lomas("analyze", st, "cannot summarize the profile");
+		goto out;
+	}
+	describe_period(p, cfg, period, sizeof period);
+	fprintf(stderr,
+		"lomas-demo: analyze: %" PRIu64 " samples (%" PRIu64 " reused, %" PRIu64
+		" dangling, %" PRIu64 " censored) of %" PRIu64 " references, period %s -> %s\n",
+		info.samples, info.reused, info.dangling, info.censored, info.refs, period, output);
+out:
+	lomas_profile_free(p);
+	lomas_config_free(cfg);
+	return rc;
+}

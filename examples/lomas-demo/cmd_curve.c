@@ -1,0 +1,217 @@
+/* lomas-demo curve and compare: miss-ratio curves as CSV or JSON. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "demo.h"
+
+enum { OPT_SIZES = 256, OPT_COLD, OPT_JSON, OPT_POLICY };
+
+enum { WANT_RANDOM = 1, WANT_LRU = 2 };
+
+/* Model one policy's curve into ratios[n]; reports failure for cmd. */
+static int model(const char *cmd, const char *path, const lomas_profile *p, lomas_policy policy,
+		 const uint64_t *sizes, size_t n, unsigned flags, double *ratios)
+{
+	lomas_status st = lomas_model_curve(p, policy, sizes, n, 0, flags, ratios);
+	if (st != LOMAS_OK)
+		return demo_fail_lomas(cmd, st, "cannot model '%s' (%s)", path,
+				       policy == LOMAS_POLICY_RANDOM ? "random" : "lru");
+	return 0;
+}
+
+static int line_size_of(const char *cmd, const lomas_profile *p, uint32_t *line)
+{
+	lomas_profile_info info;
+	lomas_status st = lomas_profile_info_get(p, &info);
+	if (st != LOMAS_OK)
+		return demo_fail_lomas(cmd, st, "cannot read the profile");
+	*line = info.line_size;
+	return 0;
+}
+
+static int print_json(const uint64_t *sizes, size_t n, const double *rnd, const double *lru)
+{
+	json_t *arr = json_array();
+	char *text;
+	if (!arr)
+		return demo_fail("curve", "out of memory");
+	for (size_t i = 0; i < n; i++) {
+		json_t *o = json_object();
+		if (!o)
+			break;
+		json_object_set_new(o, "size_bytes", json_integer((json_int_t)sizes[i]));
+		if (rnd)
+			json_object_set_new(o, "random", json_real(rnd[i]));
+		if (lru)
+			json_object_set_new(o, "lru", json_real(lru[i]));
+		json_array_append_new(arr, o);
+	}
+	text = json_dumps(arr, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
+	json_decref(arr);
+	if (!text)
+		return demo_fail("curve", "out of memory");
+	fputs(text, stdout);
+	fputc('\n', stdout);
+	free(text);
+	return 0;
+}
+
+int cmd_curve(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"sizes", required_argument, NULL, OPT_SIZES},
+	    {"cold", no_argument, NULL, OPT_COLD},
+	    {"json", no_argument, NULL, OPT_JSON},
+	    {"policy", required_argument, NULL, OPT_POLICY},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *list = NULL, *path;
+	unsigned flags = 0, want = WANT_RANDOM | WANT_LRU;
+	bool json = false;
+	lomas_profile *p = NULL;
+	uint64_t *sizes = NULL;
+	double *rnd = NULL, *lru = NULL;
+	size_t n = 0;
+	uint32_t line = 0;
+	int c, rc;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_SIZES: list = optarg; break;
+		case OPT_COLD: flags |= LOMAS_MODEL_COLD; break;
+		case OPT_JSON: json = true; break;
+		case OPT_POLICY:
+			if (strcmp(optarg, "random") == 0)
+				want = WANT_RANDOM;
+			else if (strcmp(optarg, "lru") == 0)
+				want = WANT_LRU;
+			else if (strcmp(optarg, "both") == 0)
+				want = WANT_RANDOM | WANT_LRU;
+			else
+				return demo_fail(
+				    "curve", "--policy: '%s' is not random, lru or both", optarg);
+			break;
+		case 'h': return demo_help("curve");
+		default: return demo_bad_option("curve", argv, c);
+		}
+	}
+	if (optind >= argc)
+		return demo_fail("curve", "missing PROFILE (see 'lomas-demo help curve')");
+	if (optind + 1 < argc)
+		return demo_fail("curve", "unexpected argument '%s'", argv[optind + 1]);
+	path = argv[optind];
+	p = demo_load("curve", path);
+	if (!p)
+		return EXIT_USAGE;
+	rc = line_size_of("curve", p, &line);
+	if (rc == 0)
+		rc = demo_sizes("curve", list, line, &sizes, &n);
+	if (rc != 0)
+		goto out;
+	rnd = calloc(n ? n : 1, sizeof *rnd);
+	lru = calloc(n ? n : 1, sizeof *lru);
+	if (!rnd || !lru) {
+		rc = demo_fail("curve", "out of memory");
+		goto out;
+	}
+	if (want & WANT_RANDOM)
+		rc = model("curve", path, p, LOMAS_POLICY_RANDOM, sizes, n, flags, rnd);
+	if (rc == 0 && (want & WANT_LRU))
+		rc = model("curve", path, p, LOMAS_POLICY_LRU, sizes, n, flags, lru);
+	if (rc != 0)
+		goto out;
+	if (json) {
+		rc = print_json(sizes, n, want & WANT_RANDOM ? rnd : NULL,
+				want & WANT_LRU ? lru : NULL);
+	} else {
+		printf("size_bytes%s%s\n", want & WANT_RANDOM ? ",random" : "",
+		       want & WANT_LRU ? ",lru" : "");
+		for (size_t i = 0; i < n && !ferror(stdout); i++) {
+			printf("%" PRIu64, sizes[i]);
+			if (want & WANT_RANDOM)
+				printf(",%.6f", rnd[i]);
+			if (want & WANT_LRU)
+				printf(",%.6f", lru[i]);
+			putchar('\n');
+		}
+	}
+	if (rc == 0)
+		rc = demo_finish_stdout("curve");
+out:
+	free(rnd);
+	free(lru);
+	free(sizes);
+	lomas_profile_free(p);
+	return rc;
+}
+
+int cmd_compare(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"sizes", required_argument, NULL, OPT_SIZES},
+	    {"cold", no_argument, NULL, OPT_COLD},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	const char *list = NULL, *path[2];
+	unsigned flags = 0;
+	lomas_profile *p[2] = {NULL, NULL};
+	uint64_t *sizes = NULL;
+	double *r[2][2] = {{NULL, NULL}, {NULL, NULL}}; /* [profile][policy] */
+	size_t n = 0;
+	uint32_t line[2] = {0, 0};
+	int c, rc = 0;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_SIZES: list = optarg; break;
+		case OPT_COLD: flags |= LOMAS_MODEL_COLD; break;
+		case 'h': return demo_help("compare");
+		default: return demo_bad_option("compare", argv, c);
+		}
+	}
+	if (argc - optind != 2)
+		return demo_fail("compare", "need two profiles, A and B (see 'lomas-demo help "
+					    "compare')");
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		path[i] = argv[optind + i];
+		p[i] = demo_load("compare", path[i]);
+		rc = p[i] ? line_size_of("compare", p[i], &line[i]) : EXIT_USAGE;
+	}
+	/* Line sizes are powers of two: multiples of the larger suit both profiles. */
+	if (rc == 0)
+		rc = demo_sizes("compare", list, line[0] > line[1] ? line[0] : line[1], &sizes, &n);
+	for (int i = 0; i < 2 && rc == 0; i++) {
+		for (int pol = 0; pol < 2 && rc == 0; pol++) {
+			r[i][pol] = calloc(n ? n : 1, sizeof(double));
+			if (!r[i][pol])
+				rc = demo_fail("compare", "out of memory");
+			else
+				rc = model("compare", path[i], p[i], (lomas_policy)pol, sizes, n,
+					   flags, r[i][pol]);
+		}
+	}
+	if (rc == 0) {
+		printf("size_bytes,random_a,random_b,lru_a,lru_b,random_diff,lru_diff\n");
+		for (size_t k = 0; k < n && !ferror(stdout); k++)
+			printf("%" PRIu64 ",%.6f,%.6f,%.6f,%.6f,%+.6f,%+.6f\n", sizes[k],
+			       r[0][0][k], r[1][0][k], r[0][1][k], r[1][1][k],
+			       r[1][0][k] - r[0][0][k], r[1][1][k] - r[0][1][k]);
+		rc = demo_finish_stdout("compare");
+	}
+	for (int i = 0; i < 2; i++) {
+		free(r[i][0]);
+		free(r[i][1]);
+		lomas_profile_free(p[i]);
+	}
+	free(sizes);
+	return rc;
+}

@@ -1,0 +1,360 @@
+/*
+ * lomas-demo report: a profile's summary and its working-set graph in the
+ * terminal (80 columns), with this machine's data caches marked.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "demo.h"
+
+enum { OPT_COLD = 256, OPT_COLOR, OPT_NO_COLOR };
+
+/* The graph: x = log2(cache bytes) from 2^LOG_MIN to 2^LOG_MAX, COLS_PER_OCTAVE per octave. */
+#define LOG_MIN 10
+#define LOG_MAX 30
+#define COLS_PER_OCTAVE 3
+#define GRAPH_W ((LOG_MAX - LOG_MIN) * COLS_PER_OCTAVE + 1) /* 61 */
+#define GRAPH_H 17					    /* rows; labels every 4 */
+#define MARGIN 9 /* columns before the plot, plus one: "100.0% |" */
+#define MAX_CACHES 16
+
+struct cache_level {
+	char name[8]; /* "L1d", "L2", ... */
+	uint64_t bytes;
+};
+
+struct paint {
+	bool on;
+	const char *random, *lru, *both, *cache, *reset;
+};
+
+/* Read one small sysfs file into buf without the trailing newline. */
+static bool read_line(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "r");
+	bool ok;
+	if (!f)
+		return false;
+	ok = fgets(buf, (int)len, f) != NULL;
+	fclose(f);
+	if (ok)
+		buf[strcspn(buf, "\r\n")] = '\0';
+	return ok;
+}
+
+/*
+ * This machine's data and unified caches from sysfs (cpu0), smallest first.
+ * Returns how many were found; 0 quietly where sysfs has none.
+ */
+static size_t machine_caches(struct cache_level *out, size_t cap)
+{
+	size_t n = 0;
+	for (int i = 0; i < 32 && n < cap; i++) {
+		char path[128], level[16], type[32], size[32];
+		uint64_t bytes;
+		bool dup = false;
+		int len =
+		    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/", i);
+		if (len <= 0 || (size_t)len >= sizeof path - 8)
+			break;
+		strcpy(path + len, "level");
+		if (!read_line(path, level, sizeof level))
+			continue;
+		strcpy(path + len, "type");
+		if (!read_line(path, type, sizeof type) || strcmp(type, "Instruction") == 0)
+			continue;
+		strcpy(path + len, "size");
+		if (!read_line(path, size, sizeof size) || !demo_parse_bytes(size, &bytes) ||
+		    bytes == 0)
+			continue;
+		for (size_t k = 0; k < n; k++)
+			dup |= out[k].bytes == bytes;
+		if (dup)
+			continue;
+		snprintf(out[n].name, sizeof out[n].name, "L%.3s%s", level,
+			 strcmp(type, "Data") == 0 ? "d" : "");
+		out[n++].bytes = bytes;
+	}
+	/* Insertion sort by size: sysfs order is by index, usually but not surely by size. */
+	for (size_t i = 1; i < n; i++)
+		for (size_t k = i; k > 0 && out[k].bytes < out[k - 1].bytes; k--) {
+			struct cache_level t = out[k];
+			out[k] = out[k - 1];
+			out[k - 1] = t;
+		}
+	return n;
+}
+
+/* The column of a cache size on the graph's log2 axis, or -1 outside it. */
+static int column_of(uint64_t bytes)
+{
+	double c = (log2((double)bytes) - LOG_MIN) * COLS_PER_OCTAVE;
+	if (c < -0.5 || c > GRAPH_W - 0.5)
+		return -1;
+	return (int)lround(c);
+}
+
+/* The cache size of column c, rounded to a positive multiple of the line size. */
+static uint64_t size_of_column(int c, uint32_t line)
+{
+	double b = exp2(LOG_MIN + (double)c / COLS_PER_OCTAVE);
+	uint64_t lines = (uint64_t)llround(b / line);
+	return (lines ? lines : 1) * line;
+}
+
+/* A round upper bound for the y axis: 1, 2 or 5 times a power of ten, at most 1. */
+static double y_top(double max)
+{
+	static const double steps[] = {0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0};
+	for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++)
+		if (max <= steps[i] * (1 + 1e-9))
+			return steps[i];
+	return 1.0;
+}
+
+static int row_of(double v, double top)
+{
+	double r = (1.0 - v / top) * (GRAPH_H - 1);
+	if (!(r >= 0)) /* also NaN */
+		r = 0;
+	if (r > GRAPH_H - 1)
+		r = GRAPH_H - 1;
+	return (int)lround(r);
+}
+
+static void print_summary(const char *path, const lomas_profile *p, const lomas_profile_info *in)
+{
+	size_t nmeta = lomas_profile_meta_count(p);
+	double s = in->samples ? (double)in->samples : 1;
+	printf("profile %s\n", path);
+	for (size_t i = 0; i < nmeta; i++) {
+		const char *k, *v;
+		if (lomas_profile_meta_at(p, i, &k, &v) == LOMAS_OK)
+			printf("  %-12s %s\n", k, v);
+	}
+	printf("  %-12s %" PRIu32 " bytes\n", "line size", in->line_size);
+	printf("  %-12s %" PRIu64 " in %" PRIu64 " thread%s, %" PRIu64 " window%s\n", "references",
+	       in->refs, in->threads, in->threads == 1 ? "" : "s", in->windows,
+	       in->windows == 1 ? "" : "s");
+	printf("  %-12s %" PRIu64 ": %" PRIu64 " reused (%.1f%%), %" PRIu64
+	       " dangling (%.1f%%), %" PRIu64 " censored (%.1f%%)\n",
+	       "samples", in->samples, in->reused, 100.0 * (double)in->reused / s, in->dangling,
+	       100.0 * (double)in->dangling / s, in->censored, 100.0 * (double)in->censored / s);
+	if (in->samples)
+		printf("  %-12s %.1f references per sample\n", "mean weight",
+		       in->sample_weight / (double)in->samples);
+}
+
+/* The x axis: a rule, size labels every two octaves, cache marks with names. */
+static void print_axis(const struct cache_level *caches, size_t ncaches, const struct paint *pt)
+{
+	char labels[GRAPH_W + 8], marks[GRAPH_W + 8], names[2][GRAPH_W + 16];
+	int used[2] = {0, 0};
+	printf("%*s+", MARGIN - 2, "");
+	for (int c = 0; c < GRAPH_W; c++)
+		putchar((c % (2 * COLS_PER_OCTAVE)) == 0 ? '+' : '-');
+	putchar('\n');
+	memset(labels, ' ', sizeof labels);
+	for (int o = LOG_MIN; o <= LOG_MAX; o += 2) {
+		char b[16];
+		int c = (o - LOG_MIN) * COLS_PER_OCTAVE;
+		demo_format_bytes(1ull << o, b, sizeof b);
+		memcpy(labels + c, b, strlen(b));
+	}
+	labels[GRAPH_W + 3] = '\0';
+	for (int c = GRAPH_W + 2; c >= 0 && labels[c] == ' '; c--)
+		labels[c] = '\0';
+	printf("%*s%s  bytes\n", MARGIN - 1, "", labels);
+	if (!ncaches)
+		return;
+	/* Marks on one row, names on up to two rows so that they do not collide. */
+	memset(marks, ' ', sizeof marks);
+	memset(names, ' ', sizeof names);
+	for (size_t i = 0; i < ncaches; i++) {
+		char b[16], text[32];
+		int c = column_of(caches[i].bytes), len, row;
+		if (c < 0)
+			continue;
+		marks[c] = '^';
+		demo_format_bytes(caches[i].bytes, b, sizeof b);
+		len = snprintf(text, sizeof text, "%s %s", caches[i].name, b);
+		row = c >= used[0] ? 0 : 1;
+		if (c < used[row] || c + len > GRAPH_W + 14)
+			continue;
+		memcpy(names[row] + c, text, (size_t)len);
+		used[row] = c + len + 1;
+	}
+	marks[GRAPH_W] = '\0';
+	for (int c = GRAPH_W - 1; c >= 0 && marks[c] == ' '; c--)
+		marks[c] = '\0';
+	printf("%*s%s%s%s\n", MARGIN - 1, "", pt->on ? pt->cache : "", marks,
+	       pt->on ? pt->reset : "");
+	for (int r = 0; r < 2; r++) {
+		if (!used[r])
+			continue;
+		names[r][used[r] - 1] = '\0';
+		printf("%*s%s\n", MARGIN - 1, "", names[r]);
+	}
+}
+
+static void print_graph(const double *rnd, const double *lru, const struct cache_level *caches,
+			size_t ncaches, bool cold, const struct paint *pt)
+{
+	char grid[GRAPH_H][GRAPH_W];
+	bool cache_col[GRAPH_W] = {false};
+	double max = 0, top;
+	for (int c = 0; c < GRAPH_W; c++) {
+		max = fmax(max, rnd[c]);
+		max = fmax(max, lru[c]);
+	}
+	top = y_top(max);
+	for (size_t i = 0; i < ncaches; i++) {
+		int c = column_of(caches[i].bytes);
+		if (c >= 0)
+			cache_col[c] = true;
+	}
+	for (int r = 0; r < GRAPH_H; r++)
+		for (int c = 0; c < GRAPH_W; c++)
+			grid[r][c] = cache_col[c] ? ':' : ' ';
+	for (int c = 0; c < GRAPH_W; c++) {
+		int rr = row_of(rnd[c], top), rl = row_of(lru[c], top);
+		grid[rr][c] = '*';
+		grid[rl][c] = rr == rl ? '#' : 'o';
+	}
+	printf(
+	    "\nworking-set graph: miss ratio by cache size (fully associative, cold misses %s)\n",
+	    cold ? "included" : "excluded");
+	for (int r = 0; r < GRAPH_H; r++) {
+		if (r % 4 == 0) {
+			double v = top * (double)(GRAPH_H - 1 - r) / (GRAPH_H - 1);
+			printf("%*.*f%% |", MARGIN - 4, top < 0.01 ? 2 : 1, 100 * v);
+		} else {
+			printf("%*s|", MARGIN - 2, "");
+		}
+		int last = GRAPH_W - 1;
+		while (last >= 0 && grid[r][last] == ' ')
+			last--;
+		for (int c = 0; c <= last; c++) {
+			const char *color = NULL;
+			switch (grid[r][c]) {
+			case '*': color = pt->random; break;
+			case 'o': color = pt->lru; break;
+			case '#': color = pt->both; break;
+			case ':': color = pt->cache; break;
+			}
+			if (pt->on && color)
+				printf("%s%c%s", color, grid[r][c], pt->reset);
+			else
+				putchar(grid[r][c]);
+		}
+		putchar('\n');
+	}
+	print_axis(caches, ncaches, pt);
+	printf("%*s", MARGIN - 1, "");
+	if (pt->on)
+		printf("%s*%s random replacement   %so%s LRU   %s#%s both   %s:%s a cache of this "
+		       "machine\n",
+		       pt->random, pt->reset, pt->lru, pt->reset, pt->both, pt->reset, pt->cache,
+		       pt->reset);
+	else
+		printf("* random replacement   o LRU   # both   : a cache of this machine\n");
+}
+
+/* Both policies' miss ratios at this machine's cache sizes. */
+static int print_cache_table(const lomas_profile *p, const struct cache_level *caches,
+			     size_t ncaches, uint32_t line, unsigned flags)
+{
+	if (!ncaches)
+		return 0;
+	printf("\nat this machine's caches (cpu0; fully associative models):\n");
+	printf("  %-6s %10s %10s %10s\n", "cache", "size", "random", "lru");
+	for (size_t i = 0; i < ncaches; i++) {
+		char b[16];
+		double r = NAN, l = NAN;
+		uint64_t bytes = caches[i].bytes / line * line;
+		if (bytes == 0)
+			bytes = line;
+		if (lomas_model_miss_ratio(p, LOMAS_POLICY_RANDOM, bytes, 0, flags, &r) !=
+			LOMAS_OK ||
+		    lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, bytes, 0, flags, &l) != LOMAS_OK)
+			return demo_fail_lomas("report", LOMAS_EINVAL, "cannot model %s",
+					       caches[i].name);
+		demo_format_bytes(caches[i].bytes, b, sizeof b);
+		printf("  %-6s %10s %9.2f%% %9.2f%%\n", caches[i].name, b, 100 * r, 100 * l);
+	}
+	return 0;
+}
+
+int cmd_report(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+	    {"cold", no_argument, NULL, OPT_COLD},    {"color", no_argument, NULL, OPT_COLOR},
+	    {"colour", no_argument, NULL, OPT_COLOR}, {"no-color", no_argument, NULL, OPT_NO_COLOR},
+	    {"help", no_argument, NULL, 'h'},	      {NULL, 0, NULL, 0},
+	};
+	struct paint pt = {false, "\033[1;31m", "\033[1;36m", "\033[1;35m", "\033[2m", "\033[0m"};
+	struct cache_level caches[MAX_CACHES];
+	unsigned flags = 0;
+	int color = -1, c, rc = 0;
+	lomas_profile *p;
+	lomas_profile_info info;
+	lomas_status st;
+	uint64_t sizes[GRAPH_W];
+	double rnd[GRAPH_W], lru[GRAPH_W];
+	size_t ncaches;
+
+	opterr = 0;
+	optind = 1;
+	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_COLD: flags |= LOMAS_MODEL_COLD; break;
+		case OPT_COLOR: color = 1; break;
+		case OPT_NO_COLOR: color = 0; break;
+		case 'h': return demo_help("report");
+		default: return demo_bad_option("report", argv, c);
+		}
+	}
+	if (optind >= argc)
+		return demo_fail("report", "missing PROFILE (see 'lomas-demo help report')");
+	if (optind + 1 < argc)
+		return demo_fail("report", "unexpected argument '%s'", argv[optind + 1]);
+	if (color < 0) {
+		const char *nc = getenv("NO_COLOR");
+		color = isatty(STDOUT_FILENO) && !(nc && *nc);
+	}
+	pt.on = color == 1;
+	p = demo_load("report", argv[optind]);
+	if (!p)
+		return EXIT_USAGE;
+	st = lomas_profile_info_get(p, &info);
+	if (st != LOMAS_OK) {
+		rc = demo_fail_lomas("report", st, "cannot read '%s'", argv[optind]);
+		goto out;
+	}
+	print_summary(argv[optind], p, &info);
+	ncaches = machine_caches(caches, MAX_CACHES);
+	for (int k = 0; k < GRAPH_W; k++)
+		sizes[k] = size_of_column(k, info.line_size);
+	st = lomas_model_curve(p, LOMAS_POLICY_RANDOM, sizes, GRAPH_W, 0, flags, rnd);
+	if (st == LOMAS_OK)
+		st = lomas_model_curve(p, LOMAS_POLICY_LRU, sizes, GRAPH_W, 0, flags, lru);
+	if (st != LOMAS_OK && info.samples == 0) {
+		printf("\nno working-set graph: the profile has no samples\n");
+	} else if (st != LOMAS_OK) {
+		fflush(stdout);
+		rc = demo_fail_lomas("report", st, "cannot model '%s'", argv[optind]);
+		goto out;
+	} else {
+		print_graph(rnd, lru, caches, ncaches, flags & LOMAS_MODEL_COLD, &pt);
+		rc = print_cache_table(p, caches, ncaches, info.line_size, flags);
+	}
+	if (rc == 0)
+		rc = demo_finish_stdout("report");
+out:
+	lomas_profile_free(p);
+	return rc;
+}

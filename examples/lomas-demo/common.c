@@ -1,0 +1,225 @@
+/* Helpers shared by the lomas-demo subcommands: messages, numbers, sizes, output. */
+#include <errno.h>
+#include <poll.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "demo.h"
+
+static void vmessage(const char *cmd, const char *fmt, va_list ap)
+{
+	fprintf(stderr, "lomas-demo: %s: ", cmd);
+	vfprintf(stderr, fmt, ap);
+}
+
+int demo_fail(const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmessage(cmd, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return EXIT_USAGE;
+}
+
+int demo_fail_lomas(const char *cmd, lomas_status st, const char *fmt, ...)
+{
+	/* Copy first: the message is only valid until the next library call. */
+	char detail[1024];
+	va_list ap;
+	snprintf(detail, sizeof detail, "%s", lomas_error_message());
+	if (!detail[0])
+		snprintf(detail, sizeof detail, "%s", lomas_strerror(st));
+	/* Keep the promise of one line even if a message has a newline in it. */
+	for (char *c = detail; *c; c++)
+		if (*c == '\n' || *c == '\r')
+			*c = ' ';
+	va_start(ap, fmt);
+	vmessage(cmd, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, ": %s\n", detail);
+	return EXIT_USAGE;
+}
+
+int demo_bad_option(const char *cmd, char **argv, int c)
+{
+	extern int optind, optopt;
+	const char *opt = optind > 0 ? argv[optind - 1] : "?";
+	if (c == ':')
+		return demo_fail(cmd, "option '%s' needs an argument (see 'lomas-demo help %s')",
+				 opt, cmd);
+	if (optopt > 0 && optopt < 256)
+		return demo_fail(cmd, "unknown option '-%c' (see 'lomas-demo help %s')", optopt,
+				 cmd);
+	return demo_fail(cmd, "unknown option '%s' (see 'lomas-demo help %s')", opt, cmd);
+}
+
+int demo_help(const char *cmd)
+{
+	for (const struct demo_cmd *d = demo_cmds; d->name; d++) {
+		if (strcmp(d->name, cmd) == 0) {
+			printf("usage: %s\n\n%s", d->usage, d->summary);
+			printf("\n");
+			return demo_finish_stdout(cmd);
+		}
+	}
+	return demo_fail("help", "unknown command '%s'", cmd);
+}
+
+bool demo_stdout_gone(void)
+{
+	/* poll() reports POLLERR for the write end of a pipe without readers. */
+	struct pollfd pfd = {.fd = STDOUT_FILENO, .events = POLLOUT};
+	return poll(&pfd, 1, 0) == 1 && (pfd.revents & (POLLERR | POLLHUP));
+}
+
+int demo_finish_stdout(const char *cmd)
+{
+	int err;
+	errno = 0;
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	/* A reader that went away (EPIPE; SIGPIPE is ignored) is not worth a message. */
+	err = errno;
+	if (err == EPIPE || demo_stdout_gone())
+		return EXIT_USAGE;
+	if (err)
+		demo_fail(cmd, "cannot write to standard output: %s", strerror(err));
+	else
+		demo_fail(cmd, "cannot write to standard output");
+	return EXIT_USAGE;
+}
+
+bool demo_parse_bytes(const char *s, uint64_t *out)
+{
+	static const struct {
+		const char *suffix;
+		unsigned shift;
+	} units[] = {
+	    {"", 0},	 {"K", 10}, {"KiB", 10}, {"k", 10},   {"M", 20},
+	    {"MiB", 20}, {"m", 20}, {"G", 30},	 {"GiB", 30}, {"g", 30},
+	};
+	char *end;
+	unsigned long long v;
+	if (!s || *s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return false;
+	for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+		if (strcmp(end, units[i].suffix) == 0) {
+			if (v > (UINT64_MAX >> units[i].shift))
+				return false;
+			*out = (uint64_t)v << units[i].shift;
+			return true;
+		}
+	}
+	return false;
+}
+
+bool demo_parse_size_list(const char *s, uint64_t **sizes, size_t *n)
+{
+	size_t cap = 1, count = 0;
+	char *copy, *tok, *save = NULL;
+	uint64_t *v;
+	for (const char *c = s; *c; c++)
+		cap += *c == ',';
+	v = calloc(cap, sizeof *v);
+	copy = strdup(s);
+	if (!v || !copy) {
+		free(v);
+		free(copy);
+		return false;
+	}
+	/* strtok_r would skip empty fields; an empty field is an error here. */
+	for (tok = copy; tok; tok = save) {
+		save = strchr(tok, ',');
+		if (save)
+			*save++ = '\0';
+		if (!demo_parse_bytes(tok, &v[count])) {
+			free(v);
+			free(copy);
+			return false;
+		}
+		count++;
+	}
+	free(copy);
+	*sizes = v;
+	*n = count;
+	return true;
+}
+
+void demo_format_bytes(uint64_t bytes, char *buf, size_t len)
+{
+	static const char units[] = "BKMGTPE";
+	unsigned u = 0;
+	double v = (double)bytes;
+	while (v >= 1024 && u < sizeof units - 2) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%" PRIu64 "B", bytes);
+	else if (v == (double)(uint64_t)v)
+		snprintf(buf, len, "%.0f%c", v, units[u]);
+	else
+		snprintf(buf, len, "%.1f%c", v, units[u]);
+}
+
+lomas_profile *demo_load(const char *cmd, const char *path)
+{
+	lomas_profile *p = NULL;
+	lomas_status st = lomas_profile_load(path, &p);
+	if (st != LOMAS_OK) {
+		demo_fail_lomas(cmd, st, "cannot load profile '%s'", path);
+		return NULL;
+	}
+	return p;
+}
+
+int demo_sizes(const char *cmd, const char *list, uint32_t line_bytes, uint64_t **sizes, size_t *n)
+{
+	lomas_status st;
+	size_t count = 0;
+	if (list) {
+		if (!demo_parse_size_list(list, sizes, n))
+			return demo_fail(cmd,
+					 "--sizes: '%s' is not a comma-separated list of sizes "
+					 "(bytes, or with K/KiB, M/MiB, G/GiB)",
+					 list);
+		for (size_t i = 0; i < *n; i++) {
+			if ((*sizes)[i] == 0 || (*sizes)[i] % line_bytes) {
+				int rc = demo_fail(cmd,
+						   "--sizes: %" PRIu64
+						   " is not a positive multiple of the %" PRIu32
+						   "-byte line size",
+						   (*sizes)[i], line_bytes);
+				free(*sizes);
+				*sizes = NULL;
+				return rc;
+			}
+		}
+		return 0;
+	}
+	/* 81 sizes for 64-byte lines; ask again if the library has more. */
+	for (size_t cap = 128;; cap = count) {
+		*sizes = calloc(cap, sizeof **sizes);
+		if (!*sizes)
+			return demo_fail(cmd, "out of memory");
+		st = lomas_model_default_sizes(line_bytes, *sizes, cap, &count);
+		if (st != LOMAS_OK) {
+			free(*sizes);
+			*sizes = NULL;
+			return demo_fail_lomas(cmd, st, "cannot get the default cache sizes");
+		}
+		if (count <= cap)
+			break;
+		free(*sizes);
+	}
+	*n = count;
+	return 0;
+}

@@ -1,0 +1,415 @@
+"""Tests of the ctypes bindings (bindings/python/lomas) against liblomas.
+
+Ground truth is computed here, independently of the library: exact forward
+reuse distances and an exact LRU simulation of the same reference streams.
+"""
+
+import collections
+import ctypes
+import os
+import random
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import lomas
+
+LINE = 64
+SOURCE_ROOT = os.environ.get("LOMAS_SOURCE_ROOT",
+                             os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+# ----------------------------------------------------------------- helpers
+
+def feed(addrs, thread=0, **options):
+    """A Profile from the trace clock fed addrs (loads by one thread)."""
+    options.setdefault("period", 1)
+    t = lomas.Trace(**options)
+    t.refs(addrs, thread=thread)
+    return t.finish()
+
+
+def cyclic(k_lines, passes, base=0x10000):
+    return [base + LINE * (i % k_lines) for i in range(k_lines * passes)]
+
+
+def exact_forward_distances(addrs, line=LINE):
+    """For each reference, the references strictly between it and the next
+    touch of its line (None if never touched again)."""
+    nxt = {}
+    out = [None] * len(addrs)
+    for i in range(len(addrs) - 1, -1, -1):
+        ln = addrs[i] // line
+        if ln in nxt:
+            out[i] = nxt[ln] - i - 1
+        nxt[ln] = i
+    return out
+
+
+def exact_lru_miss_ratio(addrs, cache_lines, line=LINE, cold=False):
+    """Fully associative LRU: misses per reference (cold misses excluded
+    unless cold)."""
+    stack = collections.OrderedDict()
+    seen = set()
+    misses = 0
+    for a in addrs:
+        ln = a // line
+        if ln in stack:
+            stack.move_to_end(ln)
+            continue
+        if ln in seen or cold:
+            misses += 1
+        seen.add(ln)
+        stack[ln] = True
+        if len(stack) > cache_lines:
+            stack.popitem(last=False)
+    return misses / len(addrs)
+
+
+@pytest.fixture
+def mixed():
+    """A reproducible stream with short and long reuses over 300 lines."""
+    rng = random.Random(7)
+    addrs = []
+    for _ in range(6000):
+        if rng.random() < 0.6:
+            addrs.append(0x40000 + LINE * rng.randrange(16) + rng.randrange(LINE))
+        else:
+            addrs.append(0x80000 + LINE * rng.randrange(300))
+    return addrs
+
+
+# ----------------------------------------------------------- basic surface
+
+def test_version_matches_header():
+    with open(os.path.join(SOURCE_ROOT, "include", "lomas", "lomas.h")) as f:
+        header = f.read()
+    m = re.search(r'#define LOMAS_VERSION_STRING "([^"]+)"', header)
+    assert m
+    assert lomas.version() == m.group(1)
+    major, minor, patch = (int(x) for x in m.group(1).split("."))
+    assert lomas.version_number() == major * 10000 + minor * 100 + patch
+
+
+LAYOUT_C = r"""
+#include <stddef.h>
+#include <stdio.h>
+#include "lomas/lomas.h"
+#define F(T, f) printf("%s %s %zu\n", #T, #f, offsetof(T, f));
+int main(void)
+{
+	printf("lomas_sample - %zu\n", sizeof(lomas_sample));
+	printf("lomas_window - %zu\n", sizeof(lomas_window));
+	printf("lomas_thread - %zu\n", sizeof(lomas_thread));
+	printf("lomas_profile_info - %zu\n", sizeof(lomas_profile_info));
+	F(lomas_sample, start) F(lomas_sample, end) F(lomas_sample, addr)
+	F(lomas_sample, start_pc) F(lomas_sample, end_pc) F(lomas_sample, weight)
+	F(lomas_sample, thread) F(lomas_sample, window) F(lomas_sample, kind)
+	F(lomas_sample, state) F(lomas_sample, flags) F(lomas_sample, reserved)
+	F(lomas_window, start) F(lomas_window, refs) F(lomas_window, thread)
+	F(lomas_window, reserved) F(lomas_thread, tid) F(lomas_thread, refs)
+	F(lomas_profile_info, line_size) F(lomas_profile_info, samples)
+	F(lomas_profile_info, reused) F(lomas_profile_info, dangling)
+	F(lomas_profile_info, censored) F(lomas_profile_info, windows)
+	F(lomas_profile_info, threads) F(lomas_profile_info, refs)
+	F(lomas_profile_info, sample_weight)
+	return 0;
+}
+"""
+
+
+def test_struct_layouts_match_c(tmp_path):
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        pytest.skip("no C compiler to compare the layouts with")
+    src = tmp_path / "layout.c"
+    src.write_text(LAYOUT_C)
+    exe = tmp_path / "layout"
+    subprocess.run([cc, "-std=c11", "-I", os.path.join(SOURCE_ROOT, "include"), "-o", str(exe),
+                    str(src)], check=True)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
+    types = {"lomas_sample": lomas._CSample, "lomas_window": lomas._CWindow,
+             "lomas_thread": lomas._CThread, "lomas_profile_info": lomas._CProfileInfo}
+    checked = 0
+    for line in out.splitlines():
+        t, field, value = line.split()
+        ct = types[t]
+        if field == "-":
+            assert ctypes.sizeof(ct) == int(value), t
+        else:
+            assert getattr(ct, field).offset == int(value), (t, field)
+        checked += 1
+    assert checked == 4 + 12 + 4 + 2 + 9
+
+
+def test_default_sizes():
+    sizes = lomas.default_sizes(64)
+    assert len(sizes) == 81
+    assert sizes[0] == 1024 and sizes[-1] == 1 << 30
+    for k, s in enumerate(sizes):
+        assert s % 64 == 0
+        assert abs(s - 1024 * 2 ** (k / 4)) <= 64
+    assert sizes == sorted(set(sizes))
+    big = lomas.default_sizes(4096)
+    assert all(s % 4096 == 0 for s in big)
+
+
+# ------------------------------------------------------------------- errors
+
+def test_config_set_get_and_errors():
+    c = lomas.Config(period=500, seed=9)
+    assert c.get("period") == "500"
+    assert c.get("seed") == "9"
+    c.set("line_size", 128)
+    assert c.get("line_size") == "128"
+    c.set("period", "auto")
+    assert c.get("period") == "auto"
+    with pytest.raises(lomas.LomasError) as e:
+        c.set("period", 0)
+    assert e.value.status == lomas.EINVAL
+    assert "period" in e.value.message
+    with pytest.raises(lomas.LomasError) as e:
+        c.set("line_size", 100)
+    assert e.value.status == lomas.EINVAL and "line_size" in e.value.message
+    with pytest.raises(lomas.LomasError) as e:
+        c.set("no_such_key", "1")
+    assert e.value.status == lomas.EINVAL and "no_such_key" in e.value.message
+    with pytest.raises(lomas.LomasError) as e:
+        c.get("no_such_key")
+    assert e.value.status == lomas.ENOENT
+    assert e.value.name == lomas.strerror(lomas.ENOENT)
+    c.close()
+    c.close()  # idempotent
+    with pytest.raises(ValueError):
+        c.get("period")
+
+
+def test_load_missing_file(tmp_path):
+    path = tmp_path / "nope.lomas"
+    with pytest.raises(lomas.LomasError) as e:
+        lomas.Profile.load(path)
+    assert e.value.status == lomas.ENOENT
+    assert "nope.lomas" in e.value.message
+
+
+def test_load_corrupt_file(tmp_path, mixed):
+    good = tmp_path / "good.lomas"
+    with feed(mixed[:500]) as p:
+        p.save(good)
+    data = good.read_bytes()
+    for cut in (0, 7, len(data) // 2, len(data) - 1):
+        bad = tmp_path / ("cut%d.lomas" % cut)
+        bad.write_bytes(data[:cut])
+        with pytest.raises(lomas.LomasError) as e:
+            lomas.Profile.load(bad)
+        assert e.value.status == lomas.EFORMAT, cut
+        assert e.value.message
+    junk = tmp_path / "junk.lomas"
+    junk.write_bytes(b"this is not a profile at all" * 10)
+    with pytest.raises(lomas.LomasError) as e:
+        lomas.Profile.load(junk)
+    assert e.value.status == lomas.EFORMAT
+
+
+def test_bad_sizes_raise(mixed):
+    with feed(mixed) as p:
+        for size in (0, 1000, 64 * 3 + 1):
+            with pytest.raises(lomas.LomasError) as e:
+                p.miss_ratio(size)
+            assert e.value.status == lomas.EINVAL, size
+        with pytest.raises(lomas.LomasError) as e:
+            p.curve([4096, 1000, 8192], policy="lru")
+        assert e.value.status == lomas.EINVAL
+        with pytest.raises(lomas.LomasError) as e:
+            p.miss_ratio(4096, line_bytes=128)  # not the profile's line size
+        assert e.value.status == lomas.EINVAL
+        with pytest.raises(ValueError):
+            p.miss_ratio(4096, policy="fifo")
+        with pytest.raises(ValueError):
+            p.miss_ratio(-64)
+
+
+def test_closed_objects_raise(mixed):
+    p = feed(mixed[:100])
+    p.close()
+    assert p.closed
+    with pytest.raises(ValueError):
+        p.info
+    t = lomas.Trace(period=1)
+    t.ref(0x1000)
+    t.finish().close()
+    with pytest.raises(ValueError):
+        t.ref(0x1000)
+    with pytest.raises(ValueError):
+        lomas.Trace(config=lomas.Config(), period=3)
+
+
+def test_malformed_lackey_names_line(tmp_path):
+    path = tmp_path / "bad.trace"
+    path.write_text(" L 00001000,8\n S 00001040,8\n L zzzz,8\n")
+    with pytest.raises(lomas.LomasError) as e:
+        lomas.analyze_lackey(path, period=1)
+    assert e.value.status == lomas.EFORMAT
+    assert re.search(r"\b3\b", e.value.message), e.value.message
+
+
+# ------------------------------------------------------ profile contents
+
+def test_info_and_samples_at_period_1(mixed):
+    dist = exact_forward_distances(mixed)
+    with feed(mixed, period=1) as p:
+        info = p.info
+        samples = p.samples()
+    n = len(mixed)
+    lines = {a // LINE for a in mixed}
+    assert info.line_size == LINE
+    assert info.refs == n
+    assert info.threads == 1
+    assert info.samples == n  # period 1: every reference is a sample
+    assert info.dangling == len(lines)  # each line's last touch
+    assert info.censored == 0
+    assert info.reused == n - len(lines)
+    assert info.reused + info.dangling + info.censored == info.samples
+    assert info.sample_weight == pytest.approx(n)
+    assert info.windows >= 1
+    assert len(samples) == n
+    by_start = sorted(samples, key=lambda s: s.start)
+    for i, s in enumerate(by_start):
+        assert s.start == i
+        assert s.addr == mixed[i]
+        assert s.thread == 0 and s.kind == lomas.REF_LOAD
+        if dist[i] is None:
+            assert s.state == lomas.SAMPLE_DANGLING and s.end == 2 ** 64 - 1
+        else:
+            assert s.state == lomas.SAMPLE_REUSED
+            assert s.end - s.start - 1 == dist[i]
+
+
+def test_threads_counted_separately():
+    t = lomas.Trace(period=1)
+    for i in range(300):
+        t.ref(0x1000 + LINE * (i % 10), thread=11)
+        if i % 3 == 0:
+            t.ref(0x9000 + LINE * (i % 4), thread=22, kind="store")
+    with t.finish() as p:
+        info = p.info
+        threads = sorted(p.threads())
+        samples = p.samples()
+    assert info.threads == 2
+    assert info.refs == 400
+    assert sorted(th.refs for th in threads) == [100, 300]
+    assert len({th.tid for th in threads}) == 2
+    stores = [s for s in samples if s.kind == lomas.REF_STORE]
+    assert len(stores) == 100
+
+
+def test_save_load_round_trip(tmp_path, mixed):
+    path = tmp_path / "p.lomas"
+    with feed(mixed, period=7, seed=3) as p:
+        p.meta_set("command", "python test")
+        info, samples, meta = p.info, p.samples(), p.meta
+        windows, threads = p.windows(), p.threads()
+        curve = p.curve(policy="lru")
+        p.save(path)
+    assert info.samples > 300  # period 7 over 6000 references
+    with lomas.Profile.load(str(path)) as q:
+        assert q.info == info
+        assert q.samples() == samples
+        assert q.windows() == windows
+        assert q.threads() == threads
+        assert q.meta == meta
+        assert q.meta_get("command") == "python test"
+        assert q.curve(policy="lru") == curve
+        with pytest.raises(lomas.LomasError) as e:
+            q.meta_get("no such key")
+        assert e.value.status == lomas.ENOENT
+
+
+def test_same_seed_same_profile(mixed):
+    with feed(mixed, period=10, seed=5) as a, feed(mixed, period=10, seed=5) as b:
+        assert a.samples() == b.samples()
+    with feed(mixed, period=10, seed=5) as a, feed(mixed, period=10, seed=6) as b:
+        assert a.samples() != b.samples()
+
+
+def test_merge_adds_everything(mixed):
+    with feed(mixed[:3000], period=5) as a, feed(mixed[3000:], period=5, seed=2) as b:
+        ia, ib = a.info, b.info
+        a.merge(b)
+        m = a.info
+    assert m.samples == ia.samples + ib.samples
+    assert m.refs == ia.refs + ib.refs
+    assert m.threads == ia.threads + ib.threads
+    assert m.windows == ia.windows + ib.windows
+    with feed(mixed[:100]) as a, lomas.Profile.new(128) as other:
+        with pytest.raises(lomas.LomasError) as e:
+            a.merge(other)  # different line sizes
+        assert e.value.status == lomas.EINVAL
+
+
+# ------------------------------------------------------------------ model
+
+def test_curve_equals_miss_ratio_per_size(mixed):
+    sizes = [64, 1024, 4096, 8192, 12800, 20480, 1 << 20]
+    with feed(mixed, period=3) as p:
+        for policy in ("random", "lru"):
+            for cold in (False, True):
+                curve = p.curve(sizes, policy=policy, cold=cold)
+                assert len(curve) == len(sizes)
+                for s, r in zip(sizes, curve):
+                    assert r == pytest.approx(p.miss_ratio(s, policy, cold), abs=1e-12)
+                    assert 0.0 <= r <= 1.0
+        lru = p.curve(sizes, policy="lru")
+        assert all(x >= y - 1e-12 for x, y in zip(lru, lru[1:]))
+        assert p.curve([], policy="lru") == []
+        default = p.curve(policy="random")
+        assert len(default) == len(lomas.default_sizes(LINE))
+
+
+@pytest.mark.parametrize("k_lines", [16, 100])
+def test_cyclic_trace_lru_cliff(k_lines):
+    passes = 60
+    addrs = cyclic(k_lines, passes)
+    with feed(addrs, period=1) as p:
+        for lines in (1, k_lines // 2, k_lines - 1, k_lines, k_lines + 1, 2 * k_lines, 4096):
+            exact = exact_lru_miss_ratio(addrs, lines)
+            model = p.miss_ratio(lines * LINE, policy="lru")
+            if lines < k_lines:
+                assert exact == pytest.approx(1 - 1 / passes)  # all but the first pass miss
+            else:
+                assert exact == 0
+            assert model == pytest.approx(exact, abs=1e-3), lines
+            cold_exact = exact_lru_miss_ratio(addrs, lines, cold=True)
+            cold_model = p.miss_ratio(lines * LINE, policy="lru", cold=True)
+            assert cold_model == pytest.approx(cold_exact, abs=1e-3), lines
+
+
+def test_random_replacement_bounds():
+    # A cycle over K lines: a cache of at least K lines never misses under any
+    # policy; a 1-line cache misses on every warm reference.
+    k_lines, passes = 32, 50
+    addrs = cyclic(k_lines, passes)
+    with feed(addrs, period=1) as p:
+        assert p.miss_ratio(k_lines * LINE * 4, policy="random") == pytest.approx(0, abs=1e-6)
+        assert p.miss_ratio(LINE, policy="random") == pytest.approx(1 - 1 / passes, abs=1e-3)
+        mid = p.miss_ratio(k_lines // 2 * LINE, policy="random")
+        assert 0.05 < mid < 1 - 1 / passes
+
+
+def test_analyze_lackey_counts(tmp_path):
+    rng = random.Random(3)
+    lines, n = [], 0
+    lines.append("==1== Lackey, an example Valgrind tool")
+    for i in range(2000):
+        kind = "L" if rng.random() < 0.7 else "S"
+        lines.append(" %s %08x,8" % (kind, 0x5000 + 8 * rng.randrange(512)))
+        n += 1
+    path = tmp_path / "t.trace"
+    path.write_text("\n".join(lines) + "\n")
+    with lomas.analyze_lackey(path, period=1, line_size=128) as p:
+        info = p.info
+    assert info.refs == n
+    assert info.samples == n
+    assert info.line_size == 128

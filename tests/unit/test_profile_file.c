@@ -1,0 +1,924 @@
+/*
+ * Unit tests for the profile file (lib/core/profile_codec.c, profile_file.c):
+ * round trips, every truncation, byte flips, hand-built malformed files,
+ * atomic save and its failure modes.
+ *
+ * Hand-built files come from a small independent writer in this file (put32,
+ * put64, build_file) that follows docs/profile-format.md, not the library's
+ * encoder. Set LOMAS_FUZZ_CORPUS_DIR to write the fuzz seed files there.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/core.h"
+
+/* ------------------------------------------------------------ fixtures */
+
+static char tmpdir[256];
+
+static int setup_dir(void **state)
+{
+	(void)state;
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/lomas-pfile-XXXXXX");
+	return mkdtemp(tmpdir) ? 0 : -1;
+}
+
+static int teardown_dir(void **state)
+{
+	char cmd[300];
+	(void)state;
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void path_in(char *buf, size_t n, const char *name)
+{
+	snprintf(buf, n, "%s/%s", tmpdir, name);
+}
+
+/* A profile with every field set: 3 threads, 4 windows, samples of all states. */
+static lomas_profile *make_full(void)
+{
+	lomas_profile *p;
+	static const uint32_t win_thread[4] = {0, 0, 1, 2};
+	assert_int_equal(lomas_profile_new(128, &p), LOMAS_OK);
+	for (uint32_t t = 0; t < 3; t++) {
+		lomas_thread th = {.tid = 1000 + t * 7, .refs = 100000 + t};
+		assert_int_equal(profile_add_thread(p, &th), LOMAS_OK);
+	}
+	for (uint32_t w = 0; w < 4; w++) {
+		lomas_window win = {.start = w * 5000, .refs = 5000 + w, .thread = win_thread[w]};
+		assert_int_equal(profile_add_window(p, &win), LOMAS_OK);
+	}
+	for (uint32_t i = 0; i < 30; i++) {
+		lomas_sample s = {0};
+		s.window = i % 4;
+		s.thread = win_thread[s.window];
+		s.start = 100 + i * 37;
+		s.state = (uint8_t)(i % 3);
+		s.end = s.state == LOMAS_SAMPLE_DANGLING ? LOMAS_CLOCK_NONE : s.start + 1 + i * i;
+		s.addr = 0x7f0000001000ull + i * 0x48;
+		s.start_pc = 0x401000 + i;
+		s.end_pc = s.state == LOMAS_SAMPLE_REUSED ? 0x402000 + i : 0;
+		s.weight = 100.0 + i / 3.0;
+		s.kind = (uint8_t)(i % 2);
+		s.flags = i % 5 == 0 ? LOMAS_SAMPLE_CROSS_THREAD : 0;
+		assert_int_equal(profile_add_sample(p, &s), LOMAS_OK);
+	}
+	assert_int_equal(lomas_profile_meta_set(p, "command", "./a.out \"quoted\" back\\slash"),
+			 LOMAS_OK);
+	assert_int_equal(lomas_profile_meta_set(p, "odd", "new\nline\ttab \xc3\xa9t\xc3\xa9 \xe2\x82\xac"),
+			 LOMAS_OK);
+	assert_int_equal(lomas_profile_meta_set(p, "empty", ""), LOMAS_OK);
+	assert_int_equal(lomas_profile_meta_set(p, "clock", "trace"), LOMAS_OK);
+	assert_int_equal(profile_set_calib(p, "step.fault", 1234.5), LOMAS_OK);
+	assert_int_equal(profile_set_calib(p, "step.nan", NAN), LOMAS_OK);
+	assert_int_equal(profile_set_calib(p, "neg", -0.125), LOMAS_OK);
+	prof_map m1 = {.start = 0x400000, .end = 0x401000, .offset = 0, .prot = 5,
+		       .path = "/usr/bin/a out"};
+	prof_map m2 = {.start = 0x7f0000000000, .end = 0x7f0000100000, .offset = 0x2000,
+		       .prot = 3, .path = ""};
+	assert_int_equal(profile_add_map(p, &m1), LOMAS_OK);
+	assert_int_equal(profile_add_map(p, &m2), LOMAS_OK);
+	return p;
+}
+
+static bool same_bits(double a, double b)
+{
+	return memcmp(&a, &b, sizeof a) == 0;
+}
+
+/* Field-by-field equality of two profiles (reserved fields excluded). */
+static void assert_same(const lomas_profile *a, const lomas_profile *b)
+{
+	assert_int_equal(a->line_size, b->line_size);
+	assert_int_equal(a->threads.n, b->threads.n);
+	for (size_t i = 0; i < a->threads.n; i++) {
+		assert_int_equal(a->threads.items[i].tid, b->threads.items[i].tid);
+		assert_int_equal(a->threads.items[i].refs, b->threads.items[i].refs);
+	}
+	assert_int_equal(a->windows.n, b->windows.n);
+	for (size_t i = 0; i < a->windows.n; i++) {
+		assert_int_equal(a->windows.items[i].start, b->windows.items[i].start);
+		assert_int_equal(a->windows.items[i].refs, b->windows.items[i].refs);
+		assert_int_equal(a->windows.items[i].thread, b->windows.items[i].thread);
+	}
+	assert_int_equal(a->samples.n, b->samples.n);
+	for (size_t i = 0; i < a->samples.n; i++) {
+		const lomas_sample *x = &a->samples.items[i], *y = &b->samples.items[i];
+		assert_int_equal(x->start, y->start);
+		assert_int_equal(x->end, y->end);
+		assert_int_equal(x->addr, y->addr);
+		assert_int_equal(x->start_pc, y->start_pc);
+		assert_int_equal(x->end_pc, y->end_pc);
+		assert_true(same_bits(x->weight, y->weight));
+		assert_int_equal(x->thread, y->thread);
+		assert_int_equal(x->window, y->window);
+		assert_int_equal(x->kind, y->kind);
+		assert_int_equal(x->state, y->state);
+		assert_int_equal(x->flags, y->flags);
+	}
+	assert_int_equal(a->meta.n, b->meta.n);
+	for (size_t i = 0; i < a->meta.n; i++) {
+		assert_string_equal(a->meta.items[i].key, b->meta.items[i].key);
+		assert_string_equal(a->meta.items[i].value, b->meta.items[i].value);
+	}
+	assert_int_equal(a->calib.n, b->calib.n);
+	for (size_t i = 0; i < a->calib.n; i++) {
+		assert_string_equal(a->calib.items[i].key, b->calib.items[i].key);
+		assert_true(same_bits(a->calib.items[i].value, b->calib.items[i].value));
+	}
+	assert_int_equal(a->maps.n, b->maps.n);
+	for (size_t i = 0; i < a->maps.n; i++) {
+		assert_int_equal(a->maps.items[i].start, b->maps.items[i].start);
+		assert_int_equal(a->maps.items[i].end, b->maps.items[i].end);
+		assert_int_equal(a->maps.items[i].offset, b->maps.items[i].offset);
+		assert_int_equal(a->maps.items[i].prot, b->maps.items[i].prot);
+		assert_string_equal(a->maps.items[i].path, b->maps.items[i].path);
+	}
+}
+
+static void encode(const lomas_profile *p, uint8_t **buf, size_t *len)
+{
+	void *d;
+	assert_int_equal(profile_save_buffer(p, &d, len), LOMAS_OK);
+	*buf = d;
+}
+
+static void write_file(const char *path, const void *data, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	assert_non_null(f);
+	assert_int_equal(fwrite(data, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+}
+
+/* Read a whole file into a malloc'd buffer. */
+static uint8_t *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	uint8_t *b;
+	long n;
+	assert_non_null(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	fseek(f, 0, SEEK_SET);
+	b = malloc((size_t)n + 1);
+	assert_non_null(b);
+	assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+	fclose(f);
+	*len = (size_t)n;
+	return b;
+}
+
+/* Number of entries in tmpdir whose name starts with prefix. */
+static int count_prefixed(const char *prefix)
+{
+	DIR *d = opendir(tmpdir);
+	struct dirent *e;
+	int n = 0;
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+	closedir(d);
+	return n;
+}
+
+/* ------------------------------------------- an independent file builder */
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+typedef struct tsec {
+	uint32_t type;
+	const uint8_t *data;
+	size_t len;
+} tsec;
+
+typedef struct tbuf {
+	uint8_t *b;
+	size_t len;
+} tbuf;
+
+/*
+ * A file of the given sections: header, table right after it, payloads
+ * packed in order (no padding). Version 1.0, correct CRCs.
+ */
+static tbuf build_file(const tsec *secs, size_t n)
+{
+	tbuf t;
+	size_t pos = 32 + 32 * n;
+	t.len = pos;
+	for (size_t i = 0; i < n; i++)
+		t.len += secs[i].len;
+	t.b = calloc(1, t.len);
+	assert_non_null(t.b);
+	memcpy(t.b, "LOMASPRF", 8);
+	put32(t.b + 8, 0x00010000);
+	put32(t.b + 16, (uint32_t)n);
+	put64(t.b + 24, 32);
+	for (size_t i = 0; i < n; i++) {
+		uint8_t *e = t.b + 32 + 32 * i;
+		if (secs[i].len)
+			memcpy(t.b + pos, secs[i].data, secs[i].len);
+		put32(e, secs[i].type);
+		put64(e + 8, pos);
+		put64(e + 16, secs[i].len);
+		put32(e + 24, crc32_update(0, secs[i].data, secs[i].len));
+		pos += secs[i].len;
+	}
+	put32(t.b + 20, crc32_update(0, t.b + 32, 32 * n));
+	return t;
+}
+
+/* Recompute the table CRC after editing the table of a build_file result. */
+static void fix_table_crc(tbuf *t)
+{
+	uint32_t n = t->b[16] | t->b[17] << 8;
+	put32(t->b + 20, crc32_update(0, t->b + 32, 32 * (size_t)n));
+}
+
+/* Payloads of a minimal valid profile: 1 thread, 1 window, 2 samples. */
+static uint8_t pay_profile[8], pay_threads[8 + 16], pay_windows[8 + 24], pay_samples[8 + 128];
+static uint8_t pay_meta[4 + 4 + 3 + 4 + 5];
+
+static void make_payloads(void)
+{
+	memset(pay_profile, 0, sizeof pay_profile);
+	put32(pay_profile, 64);
+	memset(pay_threads, 0, sizeof pay_threads);
+	put64(pay_threads, 1);
+	put64(pay_threads + 8, 42);    /* tid */
+	put64(pay_threads + 16, 1000); /* refs */
+	memset(pay_windows, 0, sizeof pay_windows);
+	put64(pay_windows, 1);
+	put64(pay_windows + 8, 0);
+	put64(pay_windows + 16, 1000);
+	put32(pay_windows + 24, 0);
+	memset(pay_samples, 0, sizeof pay_samples);
+	put64(pay_samples, 2);
+	for (int i = 0; i < 2; i++) {
+		uint8_t *r = pay_samples + 8 + 64 * i;
+		double w = 10.0;
+		uint64_t wb;
+		memcpy(&wb, &w, 8);
+		put64(r, 5 + (uint64_t)i);                  /* start */
+		put64(r + 8, i ? UINT64_MAX : 9);           /* end */
+		put64(r + 16, 0x1000);                      /* addr */
+		put64(r + 40, wb);                          /* weight */
+		r[57] = i ? LOMAS_SAMPLE_DANGLING : LOMAS_SAMPLE_REUSED;
+		r[56] = LOMAS_REF_STORE;
+	}
+	put32(pay_meta, 1);
+	put32(pay_meta + 4, 3);
+	memcpy(pay_meta + 8, "cpu", 3);
+	put32(pay_meta + 11, 5);
+	memcpy(pay_meta + 15, "x86-6", 5);
+}
+
+/* The four required sections (+ META) in a mutable copy. */
+static tbuf minimal_file(void)
+{
+	make_payloads();
+	tsec s[] = {{2, pay_profile, sizeof pay_profile},
+		    {4, pay_threads, sizeof pay_threads},
+		    {5, pay_windows, sizeof pay_windows},
+		    {6, pay_samples, sizeof pay_samples},
+		    {1, pay_meta, sizeof pay_meta}};
+	return build_file(s, 5);
+}
+
+/* Loading t must fail with EFORMAT and a message containing needle and "offset". */
+static void expect_format(const tbuf *t, const char *needle)
+{
+	lomas_profile *p = (lomas_profile *)1;
+	assert_int_equal(profile_load_buffer(t->b, t->len, "x.lomas", &p), LOMAS_EFORMAT);
+	assert_null(p);
+	if (!strstr(lomas_error_message(), needle) || !strstr(lomas_error_message(), "offset"))
+		fail_msg("message '%s' lacks '%s'", lomas_error_message(), needle);
+	assert_non_null(strstr(lomas_error_message(), "x.lomas: offset "));
+}
+
+/* ------------------------------------------------------------------ tests */
+
+static void test_roundtrip_buffer(void **state)
+{
+	lomas_profile *p = make_full(), *q;
+	uint8_t *b;
+	size_t len;
+	(void)state;
+	encode(p, &b, &len);
+	assert_memory_equal(b, "LOMASPRF", 8);
+	assert_int_equal(profile_load_buffer(b, len, "mem", &q), LOMAS_OK);
+	assert_same(p, q);
+	lomas_profile_free(q);
+	free(b);
+	lomas_profile_free(p);
+}
+
+static void test_roundtrip_file(void **state)
+{
+	lomas_profile *p = make_full(), *q, *e;
+	char path[512];
+	(void)state;
+	path_in(path, sizeof path, "full.lomas");
+	assert_int_equal(lomas_profile_save(p, path), LOMAS_OK);
+	assert_int_equal(lomas_profile_load(path, &q), LOMAS_OK);
+	assert_same(p, q);
+	lomas_profile_free(q);
+	/* An empty profile round-trips too. */
+	assert_int_equal(lomas_profile_new(8, &e), LOMAS_OK);
+	assert_int_equal(lomas_profile_save(e, path), LOMAS_OK);
+	assert_int_equal(lomas_profile_load(path, &q), LOMAS_OK);
+	assert_same(e, q);
+	lomas_profile_free(q);
+	lomas_profile_free(e);
+	lomas_profile_free(p);
+	assert_int_equal(count_prefixed("full.lomas."), 0);
+}
+
+static void test_minimal_handbuilt(void **state)
+{
+	tbuf t = minimal_file();
+	lomas_profile *p;
+	const char *v;
+	(void)state;
+	assert_int_equal(profile_load_buffer(t.b, t.len, "x", &p), LOMAS_OK);
+	assert_int_equal(p->line_size, 64);
+	assert_int_equal(p->threads.n, 1);
+	assert_int_equal(p->threads.items[0].tid, 42);
+	assert_int_equal(p->samples.n, 2);
+	assert_int_equal(p->samples.items[0].end, 9);
+	assert_int_equal(p->samples.items[1].end, UINT64_MAX);
+	assert_int_equal(p->samples.items[1].state, LOMAS_SAMPLE_DANGLING);
+	assert_int_equal(p->samples.items[0].kind, LOMAS_REF_STORE);
+	assert_int_equal(lomas_profile_meta_get(p, "cpu", &v), LOMAS_OK);
+	assert_string_equal(v, "x86-6");
+	lomas_profile_free(p);
+	free(t.b);
+}
+
+static void test_truncation(void **state)
+{
+	lomas_profile *p = make_full(), *q;
+	uint8_t *b;
+	size_t len;
+	(void)state;
+	encode(p, &b, &len);
+	for (size_t n = 0; n < len; n++) {
+		uint8_t *c = malloc(n ? n : 1); /* exact size so ASan sees any overread */
+		memcpy(c, b, n);
+		q = (lomas_profile *)1;
+		assert_int_equal(profile_load_buffer(c, n, "t.lomas", &q), LOMAS_EFORMAT);
+		assert_null(q);
+		if (!strstr(lomas_error_message(), "offset"))
+			fail_msg("truncated at %zu: '%s'", n, lomas_error_message());
+		free(c);
+	}
+	free(b);
+	lomas_profile_free(p);
+}
+
+static void test_byte_flips(void **state)
+{
+	lomas_profile *p = make_full(), *q;
+	uint8_t *b;
+	size_t len, ok = 0;
+	static const uint8_t masks[] = {0x01, 0x80, 0xff};
+	(void)state;
+	encode(p, &b, &len);
+	for (size_t i = 0; i < len; i++) {
+		for (size_t m = 0; m < sizeof masks; m++) {
+			uint8_t *c = malloc(len);
+			lomas_status st;
+			memcpy(c, b, len);
+			c[i] ^= masks[m];
+			st = profile_load_buffer(c, len, "f.lomas", &q);
+			if (st == LOMAS_OK) {
+				assert_same(p, q); /* only an unused byte may be flipped */
+				lomas_profile_free(q);
+				ok++;
+			} else {
+				assert_int_equal(st, LOMAS_EFORMAT);
+				assert_non_null(strstr(lomas_error_message(), "offset"));
+			}
+			free(c);
+		}
+	}
+	/* Only padding and the minor version are unchecked: a few bytes, not many. */
+	assert_true(ok < 3 * 64);
+	free(b);
+	lomas_profile_free(p);
+}
+
+static void test_unknown_section_skipped(void **state)
+{
+	static const uint8_t junk[13] = "future stuff";
+	lomas_profile *p;
+	(void)state;
+	make_payloads();
+	tsec s[] = {{2, pay_profile, sizeof pay_profile}, {99, junk, sizeof junk},
+		    {4, pay_threads, sizeof pay_threads}, {5, pay_windows, sizeof pay_windows},
+		    {6, pay_samples, sizeof pay_samples}, {0x7fffffff, junk, 3}};
+	tbuf t = build_file(s, 6);
+	assert_int_equal(profile_load_buffer(t.b, t.len, "x", &p), LOMAS_OK);
+	assert_int_equal(p->samples.n, 2);
+	assert_int_equal(p->meta.n, 0);
+	lomas_profile_free(p);
+	free(t.b);
+}
+
+static void test_bad_header(void **state)
+{
+	tbuf t = minimal_file();
+	(void)state;
+	t.b[0] = 'X';
+	expect_format(&t, "bad magic");
+	t.b[0] = 'L';
+	put32(t.b + 8, 0x00020000); /* 2.0 */
+	expect_format(&t, "newer");
+	put32(t.b + 8, 0x00000003); /* 0.3 */
+	expect_format(&t, "version");
+	put32(t.b + 8, 0x00010005); /* 1.5: a newer minor version still loads */
+	{
+		lomas_profile *p;
+		assert_int_equal(profile_load_buffer(t.b, t.len, "x", &p), LOMAS_OK);
+		lomas_profile_free(p);
+	}
+	put32(t.b + 12, 1);
+	expect_format(&t, "flags");
+	put32(t.b + 12, 0);
+	put64(t.b + 24, UINT64_MAX - 16); /* table offset + size overflows */
+	expect_format(&t, "section table");
+	put64(t.b + 24, t.len - 40);
+	expect_format(&t, "section table");
+	put64(t.b + 24, 32);
+	put32(t.b + 16, 0x7fffffff); /* count * 32 far past EOF */
+	expect_format(&t, "section table");
+	put32(t.b + 16, 5);
+	t.b[20] ^= 1;
+	expect_format(&t, "CRC");
+	free(t.b);
+}
+
+static void test_bad_table_entries(void **state)
+{
+	tbuf t = minimal_file();
+	uint8_t *e3 = t.b + 32 + 3 * 32; /* the SAMPLES entry */
+	uint64_t off = get64(e3 + 8), len = get64(e3 + 16);
+	(void)state;
+	put64(e3 + 16, t.len - off + 1); /* one byte past EOF */
+	fix_table_crc(&t);
+	expect_format(&t, "past the end");
+	put64(e3 + 16, UINT64_MAX - off + 10); /* off + len wraps around */
+	fix_table_crc(&t);
+	expect_format(&t, "past the end");
+	put64(e3 + 8, UINT64_MAX - 4); /* offset itself past EOF */
+	put64(e3 + 16, 8);
+	fix_table_crc(&t);
+	expect_format(&t, "past the end");
+	put64(e3 + 8, off);
+	put64(e3 + 16, len);
+	put32(e3 + 4, 1); /* flags on a known section */
+	fix_table_crc(&t);
+	expect_format(&t, "flags");
+	put32(e3 + 4, 0);
+	put32(e3 + 24, get64(e3 + 24) ^ 1); /* section CRC */
+	fix_table_crc(&t);
+	expect_format(&t, "CRC mismatch");
+	free(t.b);
+}
+
+static void test_duplicate_and_missing(void **state)
+{
+	(void)state;
+	make_payloads();
+	{
+		tsec s[] = {{2, pay_profile, 8},
+			    {4, pay_threads, sizeof pay_threads},
+			    {5, pay_windows, sizeof pay_windows},
+			    {6, pay_samples, sizeof pay_samples},
+			    {4, pay_threads, sizeof pay_threads}};
+		tbuf t = build_file(s, 5);
+		expect_format(&t, "duplicate section THREADS");
+		free(t.b);
+	}
+	{
+		tsec s[] = {{2, pay_profile, 8},
+			    {4, pay_threads, sizeof pay_threads},
+			    {5, pay_windows, sizeof pay_windows}};
+		tbuf t = build_file(s, 3);
+		expect_format(&t, "required section SAMPLES is missing");
+		free(t.b);
+	}
+	{
+		tsec s[] = {{2, pay_profile, 8},
+			    {4, pay_threads, sizeof pay_threads},
+			    {5, pay_windows, sizeof pay_windows},
+			    {6, pay_samples, sizeof pay_samples},
+			    {1, pay_meta, sizeof pay_meta},
+			    {1, pay_meta, sizeof pay_meta}};
+		tbuf t = build_file(s, 6);
+		expect_format(&t, "duplicate section META");
+		free(t.b);
+	}
+}
+
+/* Build the minimal file with one payload replaced. */
+static tbuf with_payload(uint32_t type, const uint8_t *data, size_t len)
+{
+	make_payloads();
+	tsec s[] = {{2, pay_profile, sizeof pay_profile},
+		    {4, pay_threads, sizeof pay_threads},
+		    {5, pay_windows, sizeof pay_windows},
+		    {6, pay_samples, sizeof pay_samples},
+		    {1, pay_meta, sizeof pay_meta}};
+	for (size_t i = 0; i < 5; i++) {
+		if (s[i].type == type) {
+			s[i].data = data;
+			s[i].len = len;
+		}
+	}
+	return build_file(s, 5);
+}
+
+static void test_counts_and_lengths(void **state)
+{
+	uint8_t buf[256];
+	tbuf t;
+	(void)state;
+	make_payloads();
+	/* SAMPLES length 8 + 40: not a whole number of 64-byte records. */
+	memcpy(buf, pay_samples, 48);
+	t = with_payload(6, buf, 48);
+	expect_format(&t, "section SAMPLES length 48 is not 8 plus a multiple of 64");
+	free(t.b);
+	/* SAMPLES count 3 with two records. */
+	make_payloads();
+	memcpy(buf, pay_samples, sizeof pay_samples);
+	put64(buf, 3);
+	t = with_payload(6, buf, sizeof pay_samples);
+	expect_format(&t, "count 3 disagrees");
+	free(t.b);
+	/* THREADS count 0 with one record. */
+	make_payloads();
+	memcpy(buf, pay_threads, sizeof pay_threads);
+	put64(buf, 0);
+	t = with_payload(4, buf, sizeof pay_threads);
+	expect_format(&t, "section THREADS count 0");
+	free(t.b);
+	/* PROFILE of the wrong size, and a bad line size. */
+	t = with_payload(2, pay_profile, 4);
+	expect_format(&t, "section PROFILE length 4");
+	free(t.b);
+	memcpy(buf, pay_profile, 8);
+	put32(buf, 100);
+	t = with_payload(2, buf, 8);
+	expect_format(&t, "line size 100");
+	free(t.b);
+	/* META: a huge count, a string past the end, NUL, empty key, leftovers. */
+	make_payloads();
+	memcpy(buf, pay_meta, sizeof pay_meta);
+	put32(buf, 0xffffffff);
+	t = with_payload(1, buf, sizeof pay_meta);
+	expect_format(&t, "count 4294967295 is too large");
+	free(t.b);
+	memcpy(buf, pay_meta, sizeof pay_meta);
+	put32(buf + 11, 6); /* value length one past the section */
+	t = with_payload(1, buf, sizeof pay_meta);
+	expect_format(&t, "metadata value length 6 runs past");
+	free(t.b);
+	memcpy(buf, pay_meta, sizeof pay_meta);
+	buf[9] = 0;
+	t = with_payload(1, buf, sizeof pay_meta);
+	expect_format(&t, "NUL");
+	free(t.b);
+	memcpy(buf, pay_meta, sizeof pay_meta);
+	put32(buf + 4, 0); /* empty key, empty value */
+	put32(buf + 8, 0);
+	t = with_payload(1, buf, 12);
+	expect_format(&t, "metadata key is empty");
+	free(t.b);
+	memcpy(buf, pay_meta, sizeof pay_meta);
+	buf[sizeof pay_meta] = 'z';
+	t = with_payload(1, buf, sizeof pay_meta + 1);
+	expect_format(&t, "unused bytes");
+	free(t.b);
+	{
+		/* Duplicate metadata keys. */
+		uint8_t d[4 + 2 * 10];
+		put32(d, 2);
+		for (int i = 0; i < 2; i++) {
+			put32(d + 4 + 10 * i, 1);
+			d[8 + 10 * i] = 'k';
+			put32(d + 9 + 10 * i, 1);
+			d[13 + 10 * i] = (uint8_t)('a' + i);
+		}
+		t = with_payload(1, d, sizeof d);
+		expect_format(&t, "duplicate metadata key 'k'");
+		free(t.b);
+	}
+}
+
+static void test_semantic_errors(void **state)
+{
+	uint8_t buf[256];
+	tbuf t;
+	double w;
+	uint64_t wb;
+	(void)state;
+	make_payloads();
+	memcpy(buf, pay_samples, sizeof pay_samples);
+	put32(buf + 8 + 64 + 52, 1); /* second sample: window 1 of 1 */
+	t = with_payload(6, buf, sizeof pay_samples);
+	expect_format(&t, "sample 1 names window 1 of 1");
+	/* The offset is the window field of the second record. */
+	{
+		char want[64];
+		snprintf(want, sizeof want, "offset %zu:",
+			 (size_t)get64(t.b + 32 + 3 * 32 + 8) + 8 + 64 + 52);
+		assert_non_null(strstr(lomas_error_message(), want));
+	}
+	free(t.b);
+	memcpy(buf, pay_samples, sizeof pay_samples);
+	put32(buf + 8 + 48, 7);
+	t = with_payload(6, buf, sizeof pay_samples);
+	expect_format(&t, "sample 0 names thread 7 of 1");
+	free(t.b);
+	memcpy(buf, pay_windows, sizeof pay_windows);
+	put32(buf + 8 + 16, 2);
+	t = with_payload(5, buf, sizeof pay_windows);
+	expect_format(&t, "window 0 names thread 2 of 1");
+	free(t.b);
+	memcpy(buf, pay_samples, sizeof pay_samples);
+	buf[8 + 57] = 3;
+	t = with_payload(6, buf, sizeof pay_samples);
+	expect_format(&t, "bad state 3");
+	free(t.b);
+	memcpy(buf, pay_samples, sizeof pay_samples);
+	buf[8 + 56] = 2;
+	t = with_payload(6, buf, sizeof pay_samples);
+	expect_format(&t, "bad kind 2");
+	free(t.b);
+	memcpy(buf, pay_samples, sizeof pay_samples);
+	put64(buf + 8 + 8, 5); /* reused, end == start */
+	t = with_payload(6, buf, sizeof pay_samples);
+	expect_format(&t, "not after start");
+	free(t.b);
+	w = -1.0;
+	memcpy(&wb, &w, 8);
+	memcpy(buf, pay_samples, sizeof pay_samples);
+	put64(buf + 8 + 40, wb);
+	t = with_payload(6, buf, sizeof pay_samples);
+	expect_format(&t, "weight");
+	free(t.b);
+	w = INFINITY;
+	memcpy(&wb, &w, 8);
+	put64(buf + 8 + 40, wb);
+	t = with_payload(6, buf, sizeof pay_samples);
+	expect_format(&t, "weight");
+	free(t.b);
+}
+
+static void test_save_replaces_atomically(void **state)
+{
+	lomas_profile *p = make_full(), *q;
+	char path[512];
+	struct stat sb;
+	(void)state;
+	path_in(path, sizeof path, "replace.lomas");
+	write_file(path, "old content", 11);
+	assert_int_equal(chmod(path, 0640), 0);
+	assert_int_equal(lomas_profile_save(p, path), LOMAS_OK);
+	assert_int_equal(lomas_profile_load(path, &q), LOMAS_OK);
+	assert_same(p, q);
+	lomas_profile_free(q);
+	assert_int_equal(stat(path, &sb), 0);
+	assert_int_equal(sb.st_mode & 0777, 0640); /* permissions kept */
+	assert_int_equal(count_prefixed("replace.lomas."), 0);
+	lomas_profile_free(p);
+}
+
+static void test_save_failures(void **state)
+{
+	lomas_profile *p = make_full();
+	char path[512], dir[512];
+	uint8_t *b;
+	size_t len;
+	struct rlimit old, lim;
+	(void)state;
+	/* A directory that does not exist. */
+	path_in(path, sizeof path, "no/such/dir/x.lomas");
+	assert_int_equal(lomas_profile_save(p, path), LOMAS_EIO);
+	assert_non_null(strstr(lomas_error_message(), path));
+	assert_non_null(strstr(lomas_error_message(), strerror(ENOENT)));
+	/* A directory nobody can create files in, root included. */
+	assert_int_equal(lomas_profile_save(p, "/proc/lomas-test.lomas"), LOMAS_EIO);
+	assert_non_null(strstr(lomas_error_message(), "/proc/lomas-test.lomas"));
+
+	/* A write that fails half way (file size limit): the old target stays. */
+	path_in(path, sizeof path, "keep.lomas");
+	write_file(path, "precious", 8);
+	signal(SIGXFSZ, SIG_IGN);
+	assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = 1000;
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	assert_int_equal(lomas_profile_save(p, path), LOMAS_EIO);
+	assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+	assert_non_null(strstr(lomas_error_message(), path));
+	assert_non_null(strstr(lomas_error_message(), strerror(EFBIG)));
+	b = read_file(path, &len);
+	assert_int_equal(len, 8);
+	assert_memory_equal(b, "precious", 8);
+	free(b);
+	assert_int_equal(count_prefixed("keep.lomas."), 0);
+
+	/* Rename over a directory fails after the data was written: temp removed. */
+	path_in(dir, sizeof dir, "adir");
+	assert_int_equal(mkdir(dir, 0755), 0);
+	assert_int_equal(lomas_profile_save(p, dir), LOMAS_EIO);
+	assert_int_equal(count_prefixed("adir."), 0);
+
+	/* A read-only directory (only meaningful when not root). */
+	if (geteuid() != 0) {
+		path_in(dir, sizeof dir, "ro");
+		assert_int_equal(mkdir(dir, 0755), 0);
+		snprintf(path, sizeof path, "%s/x.lomas", dir);
+		write_file(path, "precious", 8);
+		assert_int_equal(chmod(dir, 0555), 0);
+		assert_int_equal(lomas_profile_save(p, path), LOMAS_EIO);
+		assert_int_equal(chmod(dir, 0755), 0);
+		b = read_file(path, &len);
+		assert_int_equal(len, 8);
+		assert_memory_equal(b, "precious", 8);
+		free(b);
+	}
+	lomas_profile_free(p);
+}
+
+static void test_load_errors(void **state)
+{
+	lomas_profile *p = (lomas_profile *)1;
+	char path[512];
+	(void)state;
+	path_in(path, sizeof path, "missing.lomas");
+	assert_int_equal(lomas_profile_load(path, &p), LOMAS_ENOENT);
+	assert_null(p);
+	assert_non_null(strstr(lomas_error_message(), path));
+	assert_non_null(strstr(lomas_error_message(), strerror(ENOENT)));
+	assert_int_equal(lomas_profile_load(tmpdir, &p), LOMAS_EIO);
+	assert_non_null(strstr(lomas_error_message(), tmpdir));
+	path_in(path, sizeof path, "empty.lomas");
+	write_file(path, "", 0);
+	assert_int_equal(lomas_profile_load(path, &p), LOMAS_EFORMAT);
+	assert_non_null(strstr(lomas_error_message(), "empty.lomas: offset 0"));
+	assert_int_equal(lomas_profile_load(NULL, &p), LOMAS_EINVAL);
+	assert_int_equal(lomas_profile_save(NULL, path), LOMAS_EINVAL);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* A million samples round-trip through a file; times printed for the report. */
+static void test_large(void **state)
+{
+	const size_t n = 1000000;
+	lomas_profile *p, *q;
+	lomas_window w = {.start = 0, .refs = 1u << 30, .thread = 0};
+	lomas_thread th = {.tid = 1, .refs = 1u << 30};
+	char path[512];
+	double t0, t1, t2;
+	(void)state;
+	assert_int_equal(lomas_profile_new(64, &p), LOMAS_OK);
+	assert_int_equal(profile_add_thread(p, &th), LOMAS_OK);
+	assert_int_equal(profile_add_window(p, &w), LOMAS_OK);
+	assert_int_equal(vec_reserve(&p->samples, n), LOMAS_OK);
+	for (size_t i = 0; i < n; i++) {
+		lomas_sample s = {.start = i * 3, .end = i * 3 + 1 + i % 1000, .addr = i * 64,
+				  .start_pc = i, .end_pc = i + 1, .weight = 1000.0 + (double)(i % 7),
+				  .state = (uint8_t)(i % 3), .kind = (uint8_t)(i & 1)};
+		if (s.state == LOMAS_SAMPLE_DANGLING)
+			s.end = LOMAS_CLOCK_NONE;
+		p->samples.items[p->samples.n++] = s;
+	}
+	path_in(path, sizeof path, "large.lomas");
+	t0 = now_s();
+	assert_int_equal(lomas_profile_save(p, path), LOMAS_OK);
+	t1 = now_s();
+	assert_int_equal(lomas_profile_load(path, &q), LOMAS_OK);
+	t2 = now_s();
+	print_message("1M samples: save %.1f ms, load %.1f ms\n", (t1 - t0) * 1e3,
+		      (t2 - t1) * 1e3);
+	assert_same(p, q);
+	lomas_profile_free(q);
+	lomas_profile_free(p);
+	unlink(path);
+}
+
+/* With LOMAS_FUZZ_CORPUS_DIR set, write the fuzz seed files (not a test). */
+static void test_write_corpus(void **state)
+{
+	const char *dir = getenv("LOMAS_FUZZ_CORPUS_DIR");
+	char path[1024];
+	lomas_profile *p;
+	uint8_t *b;
+	size_t len;
+	(void)state;
+	if (!dir)
+		skip();
+	p = make_full();
+	encode(p, &b, &len);
+	snprintf(path, sizeof path, "%s/full.lomas", dir);
+	write_file(path, b, len);
+	snprintf(path, sizeof path, "%s/truncated.lomas", dir);
+	write_file(path, b, len / 2);
+	free(b);
+	lomas_profile_free(p);
+	assert_int_equal(lomas_profile_new(64, &p), LOMAS_OK);
+	encode(p, &b, &len);
+	snprintf(path, sizeof path, "%s/empty.lomas", dir);
+	write_file(path, b, len);
+	free(b);
+	lomas_profile_free(p);
+	{
+		tbuf t = minimal_file();
+		snprintf(path, sizeof path, "%s/minimal.lomas", dir);
+		write_file(path, t.b, t.len);
+		free(t.b);
+	}
+	{
+		static const uint8_t junk[5] = "more";
+		make_payloads();
+		tsec s[] = {{2, pay_profile, 8},
+			    {99, junk, sizeof junk},
+			    {4, pay_threads, sizeof pay_threads},
+			    {5, pay_windows, sizeof pay_windows},
+			    {6, pay_samples, sizeof pay_samples}};
+		tbuf t = build_file(s, 5);
+		snprintf(path, sizeof path, "%s/unknown-section.lomas", dir);
+		write_file(path, t.b, t.len);
+		free(t.b);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_roundtrip_buffer),
+		cmocka_unit_test(test_roundtrip_file),
+		cmocka_unit_test(test_minimal_handbuilt),
+		cmocka_unit_test(test_truncation),
+		cmocka_unit_test(test_byte_flips),
+		cmocka_unit_test(test_unknown_section_skipped),
+		cmocka_unit_test(test_bad_header),
+		cmocka_unit_test(test_bad_table_entries),
+		cmocka_unit_test(test_duplicate_and_missing),
+		cmocka_unit_test(test_counts_and_lengths),
+		cmocka_unit_test(test_semantic_errors),
+		cmocka_unit_test(test_save_replaces_atomically),
+		cmocka_unit_test(test_save_failures),
+		cmocka_unit_test(test_load_errors),
+		cmocka_unit_test(test_large),
+		cmocka_unit_test(test_write_corpus),
+	};
+	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
+}
