@@ -867,21 +867,21 @@ static void test_write_corpus(void **state)
 		skip();
 	p = make_full();
 	encode(p, &b, &len);
-	snprintf(path, sizeof path, "%s/full.lomas", dir);
+	snprintf(path, sizeof path, "%s/seed-full", dir);
 	write_file(path, b, len);
-	snprintf(path, sizeof path, "%s/truncated.lomas", dir);
+	snprintf(path, sizeof path, "%s/seed-truncated", dir);
 	write_file(path, b, len / 2);
 	free(b);
 	lomas_profile_free(p);
 	assert_int_equal(lomas_profile_new(64, &p), LOMAS_OK);
 	encode(p, &b, &len);
-	snprintf(path, sizeof path, "%s/empty.lomas", dir);
+	snprintf(path, sizeof path, "%s/seed-empty", dir);
 	write_file(path, b, len);
 	free(b);
 	lomas_profile_free(p);
 	{
 		tbuf t = minimal_file();
-		snprintf(path, sizeof path, "%s/minimal.lomas", dir);
+		snprintf(path, sizeof path, "%s/seed-minimal", dir);
 		write_file(path, t.b, t.len);
 		free(t.b);
 	}
@@ -894,7 +894,7 @@ static void test_write_corpus(void **state)
 			    {5, pay_windows, sizeof pay_windows},
 			    {6, pay_samples, sizeof pay_samples}};
 		tbuf t = build_file(s, 5);
-		snprintf(path, sizeof path, "%s/unknown-section.lomas", dir);
+		snprintf(path, sizeof path, "%s/seed-unknown-section", dir);
 		write_file(path, t.b, t.len);
 		free(t.b);
 	}
