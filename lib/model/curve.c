@@ -47,7 +47,7 @@ static int size_ix_cmp(const void *a, const void *b)
 /* Run the model over groups built per window (or globally) for any order of sizes. */
 static lomas_status curve_run(const lomas_profile *p, lomas_policy policy,
 			      const uint64_t *cache_bytes, size_t n, uint32_t line, unsigned flags,
-			      bool per_window, double *ratios)
+			      size_t block, double *ratios)
 {
 	model_data m;
 	size_ix *ord = NULL;
@@ -55,7 +55,9 @@ static lomas_status curve_run(const lomas_profile *p, lomas_policy policy,
 	lomas_status st;
 	bool cold = (flags & LOMAS_MODEL_COLD) != 0;
 
-	if ((st = model_data_build(p, per_window, &m)))
+	/* Many sizes: StatCache on a tabulated grid; a few: exact roots per size. */
+	bool grid = policy == LOMAS_POLICY_RANDOM && n >= MODEL_GRID_MIN;
+	if ((st = model_data_build(p, block, policy == LOMAS_POLICY_RANDOM && !grid, &m)))
 		return st;
 	if (n == 0) {
 		model_data_free(&m);
@@ -75,7 +77,9 @@ static lomas_status curve_run(const lomas_profile *p, lomas_policy policy,
 	qsort(ord, n, sizeof *ord, size_ix_cmp);
 	for (size_t i = 0; i < n; i++)
 		lines[i] = (double)(ord[i].bytes / line);
-	if (policy == LOMAS_POLICY_RANDOM)
+	if (grid)
+		st = statcache_curve_grid(&m, lines, n, cold, out);
+	else if (policy == LOMAS_POLICY_RANDOM)
 		st = statcache_curve(&m, lines, n, cold, out);
 	else
 		st = statstack_curve(&m, lines, n, cold, out);
@@ -105,34 +109,33 @@ lomas_status lomas_model_curve(const lomas_profile *p, lomas_policy policy,
 			       const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
 			       unsigned flags, double *ratios)
 {
-	uint32_t line;
+	uint32_t line = 0;
 	lomas_status st = check_args(p, policy, cache_bytes, n, line_bytes, flags, ratios, &line);
 	if (st)
 		return st;
-	return curve_run(p, policy, cache_bytes, n, line, flags, true, ratios);
+	/* Both models work per window (see statstack.c for why LRU does too). */
+	return curve_run(p, policy, cache_bytes, n, line, flags, 1, ratios);
 }
 
-lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes,
-				    size_t n, unsigned flags, double *ratios)
+lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes, size_t n,
+				    unsigned flags, double *ratios)
 {
-	uint32_t line;
-	lomas_status st =
-		check_args(p, LOMAS_POLICY_LRU, cache_bytes, n, 0, flags, ratios, &line);
+	uint32_t line = 0;
+	lomas_status st = check_args(p, LOMAS_POLICY_LRU, cache_bytes, n, 0, flags, ratios, &line);
 	if (st)
 		return st;
-	return curve_run(p, LOMAS_POLICY_LRU, cache_bytes, n, line, flags, false, ratios);
+	return curve_run(p, LOMAS_POLICY_LRU, cache_bytes, n, line, flags, 0, ratios);
 }
 
 #define DEFAULT_SIZES 81
 
-lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *sizes, size_t cap,
-				       size_t *n)
+lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *sizes, size_t cap, size_t *n)
 {
 	if (!n || (cap > 0 && !sizes))
 		return error_set(LOMAS_EINVAL, "lomas_model_default_sizes: NULL argument");
 	if (!line_size_valid(line_bytes))
-		return error_set(LOMAS_EINVAL,
-				 "line size %u is not a power of two from 8 to 65536", line_bytes);
+		return error_set(LOMAS_EINVAL, "line size %u is not a power of two from 8 to 65536",
+				 line_bytes);
 	for (size_t k = 0; k < DEFAULT_SIZES && k < cap; k++) {
 		/* 2^(10 + k/4) bytes, to the nearest whole line (at least one). */
 		double v = exp2(10.0 + (double)k / 4.0);

@@ -20,7 +20,7 @@ static inline double model_f(double n, double lg)
 	return -expm1(n * lg);
 }
 
-/* One group of samples (a window, or the whole profile). */
+/* One group of samples (a window, a block of windows, or the whole profile). */
 typedef struct model_group {
 	size_t off, n; /* entries [off, off + n): distinct distances, ascending */
 	size_t pre;    /* prefix sums at [pre, pre + n]: pre = off + group index */
@@ -28,7 +28,10 @@ typedef struct model_group {
 	double W;      /* weight of finite (reused) samples */
 	double D;      /* dangling weight */
 	double C;      /* censored weight */
-	double refs;   /* weight of the group in the mean (its reference count) */
+	double W0;     /* weight of reuses at distance 0 (never a miss) */
+	double Wd;     /* sum of w d over finite samples */
+	double Wd2;    /* sum of w d^2 */
+	double refs;   /* weight of the group in the mean (its windows' references) */
 } model_group;
 
 /* Samples grouped and sorted once per curve call. */
@@ -36,20 +39,22 @@ typedef struct model_data {
 	size_t ngroups;
 	model_group *groups;
 	size_t n;
-	uint64_t *dist; /* distinct distances per group, ascending */
-	double *d;      /* the same as double */
-	double *w;      /* summed weight of the samples with that distance */
-	double *pw;     /* exclusive prefix sums of w within the group */
-	double *pwd;    /* ... of w * d */
-	double *pwd2;   /* ... of w * d * d */
+	double *d;    /* distinct distances per group, ascending */
+	double *w;    /* summed weight of the samples with that distance */
+	double *pw;   /* exclusive prefix sums of w within the group */
+	double *pwd;  /* ... of w * d (only when built with moments) */
+	double *pwd2; /* ... of w * d * d (only when built with moments) */
 } model_data;
 
 /*
- * Build model data from p: one group per window (per_window) or one group for
- * the whole profile. LOMAS_EFORMAT for samples naming unknown windows or
+ * Build model data from p, grouping samples by window: blocks of `block`
+ * consecutive windows of each thread (1 = one group per window), or one
+ * group for the whole profile when block is 0. moments: also the prefix
+ * sums pwd and pwd2. LOMAS_EFORMAT for samples naming unknown windows or
  * states; LOMAS_ERANGE when no sample has weight.
  */
-lomas_status model_data_build(const struct lomas_profile *p, bool per_window, model_data *m);
+lomas_status model_data_build(const struct lomas_profile *p, size_t block, bool moments,
+			      model_data *m);
 void model_data_free(model_data *m);
 
 /*
@@ -58,7 +63,20 @@ void model_data_free(model_data *m);
  */
 lomas_status statcache_curve(const model_data *m, const double *lines, size_t n, bool cold,
 			     double *ratios);
-/* StatCache root R of one group for a cache of L lines (0 <= R <= 1). */
+/*
+ * The same from F(x) tabulated per window on a geometric grid (see
+ * statcache_grid.c): much faster for many sizes, within ~1.2e-5 of the exact
+ * roots. Sizes ascending. lomas_model_curve uses it from MODEL_GRID_MIN sizes.
+ */
+lomas_status statcache_curve_grid(const model_data *m, const double *lines, size_t n, bool cold,
+				  double *ratios);
+#define MODEL_GRID_MIN 8
+
+/*
+ * StatCache root R of group gi for a cache of L lines (0 <= R <= 1) with
+ * GSL's Brent solver (tolerance 1e-10); hi: a known upper bound on R (the
+ * root for a smaller cache, or 1); solver: a gsl_root_fsolver (Brent).
+ */
 double statcache_group_ratio(const model_data *m, size_t gi, double L, bool cold, double hi,
 			     void *solver);
 
@@ -70,7 +88,7 @@ lomas_status statstack_curve(const model_data *m, const double *lines, size_t n,
  * StatStack over the whole profile instead of per window (the public API
  * uses per-window groups; this is kept for comparison in the tests).
  */
-lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes,
-				    size_t n, unsigned flags, double *ratios);
+lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes, size_t n,
+				    unsigned flags, double *ratios);
 
 #endif

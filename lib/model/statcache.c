@@ -64,14 +64,6 @@ static double sc_g(double R, void *params)
 	return sc_sum(f, -R * f->lg) + f->extra - R * f->g->S;
 }
 
-/* Weight of the group's finite samples with a distance above 0. */
-static double positive_weight(const model_data *m, const model_group *g)
-{
-	if (g->n > 0 && m->dist[g->off] == 0)
-		return g->W - m->w[g->off];
-	return g->W;
-}
-
 double statcache_group_ratio(const model_data *m, size_t gi, double L, bool cold, double hi,
 			     void *solver)
 {
@@ -88,7 +80,7 @@ double statcache_group_ratio(const model_data *m, size_t gi, double L, bool cold
 	fn.extra = g->C + (cold ? g->D : 0.0);
 	if (L < 2.0) {
 		/* One line: every reuse with another reference between misses. */
-		r = (positive_weight(m, g) + fn.extra) / g->S;
+		r = (g->W - g->W0 + fn.extra) / g->S;
 		return r < 1.0 ? r : 1.0;
 	}
 	fn.lg = log1p(-1.0 / L);
@@ -110,7 +102,7 @@ double statcache_group_ratio(const model_data *m, size_t gi, double L, bool cold
 		glo = fn.extra;
 	} else {
 		/* g(0) = 0 and g concave: a root in (0, 1] iff g'(0) > 0. */
-		double slope = -fn.lg * m->pwd[g->pre + g->n] - g->S;
+		double slope = -fn.lg * g->Wd - g->S;
 		if (!(slope > 0.0))
 			return 0.0;
 		up = hi;

@@ -6,9 +6,13 @@
  *
  * The public model applies it per window, like StatCache: a window's
  * distribution describes the references of that window, so programs whose
- * working set changes between phases are not blurred into one distribution
- * (test_accuracy measures both; model_curve_lru_global keeps the
- * whole-profile variant for that comparison).
+ * working set changes between phases are not blurred into one distribution.
+ * test_accuracy measures both (model_curve_lru_global keeps the
+ * whole-profile variant): on a phased trace per window gives 0.19 pp mean
+ * absolute error against exact LRU where the whole profile gives 3.7 pp; on
+ * stationary traces the whole profile is up to 0.3 pp better, because a
+ * window's 256 samples put a little noise on SD near a sharp cliff (pooling
+ * 4 or 16 windows did not remove that and hurt the phased trace).
  */
 #include <stdlib.h>
 

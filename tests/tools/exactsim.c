@@ -273,7 +273,8 @@ int main(int argc, char **argv)
 		if (!copy)
 			die("out of memory");
 		sizes = xmalloc((strlen(sizes_arg) / 2 + 2) * sizeof *sizes);
-		for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		for (char *tok = strtok_r(copy, ",", &save); tok;
+		     tok = strtok_r(NULL, ",", &save)) {
 			sizes[nsizes] = parse_u64(tok, "size");
 			if (sizes[nsizes] == 0 || sizes[nsizes] % line_size)
 				die("sizes must be positive multiples of the line size");

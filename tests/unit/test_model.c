@@ -64,8 +64,8 @@ static double g_ref(const lomas_profile *p, uint32_t win, double L, double R, bo
 			continue;
 		S += s->weight;
 		if (s->state == LOMAS_SAMPLE_REUSED)
-			sum += s->weight *
-			       (1.0L - powl(1.0L - 1.0L / L, (long double)R * (s->end - s->start - 1)));
+			sum += s->weight * (1.0L - powl(1.0L - 1.0L / L,
+							(long double)R * (s->end - s->start - 1)));
 		else if (s->state == LOMAS_SAMPLE_CENSORED || cold)
 			sum += s->weight;
 	}
@@ -151,7 +151,7 @@ static void test_statcache_zero(void **state)
 	assert_true(r == 0.0);
 	/* With cold misses the dangling half misses: g(R) = 10 f(10R) + 10 - 20R. */
 	assert_int_equal(
-		lomas_model_miss_ratio(p, LOMAS_POLICY_RANDOM, 64000, 0, LOMAS_MODEL_COLD, &r), 0);
+	    lomas_model_miss_ratio(p, LOMAS_POLICY_RANDOM, 64000, 0, LOMAS_MODEL_COLD, &r), 0);
 	assert_true(r > 0.5 && fabs(g_ref(p, 0, 1000, r, true)) < 1e-10);
 	lomas_profile_free(p);
 
@@ -181,8 +181,10 @@ static void test_monotone_and_curve(void **state)
 			for (size_t i = 0; i < 81; i++) {
 				double r;
 				assert_int_equal(
-					lomas_model_miss_ratio(p, pol, sizes[i], 0, fl, &r), 0);
-				assert_true(fabs(r - curve[i]) < 1e-9);
+				    lomas_model_miss_ratio(p, pol, sizes[i], 0, fl, &r), 0);
+				/* The curve solves StatCache on a grid: within 2e-5. */
+				assert_true(fabs(r - curve[i]) <
+					    (pol == LOMAS_POLICY_RANDOM ? 2e-5 : 1e-12));
 				if (i > 0)
 					assert_true(curve[i] <= curve[i - 1] + 1e-12);
 				assert_true(curve[i] >= 0.0 && curve[i] <= 1.0);
@@ -196,6 +198,44 @@ static void test_monotone_and_curve(void **state)
 		}
 		/* Small caches miss more than big ones, by a lot here. */
 		assert_true(curve[0] > 0.5);
+	}
+	lomas_profile_free(p);
+}
+
+/*
+ * The many-size StatCache path (a tabulated grid) against single-size exact
+ * roots, at its edges: one-line caches, huge caches, distance-0 reuses,
+ * censored and dangling samples, distances up to 1e15, single-distance windows.
+ */
+static void test_curve_edges(void **state)
+{
+	uint64_t refs[4] = {5000, 100, 7000, 300};
+	uint64_t sizes[24];
+	double curve[24];
+	(void)state;
+	lomas_profile *p = mkprofile(64, 4, refs);
+	for (int i = 0; i < 30; i++) {
+		add(p, 0, LOMAS_SAMPLE_REUSED, (uint64_t)i * i * i * 1000, 1.0);
+		add(p, 1, LOMAS_SAMPLE_REUSED, 777, 2.0);
+		add(p, 2, LOMAS_SAMPLE_REUSED, 0, 1.0);
+		add(p, 2, LOMAS_SAMPLE_REUSED, 1000000000000000ull, 1.0);
+	}
+	add(p, 0, LOMAS_SAMPLE_CENSORED, 0, 1.0);
+	add(p, 3, LOMAS_SAMPLE_DANGLING, 0, 1.0);
+	add(p, 3, LOMAS_SAMPLE_REUSED, 3, 1.0);
+	for (int i = 0; i < 24; i++)
+		sizes[i] = 64ull << (2 * i); /* 1 line .. 2^46 lines */
+	sizes[1] = 128;
+	for (int pol = 0; pol < 2; pol++) {
+		for (unsigned fl = 0; fl <= LOMAS_MODEL_COLD; fl++) {
+			assert_int_equal(lomas_model_curve(p, pol, sizes, 24, 0, fl, curve), 0);
+			for (int i = 0; i < 24; i++) {
+				double r;
+				assert_int_equal(
+				    lomas_model_miss_ratio(p, pol, sizes[i], 0, fl, &r), 0);
+				assert_true(fabs(r - curve[i]) < 2e-5);
+			}
+		}
 	}
 	lomas_profile_free(p);
 }
@@ -217,8 +257,8 @@ static void test_statstack_exact(void **state)
 		double want;
 	} cases[] = {{1, 0.5}, {7, 0.5}, {8, 0.25}, {52, 0.25}, {53, 0.0}, {1000, 0.0}};
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-		assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, cases[i].L * 8, 0, 0, &r),
-				 0);
+		assert_int_equal(
+		    lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, cases[i].L * 8, 0, 0, &r), 0);
 		assert_true(fabs(r - cases[i].want) < 1e-12);
 		assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, cases[i].L * 8, 0,
 							LOMAS_MODEL_COLD, &r),
@@ -260,7 +300,7 @@ static void test_window_weighting(void **state)
 	lomas_profile *p = mkprofile(64, 3, refs);
 	for (int i = 0; i < 20; i++) {
 		add(p, 0, LOMAS_SAMPLE_REUSED, 1000000, 1.0); /* always misses in 64 lines */
-		add(p, 1, LOMAS_SAMPLE_REUSED, 0, 5.0);       /* never misses */
+		add(p, 1, LOMAS_SAMPLE_REUSED, 0, 5.0);	      /* never misses */
 	}
 	/* Window 2 has no samples and takes no part. */
 	for (int pol = 0; pol < 2; pol++) {
@@ -320,8 +360,7 @@ static void test_errors(void **state)
 			 LOMAS_EINVAL);
 	assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_RANDOM, 4096, 0, 0, NULL),
 			 LOMAS_EINVAL);
-	assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_RANDOM, NULL, 2, 0, 0, r),
-			 LOMAS_EINVAL);
+	assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_RANDOM, NULL, 2, 0, 0, r), LOMAS_EINVAL);
 	assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_RANDOM, sizes, 1, 0, 0, NULL),
 			 LOMAS_EINVAL);
 	assert_int_equal(lomas_model_miss_ratio(p, (lomas_policy)7, 4096, 0, 0, r), LOMAS_EINVAL);
@@ -333,16 +372,14 @@ static void test_errors(void **state)
 	assert_non_null(strstr(lomas_error_message(), "64-byte"));
 	assert_non_null(strstr(lomas_error_message(), "128-byte"));
 	assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, 0, 0, 0, r), LOMAS_EINVAL);
-	assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_LRU, sizes, 2, 0, 0, r),
-			 LOMAS_EINVAL);
+	assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_LRU, sizes, 2, 0, 0, r), LOMAS_EINVAL);
 	assert_non_null(strstr(lomas_error_message(), "100"));
 	assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, 4096, 64, 0, r), LOMAS_OK);
 	assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_LRU, sizes, 0, 0, 0, r), LOMAS_OK);
 	/* A sample naming a window that does not exist. */
 	add(p, 0, LOMAS_SAMPLE_REUSED, 5, 1.0);
 	p->samples.items[1].window = 9;
-	assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, 4096, 0, 0, r),
-			 LOMAS_EFORMAT);
+	assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, 4096, 0, 0, r), LOMAS_EFORMAT);
 	lomas_profile_free(p);
 }
 
@@ -383,11 +420,12 @@ static void test_default_sizes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_f_numerics),     cmocka_unit_test(test_statcache_root),
-		cmocka_unit_test(test_statcache_zero), cmocka_unit_test(test_monotone_and_curve),
-		cmocka_unit_test(test_statstack_exact), cmocka_unit_test(test_lru_cliff),
-		cmocka_unit_test(test_window_weighting), cmocka_unit_test(test_censored),
-		cmocka_unit_test(test_errors),         cmocka_unit_test(test_default_sizes),
+	    cmocka_unit_test(test_f_numerics),	    cmocka_unit_test(test_statcache_root),
+	    cmocka_unit_test(test_statcache_zero),  cmocka_unit_test(test_monotone_and_curve),
+	    cmocka_unit_test(test_statstack_exact), cmocka_unit_test(test_lru_cliff),
+	    cmocka_unit_test(test_curve_edges),	    cmocka_unit_test(test_window_weighting),
+	    cmocka_unit_test(test_censored),	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_default_sizes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
