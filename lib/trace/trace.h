@@ -1,7 +1,104 @@
-/* lib/trace internal interface (STUB: helper trace fills this in). */
+/*
+ * lib/trace internal interface: the trace clock (exact forward reuse of
+ * sampled references in a recorded reference stream) and the Valgrind lackey
+ * reader that feeds it.
+ *
+ * The clock keeps, per thread, the number of references made so far (the
+ * thread's clock). A global countdown of geometric gaps (rng_gap) picks the
+ * sampled references; each sample watches its line until the same thread
+ * touches that line again. Watched lines sit in an open-addressing hash
+ * table (linear probing, backward-shift deletion) behind a byte filter
+ * indexed by the same hash, so an unwatched reference costs one filter load.
+ */
 #ifndef LOMAS_TRACE_H
 #define LOMAS_TRACE_H
 
+#include <stdio.h>
+
 #include "../core/core.h"
+
+#define TRACE_NONE UINT32_MAX
+
+/* Auto period: thin (double the period, keep each sample with p = 1/2) here. */
+#define TRACE_AUTO_MAX_SAMPLES 40000u
+
+/* Lines of a lackey file longer than this (other than Valgrind's own) are malformed. */
+#define LACKEY_MAX_LINE 512
+
+/* An open sample: the line it watches, its sample index, its thread. */
+typedef struct trace_watch {
+	uint64_t line;
+	uint64_t sample; /* index into trace.samples */
+	uint32_t thread; /* profile thread index */
+	uint32_t next;	 /* next watch on the same line, or next free; TRACE_NONE ends */
+} trace_watch;
+
+/* A slot of the watched-line table: line → first watch on it. */
+typedef struct trace_slot {
+	uint64_t line; /* UINT64_MAX = empty (lines are addr >> 3 at least) */
+	uint32_t head;
+	uint32_t reserved;
+} trace_slot;
+
+typedef struct trace_thread {
+	uint64_t tid;
+	uint64_t refs; /* the thread's clock: references made so far */
+} trace_thread;
+
+/* A slot of the thread-id map (tid → index into threads). */
+typedef struct trace_tslot {
+	uint64_t tid;
+	uint32_t idx; /* TRACE_NONE = empty */
+	uint32_t reserved;
+} trace_tslot;
+
+struct lomas_trace {
+	/* hot state */
+	uint64_t countdown; /* references until the next sample (1 = this one) */
+	uint8_t *filter;    /* saturating count of watches per hash bucket; 255 sticks */
+	unsigned filter_shift;
+	unsigned line_shift;
+	unsigned table_shift;
+	uint64_t last_tid; /* one-entry thread cache */
+	uint32_t last_idx; /* TRACE_NONE = cache empty */
+	bool finished;
+
+	struct lomas_config cfg;
+	bool auto_period;
+	uint64_t period; /* mean period in force */
+	rng rng;
+
+	VEC(trace_thread) threads;
+	trace_tslot *tmap; /* capacity tmap_mask + 1, power of two */
+	size_t tmap_mask;
+
+	VEC(lomas_sample) samples; /* creation order; reserved = watch index + 1 while open */
+	size_t oldest;		   /* no open sample below this index */
+
+	trace_slot *table;
+	size_t table_mask;
+	size_t table_used; /* distinct watched lines */
+
+	trace_watch *watches;
+	size_t watches_cap;
+	uint32_t free_watch; /* free list head */
+	size_t open;	     /* open samples */
+	uint64_t censored;   /* samples censored by max_samples_live */
+};
+
+/*
+ * Feed one reference without argument checks (the caller guarantees t is
+ * live and unfinished and kind is LOMAS_REF_LOAD or LOMAS_REF_STORE).
+ */
+lomas_status trace_ref_fast(struct lomas_trace *t, uint64_t thread, uint64_t addr, uint64_t pc,
+			    unsigned kind);
+
+/*
+ * The lackey reader over a stream with a read buffer of buf_bytes (clamped
+ * to at least 2 * LACKEY_MAX_LINE); the public functions use a large one,
+ * tests use small ones to exercise lines split across reads.
+ */
+lomas_status lackey_read_stream(const lomas_config *cfg, FILE *in, const char *name,
+				size_t buf_bytes, lomas_profile **out);
 
 #endif
