@@ -225,9 +225,8 @@ static void print_graph(const double *rnd, const double *lru, const struct cache
 		grid[rr][c] = '*';
 		grid[rl][c] = rr == rl ? '#' : 'o';
 	}
-	printf(
-	    "\nworking-set graph: miss ratio by cache size (fully associative, cold misses %s)\n",
-	    cold ? "included" : "excluded");
+	printf("\nworking-set graph (fully associative; cold misses %s)\n",
+	       cold ? "included" : "excluded");
 	for (int r = 0; r < GRAPH_H; r++) {
 		if (r % 4 == 0) {
 			double v = top * (double)(GRAPH_H - 1 - r) / (GRAPH_H - 1);

@@ -88,7 +88,7 @@ class Traces:
             # ~2M data references: column walks of B.
             "matmul": [_workload("matmul", self.dir), "80"],
             # 4096 x 64 B nodes (256 KiB) in random order: an LRU cliff there.
-            "chase": [_workload("chase", self.dir), "4096", "150000"],
+            "chase": [_workload("chase", self.dir), "4096", "800000"],
             "ls": ["/bin/ls", "/"],
             "gzip": ["/bin/gzip", "-c", small],
         }[name]
@@ -352,7 +352,7 @@ def test_malformed_trace(tmp_path):
                      " L 1fff000708,8\n")
     line = one_line_error(demo("analyze", "--lackey", trace, "-o", tmp_path / "o.lomas",
                                "--period", 1), "analyze")
-    assert re.search(r"line\D{0,3}4\b", line), line
+    assert re.search(r"line\D{0,3}4\b|:4:", line), line  # "line 4" or "FILE:4:"
     assert not (tmp_path / "o.lomas").exists()
 
 
@@ -396,4 +396,4 @@ def test_closed_stdout_does_not_crash(chase_profile):
         with open("/dev/full", "w") as full:
             r = subprocess.run([DEMO, "export", "--csv", prof], stdout=full,
                                stderr=subprocess.PIPE, text=True, timeout=60)
-        one_line_error(r, "export", "standard output")
+        one_line_error(r, "export", "(?i)no space left|write")

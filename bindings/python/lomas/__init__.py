@@ -292,7 +292,11 @@ class Config:
             _config_free(self._h)
             self._h = None
 
-    __del__ = close
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
 
     def __enter__(self):
         return self
@@ -434,7 +438,11 @@ class Profile:
             _profile_free(self._h)
             self._h = None
 
-    __del__ = close
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
 
     def __enter__(self):
         return self
@@ -500,7 +508,11 @@ class Trace:
             _trace_free(self._h)
             self._h = None
 
-    __del__ = close
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
 
     def __enter__(self):
         return self

@@ -1,0 +1,264 @@
+/*
+ * lomas-demo record: run or attach to a program under a live clock and save
+ * its profile. Exit status as `time` and valgrind: the target's own status
+ * (128+N if signal N killed it); 125 when lomas itself fails or the
+ * command line is wrong, 126 when the command cannot run, 127 when it is not
+ * found (like env and timeout). SIGINT/SIGTERM detach and save what was
+ * collected.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "lomas/lomas.h"
+#include "record_session.h"
+
+#define EXIT_LOMAS 125
+#define EXIT_CANNOT_RUN 126
+#define EXIT_NOT_FOUND 127
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_stop_signal(int sig)
+{
+	stop_signal = sig;
+}
+
+static void record_usage(FILE *f)
+{
+	fprintf(f, "usage: lomas-demo record [-o OUT.lomas] [--clock auto|inline|step|pmu]\n"
+		   "                         [--period N|auto] [--seed S] [--line-size B]\n"
+		   "                         [--window N] [--max-skid N] -- CMD [ARGS...]\n"
+		   "       lomas-demo record [options] -p PID\n");
+}
+
+static int fail(const char *what)
+{
+	fprintf(stderr, "lomas-demo: record: %s: %s\n", what, lomas_error_message());
+	return EXIT_LOMAS;
+}
+
+/* Like execvp's search: 0 found and executable, else 126 or 127 with a message. */
+static int check_command(const char *cmd)
+{
+	const char *path = getenv("PATH");
+	char buf[PATH_MAX];
+	int denied = 0;
+	if (strchr(cmd, '/')) {
+		struct stat st;
+		if (stat(cmd, &st) != 0) {
+			fprintf(stderr, "lomas-demo: record: %s: %s\n", cmd, strerror(errno));
+			return EXIT_NOT_FOUND;
+		}
+		if (S_ISDIR(st.st_mode) || access(cmd, X_OK) != 0) {
+			fprintf(stderr, "lomas-demo: record: %s: %s\n", cmd,
+				strerror(S_ISDIR(st.st_mode) ? EISDIR : EACCES));
+			return EXIT_CANNOT_RUN;
+		}
+		return 0;
+	}
+	if (!path)
+		path = "/usr/local/bin:/usr/bin:/bin";
+	for (;;) {
+		const char *colon = strchr(path, ':');
+		int dl = colon ? (int)(colon - path) : (int)strlen(path);
+		struct stat st;
+		snprintf(buf, sizeof buf, "%.*s%s%s", dl, path, dl ? "/" : "", cmd);
+		if (stat(buf, &st) == 0 && !S_ISDIR(st.st_mode)) {
+			if (access(buf, X_OK) == 0)
+				return 0;
+			denied = 1;
+		}
+		if (!colon)
+			break;
+		path = colon + 1;
+	}
+	fprintf(stderr, "lomas-demo: record: %s: %s\n", cmd,
+		denied ? strerror(EACCES) : "command not found");
+	return denied ? EXIT_CANNOT_RUN : EXIT_NOT_FOUND;
+}
+
+/* One progress line on stderr when it is a terminal. */
+static void progress(lomas_session *s)
+{
+	lomas_stats st;
+	if (lomas_session_stats(s, &st) == LOMAS_OK)
+		fprintf(stderr, "\r[lomas] %.1fs  %llu refs  %llu samples  %llu faults   ",
+			(double)st.elapsed_ns / 1e9, (unsigned long long)st.refs,
+			(unsigned long long)st.samples, (unsigned long long)st.faults);
+}
+
+static int save_profile(lomas_session *s, const char *out, int argc, char **argv)
+{
+	lomas_profile *p;
+	lomas_profile_info info;
+	char cmdline[4096] = "";
+	size_t used = 0;
+	if (lomas_session_profile(s, &p))
+		return fail("collecting the profile");
+	for (int i = 0; i < argc && used + 2 < sizeof cmdline; i++) {
+		int n = snprintf(cmdline + used, sizeof cmdline - used, "%s%s", i ? " " : "",
+				 argv[i]);
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+	if (argc > 0)
+		lomas_profile_meta_set(p, "command", cmdline);
+	if (lomas_profile_save(p, out)) {
+		lomas_profile_free(p);
+		return fail(out);
+	}
+	if (lomas_profile_info_get(p, &info) == LOMAS_OK)
+		fprintf(stderr,
+			"lomas-demo: record: %llu samples (%llu reused, %llu dangling, %llu "
+			"censored) over %llu references written to %s\n",
+			(unsigned long long)info.samples, (unsigned long long)info.reused,
+			(unsigned long long)info.dangling, (unsigned long long)info.censored,
+			(unsigned long long)info.refs, out);
+	lomas_profile_free(p);
+	return 0;
+}
+
+int record_main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{"output", required_argument, NULL, 'o'},
+		{"clock", required_argument, NULL, 'c'},
+		{"period", required_argument, NULL, 'P'},
+		{"seed", required_argument, NULL, 's'},
+		{"line-size", required_argument, NULL, 'l'},
+		{"window", required_argument, NULL, 'w'},
+		{"max-skid", required_argument, NULL, 'k'},
+		{"pid", required_argument, NULL, 'p'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	static const struct {
+		int opt;
+		const char *key;
+	} keys[] = {{'c', "clock"}, {'P', "period"}, {'s', "seed"},
+		    {'l', "line_size"}, {'w', "window"}, {'k', "max_skid"}};
+	const char *out = "lomas.lomas";
+	long pid = 0;
+	lomas_config *cfg;
+	lomas_session *s;
+	struct sigaction sa, old_int, old_term;
+	int c, rc, running = 1, wait_status = 0, tty = isatty(2);
+	lomas_status st;
+
+	if (lomas_config_new(&cfg))
+		return fail("config");
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "+o:p:h", opts, NULL)) != -1) {
+		const char *key = NULL;
+		for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+			if (keys[i].opt == c)
+				key = keys[i].key;
+		if (key) {
+			if (lomas_config_set(cfg, key, optarg)) {
+				fprintf(stderr, "lomas-demo: record: %s\n", lomas_error_message());
+				lomas_config_free(cfg);
+				return EXIT_LOMAS;
+			}
+			continue;
+		}
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'p': {
+			char *end;
+			pid = strtol(optarg, &end, 10);
+			if (*end || pid <= 0 || pid > INT_MAX) {
+				fprintf(stderr, "lomas-demo: record: -p: '%s' is not a pid\n",
+					optarg);
+				lomas_config_free(cfg);
+				return EXIT_LOMAS;
+			}
+			break;
+		}
+		case 'h':
+			record_usage(stdout);
+			lomas_config_free(cfg);
+			return 0;
+		default:
+			record_usage(stderr);
+			lomas_config_free(cfg);
+			return EXIT_LOMAS;
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if ((pid != 0) == (argc > 0)) {
+		fprintf(stderr, "lomas-demo: record: give either a command after '--' or -p PID\n");
+		lomas_config_free(cfg);
+		return EXIT_LOMAS;
+	}
+	if (argc > 0 && (rc = check_command(argv[0]))) {
+		lomas_config_free(cfg);
+		return rc;
+	}
+
+	if (pid)
+		st = lomas_session_attach(cfg, (int)pid, &s);
+	else
+		st = lomas_session_start(cfg, argv, &s);
+	lomas_config_free(cfg);
+	if (st) {
+		if (st == LOMAS_ENOENT && argc > 0)
+			return fprintf(stderr, "lomas-demo: record: %s\n", lomas_error_message()),
+			       EXIT_NOT_FOUND;
+		return fail(pid ? "attach" : "start");
+	}
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &old_int);
+	sigaction(SIGTERM, &sa, &old_term);
+	while (running && !stop_signal) {
+		if ((st = lomas_session_poll(s, tty ? 500 : 200, &running)))
+			break;
+		if (tty && running)
+			progress(s);
+	}
+	if (tty)
+		fputc('\n', stderr);
+	sigaction(SIGINT, &old_int, NULL);
+	sigaction(SIGTERM, &old_term, NULL);
+
+	if (st) {
+		fprintf(stderr, "lomas-demo: record: %s\n", lomas_error_message());
+		lomas_session_stop(s);
+		save_profile(s, out, argc, argv);
+		lomas_session_free(s);
+		return EXIT_LOMAS;
+	}
+	if (running) { /* SIGINT/SIGTERM: detach, keep what we have */
+		if (lomas_session_stop(s))
+			fprintf(stderr, "lomas-demo: record: detach: %s\n", lomas_error_message());
+		else
+			fprintf(stderr, "lomas-demo: record: detached on signal %d; the target "
+					"runs on\n",
+				(int)stop_signal);
+		rc = save_profile(s, out, argc, argv);
+		lomas_session_free(s);
+		return rc ? rc : 128 + (int)stop_signal;
+	}
+	lomas_session_wait(s, &wait_status);
+	rc = save_profile(s, out, argc, argv);
+	lomas_session_free(s);
+	if (rc)
+		return rc;
+	if (WIFEXITED(wait_status))
+		return WEXITSTATUS(wait_status);
+	if (WIFSIGNALED(wait_status))
+		return 128 + WTERMSIG(wait_status);
+	return 0;
+}
