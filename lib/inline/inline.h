@@ -125,6 +125,9 @@ void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift)
 /* Forget every open sample and clear the filter. */
 void wt_clear(watch_table *wt);
 
+/* Is the line of addr watched? (Read-only: no lock needed by the owner.) */
+bool wt_watched(const watch_table *wt, uint64_t addr);
+
 /*
  * A reference to addr at clock by the instruction pc: if its line is watched,
  * end that sample (REUSED, end = clock) into *out and return true.

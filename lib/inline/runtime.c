@@ -417,6 +417,10 @@ __attribute__((noinline, cold)) void lomas__slow(const void *addr, unsigned info
 		if (!t)
 			return;
 	}
+	/* A filter hit on an unwatched line (an alias), the common case of a
+	 * full table: only the owner writes the table, so look without the lock. */
+	if (f->countdown != 0 && !t->trace && !wt_watched(&t->wt, (uintptr_t)addr))
+		return;
 	f->busy = 1;
 	rt_spin_lock(&t->lock);
 	clock = f->zero_clock - f->countdown;

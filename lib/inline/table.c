@@ -212,6 +212,15 @@ static void slot_to_sample(const wt_slot *s, isample *out)
 	out->level = s->level;
 }
 
+bool wt_watched(const watch_table *wt, uint64_t addr)
+{
+	uint64_t line = addr >> wt->line_shift;
+	for (uint32_t i = wt->buckets[bucket_of(wt, line)]; i != WT_NONE; i = wt->slots[i].next)
+		if (wt->slots[i].line == line)
+			return true;
+	return false;
+}
+
 bool wt_touch(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, isample *out)
 {
 	uint64_t line = addr >> wt->line_shift;
