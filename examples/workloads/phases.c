@@ -31,7 +31,8 @@ int main(int argc, char **argv)
 	for (long r = 0; r < rounds; r++) {
 		for (long i = 0; i < nb; i += 4) /* phase 1: sweep, one word per 16 bytes */
 			sum += a[i];
-		for (long i = 0; i < nb / 4; i++) { /* phase 2: as many random reads of the small array */
+		for (long i = 0; i < nb / 4;
+		     i++) { /* phase 2: as many random reads of the small array */
 			x ^= x << 13, x ^= x >> 17, x ^= x << 5;
 			sum += s[x % (uint32_t)ns];
 		}

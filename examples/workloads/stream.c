@@ -1,4 +1,5 @@
-/* Stream: the triad a[i] = b[i] + s * c[i] over three arrays of n doubles (default 1M), repeated. */
+/* Stream: the triad a[i] = b[i] + s * c[i] over three arrays of n doubles (default 1M), repeated.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 

@@ -96,7 +96,8 @@ bool inline_backend_detect(const char *program_path)
 	for (size_t i = 0; i < eh.e_shnum && !found; i++) {
 		Elf64_Shdr sh, strsh;
 		memcpy(&sh, img + eh.e_shoff + i * sizeof sh, sizeof sh);
-		if ((sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) || sh.sh_link >= eh.e_shnum)
+		if ((sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
+		    sh.sh_link >= eh.e_shnum)
 			continue;
 		memcpy(&strsh, img + eh.e_shoff + sh.sh_link * sizeof strsh, sizeof strsh);
 		found = symtab_has_marker(img, len, &sh, &strsh);
@@ -220,8 +221,9 @@ static lomas_status isess_profile(void *impl, lomas_profile **out)
 	inline_session *s = impl;
 	lomas_profile *p;
 	if (s->running || s->detached)
-		return error_set(LOMAS_ESTATE, "the inline clock's profile is written when the "
-					       "target exits%s",
+		return error_set(LOMAS_ESTATE,
+				 "the inline clock's profile is written when the "
+				 "target exits%s",
 				 s->detached ? " (the session was detached)" : "");
 	if (!s->profile)
 		return error_set(s->load_status ? s->load_status : LOMAS_EIO, "%s", s->load_error);
@@ -260,13 +262,13 @@ static void isess_free(void *impl)
 }
 
 static const session_ops inline_ops = {
-	.name = "inline",
-	.poll = isess_poll,
-	.stop = isess_stop,
-	.stats = isess_stats,
-	.profile = isess_profile,
-	.wait_status = isess_wait_status,
-	.free = isess_free,
+    .name = "inline",
+    .poll = isess_poll,
+    .stop = isess_stop,
+    .stats = isess_stats,
+    .profile = isess_profile,
+    .wait_status = isess_wait_status,
+    .free = isess_free,
 };
 
 static void join_command(char *const argv[], char *buf, size_t len)
@@ -300,8 +302,9 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 		tmp = "/tmp";
 	snprintf(s->dir, sizeof s->dir, "%s/lomas-inline-XXXXXX", tmp);
 	if (!mkdtemp(s->dir)) {
-		lomas_status st = error_set(LOMAS_EIO, "cannot create a temporary directory in %s: %s",
-					    tmp, strerror(errno));
+		lomas_status st =
+		    error_set(LOMAS_EIO, "cannot create a temporary directory in %s: %s", tmp,
+			      strerror(errno));
 		free(s);
 		return st;
 	}

@@ -19,7 +19,6 @@
 
 #define HOOK_API __attribute__((visibility("default")))
 
-
 #ifdef LOMAS_INLINE_SHARED
 #define PC_HINT ((uintptr_t)__builtin_return_address(0))
 #else

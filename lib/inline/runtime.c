@@ -24,18 +24,16 @@
 
 #include "inline.h"
 
-
-
 /* The hooks' TLS: a fresh thread visits the slow path at its first reference. */
 __thread inline_fast lomas__fast
-	__attribute__((tls_model("initial-exec"))) = {.countdown = 1, .index = UINT32_MAX};
+    __attribute__((tls_model("initial-exec"))) = {.countdown = 1, .index = UINT32_MAX};
 
 /* An all-zero filter for threads that are not sampling (bss: never faulted in). */
 uint8_t rt_zero_filter[FILTER_SIZE];
 
 /* Marker for inline_backend_detect and `nm`: this program carries the runtime. */
 __attribute__((visibility("default"), used)) const char lomas_inline_marker[] =
-	"lomas-inline " LOMAS_VERSION_STRING;
+    "lomas-inline " LOMAS_VERSION_STRING;
 
 inline_runtime rt = {.once = PTHREAD_ONCE_INIT,
 		     .mu = PTHREAD_MUTEX_INITIALIZER,
@@ -136,7 +134,8 @@ void rt_parse_env(settings *s)
 		if (config_parse_u64(v, &x) && line_size_valid(x))
 			s->line_size = (uint32_t)x;
 		else
-			rt_env_problem("LOMAS_LINE_SIZE", v, "is not a power of two from 8 to 65536");
+			rt_env_problem("LOMAS_LINE_SIZE", v,
+				       "is not a power of two from 8 to 65536");
 	}
 	if ((v = getenv("LOMAS_WINDOW")) && strcmp(v, "auto") != 0) {
 		if (config_parse_u64(v, &x) && x >= 1)
@@ -148,7 +147,8 @@ void rt_parse_env(settings *s)
 		if (config_parse_u64(v, &x) && x >= 1 && x <= (1u << 24))
 			s->max_live = (uint32_t)x;
 		else
-			rt_env_problem("LOMAS_MAX_LIVE", v, "is not a slot count from 1 to 16777216");
+			rt_env_problem("LOMAS_MAX_LIVE", v,
+				       "is not a slot count from 1 to 16777216");
 	}
 }
 
@@ -203,14 +203,15 @@ void rt_setup_output(void)
 		v = def;
 	}
 	if (!absolute(v, rt.output, sizeof rt.output)) {
-		rt_say("LOMAS_OUTPUT: %s: path too long or no working directory; no profile will be "
+		rt_say(
+		    "LOMAS_OUTPUT: %s: path too long or no working directory; no profile will be "
 		    "written",
 		    v);
 		return;
 	}
 	if (!output_writable(rt.output)) {
 		rt_say("LOMAS_OUTPUT: cannot write %s: %s; no profile will be written", rt.output,
-		    strerror(errno));
+		       strerror(errno));
 		return;
 	}
 	rt.output_ok = true;
@@ -305,7 +306,8 @@ static inline_thread *thread_attach(inline_fast *f)
 		atomic_flag_clear(&t->lock);
 		t->tid = gettid_u64();
 		if (f->index == UINT32_MAX)
-			f->index = t->tid == (uint64_t)getpid() ? 0 : atomic_fetch_add(&rt.next_index, 1);
+			f->index =
+			    t->tid == (uint64_t)getpid() ? 0 : atomic_fetch_add(&rt.next_index, 1);
 		t->index = f->index;
 		t->fast = f;
 		t->next = rt.threads;
@@ -433,7 +435,7 @@ __attribute__((noinline, cold)) void lomas__slow(const void *addr, unsigned info
 		if (wt_start(&t->wt, (uintptr_t)addr, clock, pc, kind, t->level, &s))
 			push_sample(t, &s);
 		t->next_sample =
-			clock + rng_gap(&t->gaps, t->base_period * (double)(1u << t->level));
+		    clock + rng_gap(&t->gaps, t->base_period * (double)(1u << t->level));
 		if (t->adaptive && t->done.n + t->wt.live >= 2u * AUTO_TARGET && t->level < 40)
 			thin(t, clock);
 	}
@@ -485,4 +487,3 @@ uint32_t lomas__next_thread_index(void)
 {
 	return atomic_fetch_add(&rt.next_index, 1);
 }
-

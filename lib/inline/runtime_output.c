@@ -272,8 +272,8 @@ lomas_status lomas_inline_start(const lomas_config *cfg)
 		rt.set.window = cfg->window_refs;
 		if (cfg->max_samples_live)
 			rt.set.max_live = cfg->max_samples_live > (1u << 24)
-						 ? (1u << 24)
-						 : (uint32_t)cfg->max_samples_live;
+					      ? (1u << 24)
+					      : (uint32_t)cfg->max_samples_live;
 	}
 	rt.explicit_mode = true;
 	rt.written = false;

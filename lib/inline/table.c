@@ -342,7 +342,8 @@ lomas_window window_at(uint64_t refs, uint64_t window_refs, uint64_t k, uint32_t
 		return w;
 	}
 	w.start = k * window_refs;
-	w.refs = w.start >= refs ? 0 : (refs - w.start < window_refs ? refs - w.start : window_refs);
+	w.refs =
+	    w.start >= refs ? 0 : (refs - w.start < window_refs ? refs - w.start : window_refs);
 	return w;
 }
 

@@ -210,7 +210,8 @@ static void test_store_thin_keeps_half(void **state)
 		for (size_t i = 0; i < c->n; i++) {
 			assert_int_equal(c->items[i].level, 1);
 			if (count)
-				assert_true(c->items[i].start > last); /* order kept, no duplicates */
+				assert_true(c->items[i].start >
+					    last); /* order kept, no duplicates */
 			last = c->items[i].start;
 			kept_sum += c->items[i].start;
 			count++;
@@ -275,10 +276,10 @@ static void test_profile_assembly(void **state)
 	lomas_profile *p;
 	table_fixture f;
 	sample_store done = {0};
-	isample s = {.start = 10, .end = 20, .addr = 0x1000, .state = LOMAS_SAMPLE_REUSED,
-		     .level = 0};
-	isample t = {.start = 700, .end = 900, .addr = 0x2000, .state = LOMAS_SAMPLE_CENSORED,
-		     .level = 3};
+	isample s = {
+	    .start = 10, .end = 20, .addr = 0x1000, .state = LOMAS_SAMPLE_REUSED, .level = 0};
+	isample t = {
+	    .start = 700, .end = 900, .addr = 0x2000, .state = LOMAS_SAMPLE_CENSORED, .level = 3};
 	isample c;
 	inline_thread_data td;
 	(void)state;
@@ -288,8 +289,8 @@ static void test_profile_assembly(void **state)
 	table_new(&f, 8, 6);
 	wt_start(&f.wt, 0x3000, 950, 0x400, LOMAS_REF_STORE, 1, &c);
 	/* Thread A: 1000 references in windows of 300; thread B: 10 references. */
-	td = (inline_thread_data){.tid = 42, .refs = 1000, .base_period = 5.0, .done = &done,
-				  .open = &f.wt};
+	td = (inline_thread_data){
+	    .tid = 42, .refs = 1000, .base_period = 5.0, .done = &done, .open = &f.wt};
 	assert_int_equal(inline_profile_add_thread(p, &td, 300), LOMAS_OK);
 	td = (inline_thread_data){.tid = 43, .refs = 10, .base_period = 5.0};
 	assert_int_equal(inline_profile_add_thread(p, &td, 300), LOMAS_OK);
@@ -320,15 +321,15 @@ static void test_profile_assembly(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_touch_ends_sample_with_distance),
-		cmocka_unit_test(test_filter_aliases_are_not_reuses),
-		cmocka_unit_test(test_large_lines_mark_every_block),
-		cmocka_unit_test(test_random_streams_match_naive_model),
-		cmocka_unit_test(test_zero_capacity_censors_at_once),
-		cmocka_unit_test(test_store_thin_keeps_half),
-		cmocka_unit_test(test_table_thin_drops_half),
-		cmocka_unit_test(test_window_accounting),
-		cmocka_unit_test(test_profile_assembly),
+	    cmocka_unit_test(test_touch_ends_sample_with_distance),
+	    cmocka_unit_test(test_filter_aliases_are_not_reuses),
+	    cmocka_unit_test(test_large_lines_mark_every_block),
+	    cmocka_unit_test(test_random_streams_match_naive_model),
+	    cmocka_unit_test(test_zero_capacity_censors_at_once),
+	    cmocka_unit_test(test_store_thin_keeps_half),
+	    cmocka_unit_test(test_table_thin_drops_half),
+	    cmocka_unit_test(test_window_accounting),
+	    cmocka_unit_test(test_profile_assembly),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
