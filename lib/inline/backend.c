@@ -1,15 +1,390 @@
-/* STUB (helper: inline). Session backend for programs built with the lomas-inline hooks. */
+/*
+ * The session backend for programs built with the lomas-inline hooks: the
+ * program samples itself, so the session only runs it (fork + exec, with
+ * LOMAS_OUTPUT pointing into a private temporary directory and the config as
+ * LOMAS_* variables), waits for it, and loads the profile it wrote at exit.
+ *
+ * stop = detach: the program keeps running on its own and writes its profile
+ * into the temporary directory when it exits; the directory is then left in
+ * place (its path is logged) and the session has no profile.
+ */
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "../session.h"
+
+extern char **environ;
+
+#define MARKER "lomas_inline_marker"
+
+/* ------------------------------------------------------------- detection */
+
+/* Does the symbol table in section sh (of an image of len bytes) define MARKER? */
+static bool symtab_has_marker(const uint8_t *img, size_t len, const Elf64_Shdr *sh,
+			      const Elf64_Shdr *strsh)
+{
+	if (sh->sh_entsize != sizeof(Elf64_Sym) || sh->sh_offset > len ||
+	    sh->sh_size > len - sh->sh_offset || strsh->sh_offset > len ||
+	    strsh->sh_size > len - strsh->sh_offset)
+		return false;
+	size_t n = sh->sh_size / sizeof(Elf64_Sym);
+	const char *strtab = (const char *)img + strsh->sh_offset;
+	for (size_t i = 0; i < n; i++) {
+		Elf64_Sym sym;
+		memcpy(&sym, img + sh->sh_offset + i * sizeof sym, sizeof sym);
+		if (sym.st_shndx == SHN_UNDEF || sym.st_name >= strsh->sh_size)
+			continue;
+		size_t room = strsh->sh_size - sym.st_name;
+		if (room > sizeof MARKER - 1 &&
+		    memcmp(strtab + sym.st_name, MARKER, sizeof MARKER) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* Read the whole file (a program: bounded to 1 GiB). */
+static uint8_t *read_file(const char *path, size_t *len)
+{
+	struct stat sb;
+	uint8_t *buf;
+	size_t off = 0;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size < (off_t)sizeof(Elf64_Ehdr) ||
+	    sb.st_size > (1l << 30) || !(buf = malloc((size_t)sb.st_size))) {
+		close(fd);
+		return NULL;
+	}
+	while (off < (size_t)sb.st_size) {
+		ssize_t r = read(fd, buf + off, (size_t)sb.st_size - off);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		off += (size_t)r;
+	}
+	close(fd);
+	*len = off;
+	return buf;
+}
 
 bool inline_backend_detect(const char *program_path)
 {
-	(void)program_path;
-	return false;
+	size_t len = 0;
+	uint8_t *img = program_path ? read_file(program_path, &len) : NULL;
+	bool found = false;
+	Elf64_Ehdr eh;
+	if (!img)
+		return false;
+	memcpy(&eh, img, sizeof eh);
+	if (memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_ident[EI_CLASS] != ELFCLASS64 ||
+	    eh.e_shentsize != sizeof(Elf64_Shdr) || eh.e_shoff > len ||
+	    (size_t)eh.e_shnum * sizeof(Elf64_Shdr) > len - eh.e_shoff)
+		goto done;
+	for (size_t i = 0; i < eh.e_shnum && !found; i++) {
+		Elf64_Shdr sh, strsh;
+		memcpy(&sh, img + eh.e_shoff + i * sizeof sh, sizeof sh);
+		if ((sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
+		    sh.sh_link >= eh.e_shnum)
+			continue;
+		memcpy(&strsh, img + eh.e_shoff + sh.sh_link * sizeof strsh, sizeof strsh);
+		found = symtab_has_marker(img, len, &sh, &strsh);
+	}
+done:
+	free(img);
+	return found;
+}
+
+/* --------------------------------------------------------------- session */
+
+typedef struct inline_session {
+	pid_t pid;
+	bool running, detached;
+	int wait_status;
+	char dir[64];
+	char output[96];
+	char command[1024];
+	lomas_profile *profile; /* loaded once the target has ended */
+	lomas_status load_status;
+	char load_error[256];
+} inline_session;
+
+static void set_env(char **env, size_t *n, const char *key, const char *value, char *storage,
+		    size_t cap)
+{
+	size_t kl = strlen(key);
+	snprintf(storage, cap, "%s=%s", key, value);
+	for (size_t i = 0; i < *n; i++)
+		if (strncmp(env[i], key, kl) == 0 && env[i][kl] == '=') {
+			env[i] = storage;
+			return;
+		}
+	env[(*n)++] = storage;
+}
+
+static void load_profile(inline_session *s)
+{
+	lomas_status st = lomas_profile_load(s->output, &s->profile);
+	if (st) {
+		s->load_status = st;
+		snprintf(s->load_error, sizeof s->load_error,
+			 "the target wrote no readable profile (%s)", lomas_error_message());
+		s->profile = NULL;
+	} else {
+		profile_meta_setf(s->profile, "clock", "inline");
+		if (s->command[0])
+			profile_meta_setf(s->profile, "command", "%s", s->command);
+	}
+	unlink(s->output);
+	rmdir(s->dir);
+}
+
+static void ended(inline_session *s, int status)
+{
+	s->running = false;
+	s->wait_status = status;
+	load_profile(s);
+}
+
+static lomas_status isess_poll(void *impl, int timeout_ms, bool *running)
+{
+	inline_session *s = impl;
+	struct timespec t0, now;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (s->running && !s->detached) {
+		int status;
+		pid_t r = waitpid(s->pid, &status, timeout_ms < 0 ? 0 : WNOHANG);
+		if (r == s->pid) {
+			ended(s, status);
+			break;
+		}
+		if (r < 0 && errno != EINTR) {
+			s->running = false;
+			*running = false;
+			return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)s->pid,
+					 strerror(errno));
+		}
+		if (r == 0) {
+			long ms;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			ms = (now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+			if (ms >= timeout_ms)
+				break;
+			poll(NULL, 0, timeout_ms - ms < 10 ? (int)(timeout_ms - ms) : 10);
+		}
+	}
+	*running = s->running && !s->detached;
+	return LOMAS_OK;
+}
+
+static lomas_status isess_stop(void *impl)
+{
+	inline_session *s = impl;
+	if (s->running && !s->detached) {
+		s->detached = true;
+		log_msg(LOMAS_LOG_INFO,
+			"inline clock: detached from pid %d; it writes its profile to %s when it "
+			"exits",
+			(int)s->pid, s->output);
+	}
+	return LOMAS_OK;
+}
+
+static lomas_status isess_stats(void *impl, lomas_stats *out)
+{
+	inline_session *s = impl;
+	lomas_profile_info info;
+	if (!s->profile || lomas_profile_info_get(s->profile, &info))
+		return LOMAS_OK; /* nothing known until the target exits */
+	out->refs = info.refs;
+	out->samples = info.samples;
+	out->reused = info.reused;
+	out->censored = info.censored;
+	out->threads = info.threads;
+	return LOMAS_OK;
+}
+
+static lomas_status isess_profile(void *impl, lomas_profile **out)
+{
+	inline_session *s = impl;
+	lomas_profile *p;
+	if (s->running || s->detached)
+		return error_set(LOMAS_ESTATE,
+				 "the inline clock's profile is written when the "
+				 "target exits%s",
+				 s->detached ? " (the session was detached)" : "");
+	if (!s->profile)
+		return error_set(s->load_status ? s->load_status : LOMAS_EIO, "%s", s->load_error);
+	if (lomas_profile_new(s->profile->line_size, &p))
+		return LOMAS_ENOMEM;
+	lomas_status st = lomas_profile_merge(p, s->profile);
+	if (st) {
+		lomas_profile_free(p);
+		return st;
+	}
+	/* merge keeps metadata only partly: copy every entry. */
+	for (size_t i = 0; i < s->profile->meta.n; i++)
+		lomas_profile_meta_set(p, s->profile->meta.items[i].key,
+				       s->profile->meta.items[i].value);
+	*out = p;
+	return LOMAS_OK;
+}
+
+static int isess_wait_status(void *impl)
+{
+	return ((inline_session *)impl)->wait_status;
+}
+
+static void isess_free(void *impl)
+{
+	inline_session *s = impl;
+	if (!s)
+		return;
+	/* A running target is left alone (never stopped); its directory stays. */
+	if (!s->running && !s->detached) {
+		unlink(s->output);
+		rmdir(s->dir);
+	}
+	lomas_profile_free(s->profile);
+	free(s);
+}
+
+static const session_ops inline_ops = {
+    .name = "inline",
+    .poll = isess_poll,
+    .stop = isess_stop,
+    .stats = isess_stats,
+    .profile = isess_profile,
+    .wait_status = isess_wait_status,
+    .free = isess_free,
+};
+
+static void join_command(char *const argv[], char *buf, size_t len)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; argv[i] && used + 1 < len; i++) {
+		int n = snprintf(buf + used, len - used, "%s%s", i ? " " : "", argv[i]);
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
 }
 
 lomas_status inline_backend_start(const struct lomas_config *cfg, const char *program_path,
 				  char *const argv[], const session_ops **ops, void **impl)
 {
-	(void)cfg; (void)program_path; (void)argv; (void)ops; (void)impl;
-	return error_set(LOMAS_ENOTSUP, "the inline clock is not built yet");
+	inline_session *s;
+	size_t nenv = 0, n = 0;
+	char **env;
+	char vals[6][128];
+	int pipefd[2], child_errno = 0;
+	ssize_t r;
+	const char *tmp = getenv("TMPDIR");
+	if (!cfg || !program_path || !argv || !argv[0] || !ops || !impl)
+		return error_set(LOMAS_EINVAL, "inline_backend_start: NULL argument");
+	s = calloc(1, sizeof *s);
+	if (!s)
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	if (!tmp || !*tmp || strlen(tmp) > 40)
+		tmp = "/tmp";
+	snprintf(s->dir, sizeof s->dir, "%s/lomas-inline-XXXXXX", tmp);
+	if (!mkdtemp(s->dir)) {
+		lomas_status st =
+		    error_set(LOMAS_EIO, "cannot create a temporary directory in %s: %s", tmp,
+			      strerror(errno));
+		free(s);
+		return st;
+	}
+	snprintf(s->output, sizeof s->output, "%s/profile.lomas", s->dir);
+	join_command(argv, s->command, sizeof s->command);
+
+	while (environ && environ[nenv])
+		nenv++;
+	env = calloc(nenv + 8, sizeof *env);
+	if (!env) {
+		rmdir(s->dir);
+		free(s);
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	}
+	for (n = 0; n < nenv; n++)
+		env[n] = environ[n];
+	set_env(env, &n, "LOMAS_OUTPUT", s->output, vals[0], sizeof vals[0]);
+	if (cfg->period_refs == CONFIG_AUTO)
+		set_env(env, &n, "LOMAS_PERIOD", "auto", vals[1], sizeof vals[1]);
+	else {
+		char v[32];
+		snprintf(v, sizeof v, "%llu", (unsigned long long)cfg->period_refs);
+		set_env(env, &n, "LOMAS_PERIOD", v, vals[1], sizeof vals[1]);
+	}
+	{
+		char v[32];
+		snprintf(v, sizeof v, "%llu", (unsigned long long)cfg->seed);
+		set_env(env, &n, "LOMAS_SEED", v, vals[2], sizeof vals[2]);
+		snprintf(v, sizeof v, "%u", cfg->line_size);
+		set_env(env, &n, "LOMAS_LINE_SIZE", v, vals[3], sizeof vals[3]);
+		if (cfg->window_refs == CONFIG_AUTO)
+			snprintf(v, sizeof v, "auto");
+		else
+			snprintf(v, sizeof v, "%llu", (unsigned long long)cfg->window_refs);
+		set_env(env, &n, "LOMAS_WINDOW", v, vals[4], sizeof vals[4]);
+		if (cfg->max_samples_live) {
+			snprintf(v, sizeof v, "%llu", (unsigned long long)cfg->max_samples_live);
+			set_env(env, &n, "LOMAS_MAX_LIVE", v, vals[5], sizeof vals[5]);
+		}
+	}
+	env[n] = NULL;
+
+	/* exec failure comes back through a close-on-exec pipe. */
+	if (pipe2(pipefd, O_CLOEXEC) != 0) {
+		free(env);
+		rmdir(s->dir);
+		free(s);
+		return error_set(LOMAS_EIO, "pipe: %s", strerror(errno));
+	}
+	s->pid = fork();
+	if (s->pid == 0) {
+		close(pipefd[0]);
+		execve(program_path, argv, env);
+		child_errno = errno;
+		r = write(pipefd[1], &child_errno, sizeof child_errno);
+		(void)r;
+		_exit(127);
+	}
+	free(env);
+	close(pipefd[1]);
+	if (s->pid < 0) {
+		close(pipefd[0]);
+		rmdir(s->dir);
+		free(s);
+		return error_set(LOMAS_ETARGET, "fork: %s", strerror(errno));
+	}
+	do
+		r = read(pipefd[0], &child_errno, sizeof child_errno);
+	while (r < 0 && errno == EINTR);
+	close(pipefd[0]);
+	if (r == (ssize_t)sizeof child_errno) {
+		int status;
+		waitpid(s->pid, &status, 0);
+		rmdir(s->dir);
+		free(s);
+		return error_set(child_errno == ENOENT ? LOMAS_ENOENT : LOMAS_ETARGET,
+				 "cannot run %s: %s", program_path, strerror(child_errno));
+	}
+	s->running = true;
+	*ops = &inline_ops;
+	*impl = s;
+	return LOMAS_OK;
 }

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# The inline clock's overhead: for each bundled workload, the run time and peak
+# RSS of the instrumented build with the sampler at its default settings
+# (LOMAS_PERIOD=auto) against the same program built by clang-16 -O2 -flto
+# without instrumentation. The two builds run side by side, alternating,
+# REPS times (default 5); the figures are medians. Goals (DESIGN §9): time
+# ratio <= 1.5x (geometric mean), peak RSS ratio <= 1.1x.
+#   bench/inline.sh [BUILD_DIR] [REPS]      (extra env, e.g. LOMAS_PERIOD, is passed on)
+set -euo pipefail
+build=${1:-build}
+reps=${2:-5}
+dir="$build/examples/workloads"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+if [ ! -x "$dir/matmul-inline" ]; then
+	echo "inline.sh: $dir/matmul-inline not built (needs clang-16)" >&2
+	exit 1
+fi
+
+# Sizes for runs of ~0.1-0.5 s natively (the defaults run for milliseconds).
+declare -A args=(
+	[stream]="2097152 10"
+	[stride]="67108864 64 8"
+	[random]="4194304 8388608"
+	[chase]="262144 4000000"
+	[matmul]="480"
+	[tiled]="480 32"
+	[phases]="16777216 32768 8"
+	[threads]="65536 1000000"
+)
+order=(stream stride random chase matmul tiled phases threads)
+
+# One run: prints "seconds peak_rss_kb".
+one() {
+	local t0 t1
+	t0=$(date +%s%N)
+	/usr/bin/time -f %M -o "$tmp/rss" "$@" >/dev/null
+	t1=$(date +%s%N)
+	echo "$(( (t1 - t0) / 1000 )) $(cat "$tmp/rss")"
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+printf '%-8s %10s %10s %7s %10s %10s %7s %9s\n' workload plain_s inline_s time_x \
+	plain_KB inline_KB rss_x samples
+logsum_t=0
+logsum_m=0
+n=0
+for w in "${order[@]}"; do
+	: >"$tmp/pt"; : >"$tmp/it"; : >"$tmp/pm"; : >"$tmp/im"
+	for ((r = 0; r < reps; r++)); do
+		# shellcheck disable=SC2086
+		read -r t m < <(one "$dir/$w-clang" ${args[$w]})
+		echo "$t" >>"$tmp/pt"; echo "$m" >>"$tmp/pm"
+		# shellcheck disable=SC2086
+		read -r t m < <(LOMAS_OUTPUT="$tmp/p.lomas" one "$dir/$w-inline" ${args[$w]})
+		echo "$t" >>"$tmp/it"; echo "$m" >>"$tmp/im"
+	done
+	pt=$(median <"$tmp/pt"); it=$(median <"$tmp/it")
+	pm=$(median <"$tmp/pm"); im=$(median <"$tmp/im")
+	samples=?
+	if [ -x "$build/examples/lomas-demo/lomas-demo" ]; then
+		samples=$("$build/examples/lomas-demo/lomas-demo" export --csv "$tmp/p.lomas" | tail -n +2 | wc -l)
+	fi
+	awk -v w="$w" -v pt="$pt" -v it="$it" -v pm="$pm" -v im="$im" -v s="$samples" 'BEGIN {
+		printf "%-8s %10.3f %10.3f %7.2f %10d %10d %7.2f %9s\n", w, pt / 1e6, it / 1e6,
+			it / pt, pm, im, im / pm, s }'
+	logsum_t=$(awk -v a="$logsum_t" -v pt="$pt" -v it="$it" 'BEGIN { print a + log(it / pt) }')
+	logsum_m=$(awk -v a="$logsum_m" -v pm="$pm" -v im="$im" 'BEGIN { print a + log(im / pm) }')
+	n=$((n + 1))
+done
+awk -v t="$logsum_t" -v m="$logsum_m" -v n="$n" 'BEGIN {
+	printf "%-8s %10s %10s %7.2f %10s %10s %7.2f\n", "geomean", "", "", exp(t / n), "", "", exp(m / n)
+	printf "goals: time <= 1.50x, peak RSS <= 1.10x (settings: LOMAS_PERIOD=%s)\n", ENVIRON["LOMAS_PERIOD"] ? ENVIRON["LOMAS_PERIOD"] : "auto" }'

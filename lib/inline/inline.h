@@ -1,0 +1,295 @@
+/*
+ * lib/inline internal interface: the inline clock's pure parts (watch table,
+ * sample store, windows, profile assembly) and the runtime's per-thread state
+ * shared by the hooks (hooks.c, fast path) and the runtime (runtime.c).
+ *
+ * The hooks and the runtime live in liblomas-inline (linked into instrumented
+ * programs); the pure parts are also compiled into liblomas so the unit tests
+ * can drive them with synthetic references.
+ */
+#ifndef LOMAS_INLINE_INTERNAL_H
+#define LOMAS_INLINE_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/core.h"
+
+/* ------------------------------------------------------------ the filter */
+
+/*
+ * The per-thread filter: one byte per 64-byte block, indexed by the block
+ * number modulo FILTER_SIZE (so 4 MiB of contiguous memory never alias). A
+ * non-zero byte means some watched line may cover the block; the byte counts
+ * the watched lines that map there (saturating at 255, then never decremented).
+ * Its granularity is fixed (not the line size) so the fast path uses constants.
+ */
+#define FILTER_SHIFT 6
+#define FILTER_BITS 16
+#define FILTER_SIZE (1u << FILTER_BITS)
+#define FILTER_MASK (FILTER_SIZE - 1u)
+
+static inline uint32_t filter_index(uint64_t addr)
+{
+	return (uint32_t)(addr >> FILTER_SHIFT) & FILTER_MASK;
+}
+
+/* ------------------------------------------------------------- samples */
+
+/* A finished (or, at collection, still open) sample in the thread's store. */
+typedef struct isample {
+	uint64_t start;	   /* thread clock of the sampled reference */
+	uint64_t end;	   /* reuse or drop clock; LOMAS_CLOCK_NONE when dangling */
+	uint64_t addr;	   /* data address of the sampled reference */
+	uint64_t start_pc; /* instruction next to the sampled reference */
+	uint64_t end_pc;   /* instruction next to the reuse (0 if none) */
+	uint8_t kind;	   /* lomas_ref_kind */
+	uint8_t state;	   /* lomas_sample_state */
+	uint8_t level;	   /* weight = base period x 2^level (adaptive thinning) */
+	uint8_t reserved;
+	uint32_t reserved2;
+} isample;
+
+/* Finished samples in chunks, so growing never moves (or copies) them. */
+#define STORE_CHUNK 1024
+typedef struct store_chunk {
+	struct store_chunk *next;
+	size_t n;
+	isample items[STORE_CHUNK];
+} store_chunk;
+
+typedef struct sample_store {
+	store_chunk *head, *tail;
+	uint64_t n; /* samples in all chunks */
+} sample_store;
+
+/* Allocation functions the pure code uses (mmap in the runtime, malloc in tests). */
+typedef struct inline_alloc {
+	void *(*alloc)(size_t bytes); /* zeroed memory or NULL */
+	void (*release)(void *mem, size_t bytes);
+} inline_alloc;
+
+extern const inline_alloc inline_malloc_alloc; /* calloc/free */
+
+/* Append s; false when memory ran out (the sample is lost and counted by the caller). */
+bool store_push(sample_store *st, const inline_alloc *a, const isample *s);
+void store_free(sample_store *st, const inline_alloc *a);
+/*
+ * Keep each sample with probability 1/2 (random bits from r), raising the
+ * level of the kept ones: the adaptive thinning step of period "auto".
+ */
+void store_thin(sample_store *st, const inline_alloc *a, rng *r);
+
+/* ----------------------------------------------------------- watch table */
+
+#define WT_NONE UINT32_MAX
+
+/* One open sample: the watched line and what the sample will record. */
+typedef struct wt_slot {
+	uint64_t line;	/* addr >> line_shift */
+	uint64_t start; /* clock of the sampled reference */
+	uint64_t addr;
+	uint64_t start_pc;
+	uint32_t next;	/* next slot in the bucket chain, or in the free list */
+	uint32_t older; /* age list: the slot started just before (WT_NONE = oldest) */
+	uint32_t newer; /* age list: the slot started just after (WT_NONE = newest) */
+	uint8_t kind;
+	uint8_t level;
+	uint8_t used;
+	uint8_t reserved;
+} wt_slot;
+
+/*
+ * The per-thread watch table: open samples keyed by line, at most capacity
+ * of them, an age list (oldest first) for censoring when full, and the
+ * filter bytes kept in step with it.
+ */
+typedef struct watch_table {
+	uint32_t capacity;
+	uint32_t nbuckets; /* power of two >= capacity */
+	uint32_t live;
+	uint32_t free_head; /* free list of slots used before (through next) */
+	uint32_t bump;	    /* slots [bump, capacity) were never used */
+	uint32_t oldest, newest;
+	unsigned line_shift;
+	uint32_t *buckets; /* nbuckets heads */
+	wt_slot *slots;	   /* capacity slots */
+	uint8_t *filter;   /* FILTER_SIZE bytes */
+} watch_table;
+
+/* Bytes wt_init needs in mem (slots, buckets and the filter, in that order). */
+size_t wt_bytes(uint32_t capacity);
+/* Lay the table out in mem (zeroed, wt_bytes(capacity) long). */
+void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift);
+/* Forget every open sample and clear the filter. */
+void wt_clear(watch_table *wt);
+
+/* Is the line of addr watched? (Read-only: no lock needed by the owner.) */
+bool wt_watched(const watch_table *wt, uint64_t addr);
+
+/*
+ * A reference to addr at clock by the instruction pc: if its line is watched,
+ * end that sample (REUSED, end = clock) into *out and return true.
+ */
+bool wt_touch(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, isample *out);
+
+/*
+ * Start watching the line of the sampled reference. When the table is full
+ * the oldest open sample is dropped: it is written to *censored (CENSORED,
+ * end = clock) and the function returns true. The line must not be watched
+ * already (call wt_touch for the same reference first).
+ */
+bool wt_start(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, lomas_ref_kind kind,
+	      uint8_t level, isample *censored);
+
+/* Copy the open samples (oldest first) as DANGLING into st; false on lost memory. */
+bool wt_collect(const watch_table *wt, sample_store *st, const inline_alloc *a);
+/* Drop each open sample with probability 1/2 (thinning), raising the level of the rest. */
+void wt_thin(watch_table *wt, rng *r);
+
+/* ------------------------------------------------------------- windows */
+
+/* Number of windows of window_refs references covering refs references (>= 1). */
+uint64_t windows_count(uint64_t refs, uint64_t window_refs);
+/* Window k of a thread with refs references: its start and reference count. */
+lomas_window window_at(uint64_t refs, uint64_t window_refs, uint64_t k, uint32_t thread);
+
+/* ----------------------------------------------------- profile assembly */
+
+/* What one thread contributed, for inline_profile_add_thread. */
+typedef struct inline_thread_data {
+	uint64_t tid;
+	uint64_t refs; /* the thread's final clock */
+	double base_period;
+	const sample_store *done; /* finished samples (any order) */
+	const watch_table *open;  /* open samples become dangling (may be NULL) */
+} inline_thread_data;
+
+/*
+ * Append a thread, its windows (window_refs each) and its samples (weight =
+ * base_period x 2^level, window = start / window_refs) to p.
+ */
+lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_data *td,
+				       uint64_t window_refs);
+
+/* ------------------------------------------------------ runtime (fast path) */
+
+/*
+ * The hooks' per-thread state, in initial-exec TLS: a countdown to the next
+ * slow-path visit and the filter. The thread's clock (references so far) is
+ * zero_clock - countdown: zero_clock is the clock of the reference at which
+ * the countdown reaches zero.
+ */
+struct inline_thread;
+typedef struct inline_fast {
+	uint64_t countdown;
+	const uint8_t *filter;
+	uint64_t zero_clock;
+	struct inline_thread *state;
+	uint32_t busy;	/* inside the slow path (a signal handler may re-enter) */
+	uint32_t index; /* creation order (0 = the first thread), or UINT32_MAX */
+} inline_fast;
+
+/* Reference info passed to the slow path: size in bytes | kind bit. */
+#define REF_STORE_BIT 0x100u
+
+/* ------------------------------------------------------ runtime (slow path) */
+
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+
+#define AUTO_START_PERIOD 256.0 /* period "auto" starts here ... */
+#define AUTO_TARGET 20000u	/* ... and halves its samples at 2 x this */
+#define DEFAULT_MAX_LIVE 8192u	/* watch-table slots per thread */
+#define DISABLED_RECHECK 65536u /* references between checks while idle */
+#define TRACE_BUF (64u * 1024u)
+#define LOCK_SPINS 10000000u /* bounded wait for a thread's lock at exit */
+
+/* A thread's sampler (mmap'd; lives until the process ends or the session is freed). */
+typedef struct inline_thread {
+	struct inline_thread *next; /* in rt.threads (live) or rt.exited */
+	atomic_flag lock;
+	uint64_t epoch;
+	uint32_t index;
+	uint64_t tid;
+	inline_fast *fast; /* the owner's TLS (live threads only) */
+	bool exited;
+	uint64_t final_refs;
+	rng gaps, thin;
+	double base_period;
+	uint8_t level;
+	bool adaptive;
+	uint64_t next_sample;
+	uint64_t lost;
+	sample_store done;
+	watch_table wt;
+	void *wt_mem;
+	size_t wt_size;
+	char *trace;
+	size_t trace_len;
+} inline_thread;
+
+/* A session's settings (from the environment or lomas_inline_start). */
+typedef struct settings {
+	uint64_t period; /* 0 = auto */
+	uint64_t seed;
+	uint32_t line_size;
+	uint64_t window; /* 0 = 256 x mean period */
+	uint32_t max_live;
+} settings;
+
+/* The process-wide state. */
+typedef struct inline_runtime {
+	pthread_once_t once;
+	pthread_mutex_t mu; /* the thread lists, the session */
+	pthread_key_t key;
+	_Atomic uint64_t epoch;
+	_Atomic bool active;
+	settings set;
+	settings env;
+	bool explicit_mode; /* lomas_inline_start was called */
+	bool output_set;    /* LOMAS_OUTPUT was given */
+	bool output_ok;
+	bool forked_child;
+	bool written;
+	char output[PATH_MAX];
+	char env_error[512];
+	char trace_path[PATH_MAX];
+	int trace_fd;
+	atomic_flag trace_lock;
+	_Atomic uint32_t next_index;
+	_Atomic int dumping;
+	inline_thread *threads, *exited;
+	struct sigaction old[NSIG];
+	bool caught[NSIG];
+} inline_runtime;
+
+#define RT_HIDDEN __attribute__((visibility("hidden")))
+
+/* runtime.c */
+extern __thread inline_fast lomas__fast __attribute__((tls_model("initial-exec")));
+extern inline_runtime rt RT_HIDDEN;
+extern uint8_t rt_zero_filter[FILTER_SIZE] RT_HIDDEN;
+extern const inline_alloc rt_map_alloc RT_HIDDEN;
+RT_HIDDEN void rt_say(const char *fmt, ...) LOMAS_PRINTF(1, 2);
+RT_HIDDEN void rt_env_problem(const char *var, const char *value, const char *what);
+RT_HIDDEN void rt_parse_env(settings *s);
+RT_HIDDEN void rt_setup_output(void);
+RT_HIDDEN void rt_setup_trace(void);
+RT_HIDDEN void rt_spin_lock(atomic_flag *l);
+RT_HIDDEN bool rt_spin_lock_bounded(atomic_flag *l);
+RT_HIDDEN void rt_spin_unlock(atomic_flag *l);
+RT_HIDDEN void rt_fast_idle(inline_fast *f);
+RT_HIDDEN void rt_thread_release_data(inline_thread *t);
+RT_HIDDEN void rt_trace_flush(inline_thread *t);
+RT_HIDDEN uint64_t rt_thread_refs(const inline_thread *t);
+RT_HIDDEN void rt_key_destructor(void *arg);
+RT_HIDDEN void lomas__slow(const void *addr, unsigned info, uintptr_t pc_hint);
+RT_HIDDEN uint32_t lomas__next_thread_index(void);
+/* runtime_output.c */
+RT_HIDDEN void rt_global_init(void);
+
+#endif /* LOMAS_INLINE_INTERNAL_H */

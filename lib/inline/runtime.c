@@ -1,0 +1,489 @@
+/*
+ * The inline clock's in-process runtime: the hooks' slow path, per-thread
+ * state, the environment (LOMAS_*), the profile written at exit (and on
+ * fatal signals), full-trace mode, and lomas_inline_start/stop.
+ *
+ * This file is never compiled with -fsanitize-coverage: the runtime's own
+ * references are not counted. Its memory comes from mmap, not malloc, so a
+ * program with its own (instrumented) allocator does not re-enter it; the
+ * profile itself is assembled with malloc only at exit/stop.
+ *
+ * Reuse is per thread: a line touched by another thread does not end a
+ * sample and such touches are not seen (no LOMAS_SAMPLE_CROSS_THREAD flags).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "inline.h"
+
+/* The hooks' TLS: a fresh thread visits the slow path at its first reference. */
+__thread inline_fast lomas__fast
+    __attribute__((tls_model("initial-exec"))) = {.countdown = 1, .index = UINT32_MAX};
+
+/* An all-zero filter for threads that are not sampling (bss: never faulted in). */
+uint8_t rt_zero_filter[FILTER_SIZE];
+
+/* Marker for inline_backend_detect and `nm`: this program carries the runtime. */
+__attribute__((visibility("default"), used)) const char lomas_inline_marker[] =
+    "lomas-inline " LOMAS_VERSION_STRING;
+
+inline_runtime rt = {.once = PTHREAD_ONCE_INIT,
+		     .mu = PTHREAD_MUTEX_INITIALIZER,
+		     .trace_fd = -1,
+		     .trace_lock = ATOMIC_FLAG_INIT,
+		     .next_index = 1};
+
+/* ---------------------------------------------------------------- memory */
+
+static void *map_bytes(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void unmap_bytes(void *mem, size_t bytes)
+{
+	if (mem)
+		munmap(mem, bytes);
+}
+
+const inline_alloc rt_map_alloc = {map_bytes, unmap_bytes};
+
+/* ------------------------------------------------------------- messages */
+
+/* One line on stderr (the runtime's only output), with write(2). */
+void rt_say(const char *fmt, ...)
+{
+	char buf[768];
+	va_list ap;
+	int n = snprintf(buf, sizeof buf, "lomas-inline: ");
+	va_start(ap, fmt);
+	n += vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	if (n > (int)sizeof buf - 2)
+		n = (int)sizeof buf - 2;
+	buf[n++] = '\n';
+	ssize_t w = write(2, buf, (size_t)n);
+	(void)w;
+}
+
+void rt_env_problem(const char *var, const char *value, const char *what)
+{
+	size_t used = strlen(rt.env_error);
+	rt_say("%s='%s' %s; using the default", var, value, what);
+	snprintf(rt.env_error + used, sizeof rt.env_error - used, "%s%s='%s' %s", used ? "; " : "",
+		 var, value, what);
+}
+
+void rt_spin_lock(atomic_flag *l)
+{
+	while (atomic_flag_test_and_set_explicit(l, memory_order_acquire))
+		;
+}
+
+bool rt_spin_lock_bounded(atomic_flag *l)
+{
+	for (uint32_t i = 0; i < LOCK_SPINS; i++)
+		if (!atomic_flag_test_and_set_explicit(l, memory_order_acquire))
+			return true;
+	return false;
+}
+
+void rt_spin_unlock(atomic_flag *l)
+{
+	atomic_flag_clear_explicit(l, memory_order_release);
+}
+
+static uint64_t gettid_u64(void)
+{
+	return (uint64_t)syscall(SYS_gettid);
+}
+
+/* ------------------------------------------------------------ environment */
+
+void rt_parse_env(settings *s)
+{
+	const char *v;
+	uint64_t x;
+	s->period = 0;
+	s->seed = 1;
+	s->line_size = 64;
+	s->window = 0;
+	s->max_live = DEFAULT_MAX_LIVE;
+	if ((v = getenv("LOMAS_PERIOD")) && strcmp(v, "auto") != 0) {
+		if (config_parse_u64(v, &x) && x >= 1)
+			s->period = x;
+		else
+			rt_env_problem("LOMAS_PERIOD", v, "is not a period >= 1 or auto");
+	}
+	if ((v = getenv("LOMAS_SEED"))) {
+		if (config_parse_u64(v, &x))
+			s->seed = x;
+		else
+			rt_env_problem("LOMAS_SEED", v, "is not a 64-bit unsigned integer");
+	}
+	if ((v = getenv("LOMAS_LINE_SIZE"))) {
+		if (config_parse_u64(v, &x) && line_size_valid(x))
+			s->line_size = (uint32_t)x;
+		else
+			rt_env_problem("LOMAS_LINE_SIZE", v,
+				       "is not a power of two from 8 to 65536");
+	}
+	if ((v = getenv("LOMAS_WINDOW")) && strcmp(v, "auto") != 0) {
+		if (config_parse_u64(v, &x) && x >= 1)
+			s->window = x;
+		else
+			rt_env_problem("LOMAS_WINDOW", v, "is not a window length >= 1 or auto");
+	}
+	if ((v = getenv("LOMAS_MAX_LIVE"))) {
+		if (config_parse_u64(v, &x) && x >= 1 && x <= (1u << 24))
+			s->max_live = (uint32_t)x;
+		else
+			rt_env_problem("LOMAS_MAX_LIVE", v,
+				       "is not a slot count from 1 to 16777216");
+	}
+}
+
+/* Absolute form of path, relative to the working directory at start-up. */
+static bool absolute(const char *path, char *buf, size_t len)
+{
+	char cwd[PATH_MAX];
+	if (path[0] == '/')
+		return (size_t)snprintf(buf, len, "%s", path) < len;
+	if (!getcwd(cwd, sizeof cwd))
+		return false;
+	return (size_t)snprintf(buf, len, "%s/%s", cwd, path) < len;
+}
+
+/* Can we create files next to path? Sets errno when not. */
+static bool output_writable(const char *path)
+{
+	char dir[PATH_MAX], probe[PATH_MAX + 64];
+	struct stat sb;
+	char *slash;
+	int fd;
+	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+		errno = EISDIR;
+		return false;
+	}
+	snprintf(dir, sizeof dir, "%s", path);
+	slash = strrchr(dir, '/');
+	if (slash == dir)
+		slash[1] = '\0';
+	else if (slash)
+		*slash = '\0';
+	snprintf(probe, sizeof probe, "%s/.lomas-probe-%ld", dir, (long)getpid());
+	fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return false;
+	close(fd);
+	unlink(probe);
+	return true;
+}
+
+void rt_setup_output(void)
+{
+	const char *v = getenv("LOMAS_OUTPUT");
+	char def[64];
+	rt.output_set = v != NULL;
+	if (v && !*v) {
+		rt_env_problem("LOMAS_OUTPUT", v, "is empty");
+		v = NULL;
+	}
+	if (!v) {
+		snprintf(def, sizeof def, "lomas-%ld.lomas", (long)getpid());
+		v = def;
+	}
+	if (!absolute(v, rt.output, sizeof rt.output)) {
+		rt_say(
+		    "LOMAS_OUTPUT: %s: path too long or no working directory; no profile will be "
+		    "written",
+		    v);
+		return;
+	}
+	if (!output_writable(rt.output)) {
+		rt_say("LOMAS_OUTPUT: cannot write %s: %s; no profile will be written", rt.output,
+		       strerror(errno));
+		return;
+	}
+	rt.output_ok = true;
+}
+
+void rt_setup_trace(void)
+{
+	const char *v = getenv("LOMAS_TRACE");
+	if (!v)
+		return;
+	if (!*v || !absolute(v, rt.trace_path, sizeof rt.trace_path)) {
+		rt_env_problem("LOMAS_TRACE", v, "is not a usable path");
+		return;
+	}
+	rt.trace_fd = open(rt.trace_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (rt.trace_fd < 0) {
+		char what[PATH_MAX + 64];
+		snprintf(what, sizeof what, "cannot be opened (%s)", strerror(errno));
+		rt_env_problem("LOMAS_TRACE", v, what);
+	}
+}
+
+/* ------------------------------------------------------------- threads */
+
+void rt_thread_release_data(inline_thread *t)
+{
+	store_free(&t->done, &rt_map_alloc);
+	unmap_bytes(t->wt_mem, t->wt_size);
+	t->wt_mem = NULL;
+	memset(&t->wt, 0, sizeof t->wt);
+	unmap_bytes(t->trace, TRACE_BUF);
+	t->trace = NULL;
+	t->trace_len = 0;
+}
+
+void rt_trace_flush(inline_thread *t)
+{
+	size_t off = 0;
+	if (!t->trace_len || rt.trace_fd < 0)
+		return;
+	rt_spin_lock(&rt.trace_lock);
+	while (off < t->trace_len) {
+		ssize_t w = write(rt.trace_fd, t->trace + off, t->trace_len - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	rt_spin_unlock(&rt.trace_lock);
+	t->trace_len = 0;
+}
+
+/* Make the calling thread idle: no sampling until it next checks for a session. */
+void rt_fast_idle(inline_fast *f)
+{
+	f->filter = rt_zero_filter;
+	f->countdown = DISABLED_RECHECK;
+	f->zero_clock = DISABLED_RECHECK;
+}
+
+/* Start or restart the calling thread in the current session; NULL when idle. */
+static inline_thread *thread_attach(inline_fast *f)
+{
+	inline_thread *t = f->state;
+	settings s;
+	uint64_t epoch;
+	pthread_once(&rt.once, rt_global_init);
+	pthread_mutex_lock(&rt.mu);
+	epoch = atomic_load(&rt.epoch);
+	s = rt.set;
+	if (!atomic_load(&rt.active)) {
+		if (t) {
+			rt_spin_lock(&t->lock);
+			if (t->trace_len)
+				rt_trace_flush(t);
+			rt_thread_release_data(t);
+			t->epoch = 0; /* in no session: attach again at the next visit */
+			rt_spin_unlock(&t->lock);
+		}
+		pthread_mutex_unlock(&rt.mu);
+		rt_fast_idle(f);
+		return NULL;
+	}
+	if (!t) {
+		t = map_bytes(sizeof *t);
+		if (!t) {
+			pthread_mutex_unlock(&rt.mu);
+			rt_fast_idle(f);
+			return NULL;
+		}
+		atomic_flag_clear(&t->lock);
+		t->tid = gettid_u64();
+		if (f->index == UINT32_MAX)
+			f->index =
+			    t->tid == (uint64_t)getpid() ? 0 : atomic_fetch_add(&rt.next_index, 1);
+		t->index = f->index;
+		t->fast = f;
+		t->next = rt.threads;
+		rt.threads = t;
+		f->state = t;
+		pthread_setspecific(rt.key, t);
+	}
+	rt_spin_lock(&t->lock);
+	if (t->trace_len)
+		rt_trace_flush(t);
+	rt_thread_release_data(t);
+	t->epoch = epoch;
+	t->wt_size = wt_bytes(s.max_live);
+	t->wt_mem = map_bytes(t->wt_size);
+	if (rt.trace_fd >= 0)
+		t->trace = map_bytes(TRACE_BUF);
+	if (!t->wt_mem) {
+		t->epoch = 0;
+		rt_spin_unlock(&t->lock);
+		pthread_mutex_unlock(&rt.mu);
+		rt_fast_idle(f);
+		return NULL;
+	}
+	wt_init(&t->wt, t->wt_mem, s.max_live, (unsigned)__builtin_ctz(s.line_size));
+	rng_seed(&t->gaps, s.seed ^ (0x9e3779b97f4a7c15ull * t->index));
+	rng_seed(&t->thin, ~s.seed ^ (0xd1b54a32d192ed03ull * (t->index + 1)));
+	t->adaptive = s.period == 0;
+	t->base_period = t->adaptive ? AUTO_START_PERIOD : (double)s.period;
+	t->level = 0;
+	t->lost = 0;
+	/* The reference being handled gets clock 0. */
+	t->next_sample = rng_gap(&t->gaps, t->base_period) - 1;
+	f->countdown = 0;
+	f->zero_clock = 0;
+	f->filter = t->wt.filter;
+	rt_spin_unlock(&t->lock);
+	pthread_mutex_unlock(&rt.mu);
+	return t;
+}
+
+static void push_sample(inline_thread *t, const isample *s)
+{
+	if (!store_push(&t->done, &rt_map_alloc, s))
+		t->lost++;
+}
+
+/* Halve the samples (done and open) and double the period: period "auto". */
+static void thin(inline_thread *t, uint64_t clock)
+{
+	store_thin(&t->done, &rt_map_alloc, &t->thin);
+	wt_thin(&t->wt, &t->thin);
+	t->level++;
+	/* Sampling is memoryless: draw the next gap afresh at the new rate. */
+	t->next_sample = clock + rng_gap(&t->gaps, t->base_period * (double)(1u << t->level));
+}
+
+static void trace_put(inline_thread *t, const void *addr, unsigned info)
+{
+	static const char hex[] = "0123456789abcdef";
+	char tmp[32], *e = tmp + sizeof tmp, *q = e;
+	uintptr_t a = (uintptr_t)addr;
+	unsigned size = info & 0xffu;
+	int digits = 0;
+	if (!t->trace)
+		return;
+	if (t->trace_len > TRACE_BUF - 48)
+		rt_trace_flush(t);
+	*--q = '\n';
+	do {
+		*--q = (char)('0' + size % 10);
+		size /= 10;
+	} while (size);
+	*--q = ',';
+	do {
+		*--q = hex[a & 15];
+		a >>= 4;
+		digits++;
+	} while (a || digits < 8);
+	*--q = ' ';
+	*--q = (info & REF_STORE_BIT) ? 'S' : 'L';
+	*--q = ' ';
+	memcpy(t->trace + t->trace_len, q, (size_t)(e - q));
+	t->trace_len += (size_t)(e - q);
+}
+
+/*
+ * The slow path: the countdown reached zero (a sample is due, or full-trace
+ * mode) or the filter flagged the reference's block. Never inlined, so its
+ * return address is next to the reference in the instrumented function.
+ */
+__attribute__((noinline, cold)) void lomas__slow(const void *addr, unsigned info, uintptr_t pc_hint)
+{
+	uintptr_t pc = pc_hint ? pc_hint : (uintptr_t)__builtin_return_address(0);
+	inline_fast *f = &lomas__fast;
+	inline_thread *t = f->state;
+	uint64_t clock;
+	isample s;
+	if (f->busy) {
+		/* Re-entered from a signal handler, or the thread has exited: count
+		 * the reference, visit again at the next one. */
+		if (f->countdown == 0) {
+			f->countdown = 1;
+			f->zero_clock++;
+		}
+		return;
+	}
+	if (!t || t->epoch != atomic_load_explicit(&rt.epoch, memory_order_acquire)) {
+		t = thread_attach(f);
+		if (!t)
+			return;
+	}
+	/* A filter hit on an unwatched line (an alias), the common case of a
+	 * full table: only the owner writes the table, so look without the lock. */
+	if (f->countdown != 0 && !t->trace && !wt_watched(&t->wt, (uintptr_t)addr))
+		return;
+	f->busy = 1;
+	rt_spin_lock(&t->lock);
+	clock = f->zero_clock - f->countdown;
+	if (t->trace)
+		trace_put(t, addr, info);
+	if (wt_touch(&t->wt, (uintptr_t)addr, clock, pc, &s))
+		push_sample(t, &s);
+	if (clock >= t->next_sample) {
+		lomas_ref_kind kind = (info & REF_STORE_BIT) ? LOMAS_REF_STORE : LOMAS_REF_LOAD;
+		if (wt_start(&t->wt, (uintptr_t)addr, clock, pc, kind, t->level, &s))
+			push_sample(t, &s);
+		t->next_sample =
+		    clock + rng_gap(&t->gaps, t->base_period * (double)(1u << t->level));
+		if (t->adaptive && t->done.n + t->wt.live >= 2u * AUTO_TARGET && t->level < 40)
+			thin(t, clock);
+	}
+	if (f->countdown == 0 || t->trace) {
+		uint64_t k = t->trace ? 1 : t->next_sample - clock;
+		f->countdown = k;
+		f->zero_clock = clock + k;
+	}
+	rt_spin_unlock(&t->lock);
+	f->busy = 0;
+}
+
+/* References the thread has made in its session (exact for the caller). */
+uint64_t rt_thread_refs(const inline_thread *t)
+{
+	if (t->exited)
+		return t->final_refs;
+	return t->fast->zero_clock - t->fast->countdown + 1;
+}
+
+void rt_key_destructor(void *arg)
+{
+	inline_thread *t = arg;
+	inline_fast *f = &lomas__fast;
+	pthread_mutex_lock(&rt.mu);
+	rt_spin_lock(&t->lock);
+	t->final_refs = t->epoch == atomic_load(&rt.epoch) ? rt_thread_refs(t) : 0;
+	t->exited = true;
+	t->fast = NULL;
+	if (t->trace_len)
+		rt_trace_flush(t);
+	for (inline_thread **pp = &rt.threads; *pp; pp = &(*pp)->next)
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	t->next = rt.exited;
+	rt.exited = t;
+	rt_spin_unlock(&t->lock);
+	pthread_mutex_unlock(&rt.mu);
+	/* Instrumented code in later destructors is not counted. */
+	f->busy = 1;
+	f->state = NULL;
+	f->filter = rt_zero_filter;
+	f->countdown = UINT64_MAX / 2;
+}
+
+uint32_t lomas__next_thread_index(void)
+{
+	return atomic_fetch_add(&rt.next_index, 1);
+}

@@ -1,0 +1,55 @@
+/*
+ * A program that ends abnormally after some work, for the inline clock's
+ * exit paths:  crash MODE  with MODE one of
+ *   segv   a genuine invalid write (SIGSEGV)      abort  abort() (SIGABRT)
+ *   term   kill(getpid(), SIGTERM)                 thread exit(3) from a second thread
+ *   ok     return 0 from main
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static long work(long n)
+{
+	long *a = calloc((size_t)n, sizeof *a), s = 0;
+	if (!a)
+		exit(1);
+	for (int pass = 0; pass < 4; pass++)
+		for (long i = 0; i < n; i++)
+			a[i] += i ^ pass;
+	for (long i = 0; i < n; i++)
+		s += a[i];
+	free(a);
+	return s;
+}
+
+static void *exit_thread(void *arg)
+{
+	(void)arg;
+	printf("thread exits %ld\n", work(10000));
+	fflush(stdout);
+	exit(3);
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "ok";
+	volatile long *volatile bad = (long *)16;
+	printf("work %ld\n", work(50000));
+	fflush(stdout);
+	if (!strcmp(mode, "segv"))
+		*bad = 1;
+	else if (!strcmp(mode, "abort"))
+		abort();
+	else if (!strcmp(mode, "term"))
+		kill(getpid(), SIGTERM);
+	else if (!strcmp(mode, "thread")) {
+		pthread_t t;
+		pthread_create(&t, NULL, exit_thread, NULL);
+		pthread_join(t, NULL);
+	}
+	return 0;
+}

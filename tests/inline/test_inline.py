@@ -1,0 +1,261 @@
+"""The inline clock against real instrumented programs.
+
+Ground truth is computed independently of the sampler: exactsim (exact
+fully associative simulation, no liblomas code) over the full trace that the
+very same run wrote (LOMAS_TRACE), the trace clock of liblomas over that
+trace, the plain build of each workload, and what each workload is known to
+do (its reference counts).
+"""
+import csv
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+BUILD = os.environ.get("LOMAS_BUILD_ROOT", "build")
+SOURCE = os.environ.get("LOMAS_SOURCE_ROOT", ".")
+WORKLOADS = os.environ.get("LOMAS_WORKLOADS", os.path.join(BUILD, "examples", "workloads"))
+DEMO = os.environ.get("LOMAS_DEMO", os.path.join(BUILD, "examples", "lomas-demo", "lomas-demo"))
+EXACTSIM = os.environ.get("LOMAS_EXACTSIM", os.path.join(BUILD, "tests", "tools", "exactsim"))
+CRASH = os.environ.get("LOMAS_CRASH", os.path.join(BUILD, "tests", "inline", "crash-inline"))
+SANITIZERS = os.environ.get("LOMAS_SANITIZERS", "0") == "1"
+
+# Single-threaded workloads: arguments (full traces of 0.5-2.3M references)
+# and a period giving >= 10k samples (here 30k-40k).
+ACCURACY = {
+    "stream": (["65536", "4"], 15),
+    "stride": (["3500000", "64", "4"], 12),
+    "random": (["262144", "1000000"], 60),
+    "chase": (["16384", "1000000"], 30),
+    "matmul": (["64"], 15),
+    "tiled": (["96", "16"], 40),
+    "phases": (["1500000", "16384", "4"], 25),
+}
+ALL = sorted(list(ACCURACY) + ["threads"])
+
+
+def inline(w):
+    return os.path.join(WORKLOADS, w + "-inline")
+
+
+def plain(w):
+    return os.path.join(WORKLOADS, w + "-clang")
+
+
+def run(argv, env_extra=None, cwd=None, check=True):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOMAS_")}
+    env.update(env_extra or {})
+    r = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=300)
+    if check and r.returncode != 0:
+        raise AssertionError(f"{argv} exited {r.returncode}: {r.stderr}")
+    return r
+
+
+def export_json(profile):
+    return json.loads(run([DEMO, "export", "--json", profile]).stdout)
+
+
+def export_csv(profile):
+    return list(csv.DictReader(io.StringIO(run([DEMO, "export", "--csv", profile]).stdout)))
+
+
+def sizes_4k_64m():
+    out, s = [], 4096.0
+    while s <= 64 * 2**20 * 1.0001:
+        out.append(int(round(s / 64)) * 64)
+        s *= 2**0.25
+    return out
+
+
+def curve_csv(text):
+    rows = csv.DictReader(io.StringIO(text))
+    return {int(r["size_bytes"]): (float(r["random"]), float(r["lru"])) for r in rows}
+
+
+@pytest.mark.parametrize("w", sorted(ACCURACY))
+def test_accuracy_against_exact_simulation(w, tmp_path):
+    args, period = ACCURACY[w]
+    trace, prof = str(tmp_path / "t.trace"), str(tmp_path / "p.lomas")
+    run([inline(w)] + args, {"LOMAS_TRACE": trace, "LOMAS_OUTPUT": prof,
+                             "LOMAS_PERIOD": str(period), "LOMAS_SEED": "1"})
+    info = export_json(prof)
+    with open(trace) as f:
+        nrefs = sum(1 for _ in f)
+    assert len(info["samples"]) >= 10000
+    # The clock counted exactly the references the trace holds.
+    assert sum(t["refs"] for t in info["threads"]) == nrefs
+    sizes = sizes_4k_64m()
+    joined = ",".join(map(str, sizes))
+    exact = curve_csv(run([EXACTSIM, "--sizes", joined, "--runs", "3", trace]).stdout)
+    model = curve_csv(run([DEMO, "curve", "--sizes", joined, prof]).stdout)
+    for pol, name in ((0, "random"), (1, "lru")):
+        mae = sum(abs(exact[s][pol] - model[s][pol]) for s in sizes) / len(sizes)
+        print(f"{w} {name}: MAE {100 * mae:.3f} pp over {len(sizes)} sizes, "
+              f"{len(info['samples'])} samples")
+        assert mae <= 0.01, f"{w} {name}: MAE {100 * mae:.3f} pp"
+
+
+@pytest.mark.parametrize("w", ["matmul", "random"])
+def test_samples_equal_trace_clock_over_the_same_run(w, tmp_path):
+    """The sampler and the trace clock (same seed and period) over the run's own
+    trace take the same samples and measure the same reuse distances."""
+    args, period = ACCURACY[w]
+    trace, prof, ref = (str(tmp_path / n) for n in ("t.trace", "p.lomas", "r.lomas"))
+    run([inline(w)] + args, {"LOMAS_TRACE": trace, "LOMAS_OUTPUT": prof,
+                             "LOMAS_PERIOD": str(period), "LOMAS_SEED": "5"})
+    run([DEMO, "analyze", "--lackey", trace, "--period", str(period), "--seed", "5", "-o", ref])
+    key = ("start", "end", "state", "kind", "addr")
+    mine = sorted(tuple(r[k] for k in key) for r in export_csv(prof))
+    theirs = sorted(tuple(r[k] for k in key) for r in export_csv(ref))
+    assert len(mine) > 1000
+    assert mine == theirs
+
+
+def test_reproducible_with_a_fixed_seed(tmp_path):
+    """Same seed: identical profiles (address-space randomization off so the
+    addresses and pcs repeat too); another seed: other samples."""
+    outs = []
+    for i, seed in enumerate(["9", "9", "10"]):
+        prof = str(tmp_path / f"{i}.lomas")
+        run(["setarch", "x86_64", "-R", inline("matmul"), "48"],
+            {"LOMAS_OUTPUT": prof, "LOMAS_PERIOD": "30", "LOMAS_SEED": seed})
+        d = export_json(prof)
+        for k in ("pid", "command"):
+            d["meta"].pop(k, None)
+        for t in d["threads"]:
+            t.pop("tid")
+        outs.append(d)
+    assert outs[0] == outs[1]
+    assert len(outs[0]["samples"]) > 1000
+    assert outs[0]["samples"] != outs[2]["samples"]
+
+
+@pytest.mark.parametrize("w", ALL)
+def test_program_output_and_status_unchanged(w, tmp_path):
+    base = run([plain(w)])
+    for extra in ({}, {"LOMAS_PERIOD": "7", "LOMAS_TRACE": str(tmp_path / "t")}):
+        extra = dict(extra, LOMAS_OUTPUT=str(tmp_path / "p.lomas"))
+        r = run([inline(w)], extra)
+        assert (r.returncode, r.stdout, r.stderr) == (base.returncode, base.stdout, base.stderr)
+    bad = run([inline(w), "0"], {"LOMAS_OUTPUT": str(tmp_path / "q.lomas")}, check=False)
+    ref = run([plain(w), "0"], check=False)
+    assert (bad.returncode, bad.stdout, bad.stderr) == (ref.returncode, ref.stdout, ref.stderr)
+
+
+def test_four_threads_get_their_own_clocks(tmp_path):
+    prof = str(tmp_path / "p.lomas")
+    nodes, steps = 4096, 50000
+    r = run([inline("threads"), str(nodes), str(steps)],
+            {"LOMAS_OUTPUT": prof, "LOMAS_PERIOD": "100"})
+    assert r.stdout.count("thread ") == 4
+    d = export_json(prof)
+    threads = d["threads"]
+    assert len(threads) == 5  # main + 4 workers, in creation order
+    assert len({t["tid"] for t in threads}) == 5
+    assert threads[0]["refs"] < 1000  # main only starts and joins them
+    for i, t in enumerate(threads[1:]):
+        known = nodes + steps * (i + 1)  # ring stores + chase loads
+        assert abs(t["refs"] - known) <= 0.001 * known + 64, (i, t["refs"], known)
+    for i, t in enumerate(threads):
+        mine = [s for s in d["samples"] if s["thread"] == i]
+        assert all(s["start"] < t["refs"] for s in mine)
+        # Every window belongs to its thread and they add up to its clock.
+        wins = [w for w in d["windows"] if w["thread"] == i]
+        assert sum(w["refs"] for w in wins) == t["refs"]
+        if i:
+            assert abs(len(mine) - t["refs"] / 100) < 6 * (t["refs"] / 100) ** 0.5 + 10
+
+
+@pytest.mark.parametrize("var,value", [("LOMAS_PERIOD", "abc"), ("LOMAS_SEED", "-3"),
+                                       ("LOMAS_LINE_SIZE", "100"), ("LOMAS_WINDOW", "0"),
+                                       ("LOMAS_MAX_LIVE", "0")])
+def test_invalid_environment_value(var, value, tmp_path):
+    prof = str(tmp_path / "p.lomas")
+    base = run([plain("matmul"), "32"])
+    r = run([inline("matmul"), "32"], {"LOMAS_OUTPUT": prof, var: value})
+    assert r.stdout == base.stdout
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and var in lines[0] and value in lines[0]
+    meta = export_json(prof)["meta"]
+    assert var in meta["env_error"]
+    if var == "LOMAS_LINE_SIZE":
+        assert meta["line_size"] == "64"
+
+
+def test_unwritable_output_reported_at_start_up(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    for target in ("/nonexistent-dir/p.lomas", str(ro)):
+        # stdout and stderr share one pipe: the report comes before the program's output.
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LOMAS_")}
+        env["LOMAS_OUTPUT"] = target
+        r = subprocess.run([inline("matmul"), "32"], env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True, timeout=60)
+        lines = r.stdout.splitlines()
+        assert r.returncode == 0
+        assert len(lines) == 2 and "LOMAS_OUTPUT" in lines[0] and lines[1].startswith("matmul")
+    assert os.listdir(ro) == []
+
+
+def test_default_output_name(tmp_path):
+    r = run([inline("matmul"), "32"], cwd=str(tmp_path))
+    files = os.listdir(tmp_path)
+    assert len(files) == 1 and files[0].startswith("lomas-") and files[0].endswith(".lomas")
+    pid = files[0][len("lomas-"):-len(".lomas")]
+    d = export_json(str(tmp_path / files[0]))
+    assert d["meta"]["pid"] == pid and d["meta"]["clock"] == "inline"
+    assert r.stderr == ""
+
+
+@pytest.mark.parametrize("mode,sig", [("segv", signal.SIGSEGV), ("abort", signal.SIGABRT),
+                                      ("term", signal.SIGTERM)])
+def test_fatal_signal_flushes_the_profile(mode, sig, tmp_path):
+    prof = str(tmp_path / "p.lomas")
+    r = run([CRASH, mode], {"LOMAS_OUTPUT": prof, "LOMAS_PERIOD": "50"}, check=False)
+    assert r.returncode == -sig
+    d = export_json(prof)
+    assert d["meta"]["ended"] == f"signal {int(sig)}"
+    # The work before the crash: 4 read-write passes over 50000 longs and one
+    # read pass, in 16-byte vectors: at least 225000 references.
+    assert d["threads"][0]["refs"] >= 225000
+    assert len(d["samples"]) > 4000
+
+
+def test_exit_from_another_thread(tmp_path):
+    prof = str(tmp_path / "p.lomas")
+    r = run([CRASH, "thread"], {"LOMAS_OUTPUT": prof, "LOMAS_PERIOD": "50"}, check=False)
+    assert r.returncode == 3
+    d = export_json(prof)
+    assert d["meta"]["ended"] == "exit"
+    assert len(d["threads"]) == 2
+    assert d["threads"][0]["refs"] >= 225000 and d["threads"][1]["refs"] >= 45000
+
+
+def pkg_config(*args):
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(BUILD, "meson-uninstalled"))
+    return subprocess.run(["pkg-config"] + list(args), env=env, capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+@pytest.mark.skipif(SANITIZERS, reason="liblomas is sanitized in this build")
+def test_pkg_config_recipe_and_explicit_region(tmp_path):
+    """clang-16 -O2 $(pkg-config --cflags ...) prog.c $(pkg-config --libs ...) is all it
+    takes, from the build tree; a harness with start/stop writes nothing at exit."""
+    exe = str(tmp_path / "harness")
+    cflags = pkg_config("--cflags", "lomas-inline", "lomas")
+    libs = pkg_config("--libs", "lomas-inline", "lomas")
+    assert "-fsanitize-coverage=func,trace-loads,trace-stores" in cflags
+    subprocess.run(["clang-16", "-O2"] + cflags +
+                   [os.path.join(SOURCE, "tests", "inline", "harness.c"), "-o", exe] + libs,
+                   check=True, capture_output=True, text=True)
+    r = run([exe], {"LD_LIBRARY_PATH": BUILD}, cwd=str(tmp_path))
+    assert "harness ok" in r.stdout, r.stdout + r.stderr
+    assert [f for f in os.listdir(tmp_path) if f.endswith(".lomas")] == []
+    # The same program with LOMAS_OUTPUT set writes the region's profile at exit?
+    # No: the region ended with lomas_inline_stop, so there is nothing left to write.
+    r = run([exe], {"LD_LIBRARY_PATH": BUILD, "LOMAS_OUTPUT": str(tmp_path / "x.lomas")})
+    assert not os.path.exists(tmp_path / "x.lomas")

@@ -1,0 +1,335 @@
+/*
+ * The inline clock's pure parts (lib/inline/table.c), driven with synthetic
+ * references: the watch table and its filter, censoring when full, the
+ * sample store and its thinning, window accounting and profile assembly.
+ * Ground truth is a naive model written here (linear search over a list of
+ * open samples in start order).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "inline/inline.h"
+
+typedef struct table_fixture {
+	watch_table wt;
+	void *mem;
+	size_t bytes;
+} table_fixture;
+
+static void table_new(table_fixture *f, uint32_t capacity, unsigned line_shift)
+{
+	f->bytes = wt_bytes(capacity);
+	f->mem = calloc(1, f->bytes);
+	assert_non_null(f->mem);
+	wt_init(&f->wt, f->mem, capacity, line_shift);
+}
+
+static void table_free(table_fixture *f)
+{
+	free(f->mem);
+}
+
+/* Every filter byte is zero. */
+static bool filter_clear(const watch_table *wt)
+{
+	for (uint32_t i = 0; i < FILTER_SIZE; i++)
+		if (wt->filter[i])
+			return false;
+	return true;
+}
+
+static void test_touch_ends_sample_with_distance(void **state)
+{
+	table_fixture f;
+	isample s, c;
+	(void)state;
+	table_new(&f, 16, 6);
+	assert_false(wt_start(&f.wt, 0x1008, 10, 0x400100, LOMAS_REF_LOAD, 0, &c));
+	assert_int_equal(f.wt.live, 1);
+	/* Same 64-byte line, other word: a reuse. Another line: nothing. */
+	assert_false(wt_touch(&f.wt, 0x1040, 11, 0x400200, &s));
+	assert_false(wt_touch(&f.wt, 0x0ff8, 12, 0x400200, &s));
+	assert_true(wt_touch(&f.wt, 0x1030, 15, 0x400300, &s));
+	assert_int_equal(s.start, 10);
+	assert_int_equal(s.end, 15);
+	assert_int_equal(s.addr, 0x1008);
+	assert_int_equal(s.start_pc, 0x400100);
+	assert_int_equal(s.end_pc, 0x400300);
+	assert_int_equal(s.state, LOMAS_SAMPLE_REUSED);
+	assert_int_equal(s.kind, LOMAS_REF_LOAD);
+	/* Ended: the line is no longer watched and the filter is clear again. */
+	assert_false(wt_touch(&f.wt, 0x1030, 16, 0, &s));
+	assert_int_equal(f.wt.live, 0);
+	assert_true(filter_clear(&f.wt));
+	table_free(&f);
+}
+
+static void test_filter_aliases_are_not_reuses(void **state)
+{
+	table_fixture f;
+	isample s, c;
+	(void)state;
+	table_new(&f, 4, 6);
+	/* 4 MiB apart: the same filter byte, different lines. */
+	wt_start(&f.wt, 0x10000000, 1, 0, LOMAS_REF_STORE, 0, &c);
+	assert_int_not_equal(f.wt.filter[filter_index(0x10400000)], 0);
+	assert_false(wt_touch(&f.wt, 0x10400000, 2, 0, &s));
+	assert_true(wt_touch(&f.wt, 0x10000010, 3, 0, &s));
+	assert_int_equal(s.kind, LOMAS_REF_STORE);
+	table_free(&f);
+}
+
+static void test_large_lines_mark_every_block(void **state)
+{
+	table_fixture f;
+	isample s, c;
+	(void)state;
+	table_new(&f, 4, 8); /* 256-byte lines: 4 filter blocks each */
+	wt_start(&f.wt, 0x2010, 0, 0, LOMAS_REF_LOAD, 0, &c);
+	for (uint64_t a = 0x2000; a < 0x2100; a += 64)
+		assert_int_not_equal(f.wt.filter[filter_index(a)], 0);
+	assert_int_equal(f.wt.filter[filter_index(0x2100)], 0);
+	assert_true(wt_touch(&f.wt, 0x20f8, 9, 0, &s));
+	assert_true(filter_clear(&f.wt));
+	table_free(&f);
+}
+
+/* ---- against a naive model: random streams, small capacity ---- */
+
+typedef struct naive_open {
+	uint64_t line, start, addr;
+} naive_open;
+
+static void test_random_streams_match_naive_model(void **state)
+{
+	(void)state;
+	for (int trial = 0; trial < 20; trial++) {
+		const uint32_t cap = 1 + (uint32_t)trial % 7;
+		table_fixture f;
+		naive_open open[64];
+		size_t nopen = 0;
+		rng r;
+		uint64_t reused = 0, censored = 0;
+		rng_seed(&r, (uint64_t)trial + 100);
+		table_new(&f, cap, 6);
+		for (uint64_t clock = 0; clock < 20000; clock++) {
+			/* Addresses in 40 lines, some 4 MiB apart (filter aliases). */
+			uint64_t line = rng_next(&r) % 40;
+			uint64_t addr = 0x100000 + (line % 20) * 64 + (line / 20) * (4u << 20) +
+					rng_next(&r) % 64;
+			uint64_t aline = addr >> 6;
+			bool sample = rng_next(&r) % 5 == 0;
+			isample s, c;
+			bool hit = wt_touch(&f.wt, addr, clock, clock, &s);
+			size_t k;
+			for (k = 0; k < nopen && open[k].line != aline; k++)
+				;
+			assert_int_equal(hit, k < nopen);
+			if (hit) {
+				assert_int_equal(s.start, open[k].start);
+				assert_int_equal(s.addr, open[k].addr);
+				assert_int_equal(s.end, clock);
+				memmove(&open[k], &open[k + 1], (nopen - k - 1) * sizeof *open);
+				nopen--;
+				reused++;
+			}
+			if (!sample)
+				continue;
+			bool dropped = wt_start(&f.wt, addr, clock, clock, LOMAS_REF_LOAD, 0, &c);
+			assert_int_equal(dropped, nopen == cap);
+			if (dropped) {
+				/* The oldest open sample is censored at the current clock. */
+				assert_int_equal(c.state, LOMAS_SAMPLE_CENSORED);
+				assert_int_equal(c.start, open[0].start);
+				assert_int_equal(c.end, clock);
+				memmove(&open[0], &open[1], (nopen - 1) * sizeof *open);
+				nopen--;
+				censored++;
+			}
+			open[nopen++] = (naive_open){aline, clock, addr};
+			assert_int_equal(f.wt.live, nopen);
+		}
+		assert_true(reused > 100);
+		if (cap < 3)
+			assert_true(censored > 0);
+		/* What is still open comes out oldest first, dangling. */
+		sample_store st = {0};
+		assert_true(wt_collect(&f.wt, &st, &inline_malloc_alloc));
+		assert_int_equal(st.n, nopen);
+		for (size_t k = 0; k < nopen; k++) {
+			assert_int_equal(st.head->items[k].start, open[k].start);
+			assert_int_equal(st.head->items[k].state, LOMAS_SAMPLE_DANGLING);
+			assert_int_equal(st.head->items[k].end, LOMAS_CLOCK_NONE);
+		}
+		store_free(&st, &inline_malloc_alloc);
+		wt_clear(&f.wt);
+		assert_int_equal(f.wt.live, 0);
+		assert_true(filter_clear(&f.wt));
+		table_free(&f);
+	}
+}
+
+static void test_zero_capacity_censors_at_once(void **state)
+{
+	table_fixture f;
+	isample c;
+	(void)state;
+	table_new(&f, 0, 6);
+	assert_true(wt_start(&f.wt, 0x40, 7, 0, LOMAS_REF_LOAD, 2, &c));
+	assert_int_equal(c.state, LOMAS_SAMPLE_CENSORED);
+	assert_int_equal(c.start, 7);
+	assert_int_equal(c.end, 7);
+	assert_int_equal(c.level, 2);
+	table_free(&f);
+}
+
+/* ---- store and thinning ---- */
+
+static void test_store_thin_keeps_half(void **state)
+{
+	sample_store st = {0};
+	rng r;
+	uint64_t kept_sum = 0, n = 5 * STORE_CHUNK + 17;
+	(void)state;
+	for (uint64_t i = 0; i < n; i++) {
+		isample s = {.start = i, .state = LOMAS_SAMPLE_REUSED};
+		assert_true(store_push(&st, &inline_malloc_alloc, &s));
+	}
+	assert_int_equal(st.n, n);
+	rng_seed(&r, 3);
+	store_thin(&st, &inline_malloc_alloc, &r);
+	/* Binomial(n, 1/2): within 5 standard deviations. */
+	assert_true(st.n > n / 2 - 5 * 45 && st.n < n / 2 + 5 * 45);
+	uint64_t count = 0, last = 0;
+	for (store_chunk *c = st.head; c; c = c->next)
+		for (size_t i = 0; i < c->n; i++) {
+			assert_int_equal(c->items[i].level, 1);
+			if (count)
+				assert_true(c->items[i].start >
+					    last); /* order kept, no duplicates */
+			last = c->items[i].start;
+			kept_sum += c->items[i].start;
+			count++;
+		}
+	assert_int_equal(count, st.n);
+	assert_true(kept_sum > 0);
+	store_free(&st, &inline_malloc_alloc);
+	assert_null(st.head);
+}
+
+static void test_table_thin_drops_half(void **state)
+{
+	table_fixture f;
+	isample c, s;
+	rng r;
+	uint32_t before, after;
+	(void)state;
+	table_new(&f, 4096, 6);
+	for (uint64_t i = 0; i < 4000; i++)
+		wt_start(&f.wt, i * 64, i, 0, LOMAS_REF_LOAD, 0, &c);
+	before = f.wt.live;
+	rng_seed(&r, 11);
+	wt_thin(&f.wt, &r);
+	after = f.wt.live;
+	assert_true(after > before / 2 - 160 && after < before / 2 + 160);
+	/* Survivors still end on reuse (with their level raised); the dropped do not. */
+	uint32_t ended = 0;
+	for (uint64_t i = 0; i < 4000; i++)
+		if (wt_touch(&f.wt, i * 64 + 8, 5000 + i, 0, &s)) {
+			assert_int_equal(s.level, 1);
+			assert_int_equal(s.start, i);
+			ended++;
+		}
+	assert_int_equal(ended, after);
+	assert_int_equal(f.wt.live, 0);
+	assert_true(filter_clear(&f.wt));
+	table_free(&f);
+}
+
+/* ---- windows and profile assembly ---- */
+
+static void test_window_accounting(void **state)
+{
+	(void)state;
+	assert_int_equal(windows_count(1000, 256), 4);
+	assert_int_equal(windows_count(1024, 256), 4);
+	assert_int_equal(windows_count(1025, 256), 5);
+	assert_int_equal(windows_count(0, 256), 1);
+	uint64_t total = 0;
+	for (uint64_t k = 0; k < windows_count(1000, 256); k++) {
+		lomas_window w = window_at(1000, 256, k, 3);
+		assert_int_equal(w.start, k * 256);
+		assert_int_equal(w.thread, 3);
+		total += w.refs;
+	}
+	assert_int_equal(total, 1000);
+	assert_int_equal(window_at(1000, 256, 3, 0).refs, 1000 - 768);
+}
+
+static void test_profile_assembly(void **state)
+{
+	lomas_profile *p;
+	table_fixture f;
+	sample_store done = {0};
+	isample s = {
+	    .start = 10, .end = 20, .addr = 0x1000, .state = LOMAS_SAMPLE_REUSED, .level = 0};
+	isample t = {
+	    .start = 700, .end = 900, .addr = 0x2000, .state = LOMAS_SAMPLE_CENSORED, .level = 3};
+	isample c;
+	inline_thread_data td;
+	(void)state;
+	assert_int_equal(lomas_profile_new(64, &p), LOMAS_OK);
+	store_push(&done, &inline_malloc_alloc, &s);
+	store_push(&done, &inline_malloc_alloc, &t);
+	table_new(&f, 8, 6);
+	wt_start(&f.wt, 0x3000, 950, 0x400, LOMAS_REF_STORE, 1, &c);
+	/* Thread A: 1000 references in windows of 300; thread B: 10 references. */
+	td = (inline_thread_data){
+	    .tid = 42, .refs = 1000, .base_period = 5.0, .done = &done, .open = &f.wt};
+	assert_int_equal(inline_profile_add_thread(p, &td, 300), LOMAS_OK);
+	td = (inline_thread_data){.tid = 43, .refs = 10, .base_period = 5.0};
+	assert_int_equal(inline_profile_add_thread(p, &td, 300), LOMAS_OK);
+	assert_int_equal(profile_validate(p), LOMAS_OK);
+	assert_int_equal(p->threads.n, 2);
+	assert_int_equal(p->threads.items[0].tid, 42);
+	assert_int_equal(p->threads.items[0].refs, 1000);
+	assert_int_equal(p->windows.n, 4 + 1);
+	assert_int_equal(p->windows.items[3].refs, 100);
+	assert_int_equal(p->windows.items[4].thread, 1);
+	assert_int_equal(p->samples.n, 3);
+	/* Windows by start clock; weights = base period x 2^level. */
+	assert_int_equal(p->samples.items[0].window, 0);
+	assert_true(p->samples.items[0].weight == 5.0);
+	assert_int_equal(p->samples.items[1].window, 2);
+	assert_true(p->samples.items[1].weight == 40.0);
+	assert_int_equal(p->samples.items[1].state, LOMAS_SAMPLE_CENSORED);
+	assert_int_equal(p->samples.items[2].window, 3);
+	assert_int_equal(p->samples.items[2].state, LOMAS_SAMPLE_DANGLING);
+	assert_int_equal(p->samples.items[2].end, LOMAS_CLOCK_NONE);
+	assert_int_equal(p->samples.items[2].kind, LOMAS_REF_STORE);
+	assert_true(p->samples.items[2].weight == 10.0);
+	lomas_profile_free(p);
+	store_free(&done, &inline_malloc_alloc);
+	table_free(&f);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_touch_ends_sample_with_distance),
+	    cmocka_unit_test(test_filter_aliases_are_not_reuses),
+	    cmocka_unit_test(test_large_lines_mark_every_block),
+	    cmocka_unit_test(test_random_streams_match_naive_model),
+	    cmocka_unit_test(test_zero_capacity_censors_at_once),
+	    cmocka_unit_test(test_store_thin_keeps_half),
+	    cmocka_unit_test(test_table_thin_drops_half),
+	    cmocka_unit_test(test_window_accounting),
+	    cmocka_unit_test(test_profile_assembly),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
