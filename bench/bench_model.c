@@ -74,7 +74,7 @@ static lomas_profile *synth(void)
 		return NULL;
 	for (uint32_t w = 0; w < NWIN; w++) {
 		lomas_window win = {.start = (uint64_t)(w * 256 * PERIOD),
-				    .refs = (uint64_t)(256 * PERIOD)};
+		                    .refs = (uint64_t)(256 * PERIOD)};
 		if (profile_add_window(p, &win))
 			return NULL;
 		uint64_t clock = win.start;

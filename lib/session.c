@@ -72,7 +72,7 @@ lomas_status session_find_program(const char *argv0, char *buf, size_t len)
 }
 
 static lomas_status session_new(const session_ops *ops, void *impl, uint64_t t0,
-				lomas_session **out)
+                                lomas_session **out)
 {
 	lomas_session *s = calloc(1, sizeof *s);
 	if (!s) {
@@ -104,24 +104,22 @@ lomas_status lomas_session_start(const lomas_config *cfg, char *const argv[], lo
 	if ((st = session_find_program(argv[0], path, sizeof path)))
 		return st;
 	switch (cfg->clock) {
-	case CLOCK_INLINE:
-		st = inline_backend_start(cfg, path, argv, &ops, &impl);
-		break;
-	case CLOCK_STEP:
-		st = monitor_backend_start(cfg, path, argv, &ops, &impl);
-		break;
+	case CLOCK_INLINE: st = inline_backend_start(cfg, path, argv, &ops, &impl); break;
+	case CLOCK_STEP: st = monitor_backend_start(cfg, path, argv, &ops, &impl); break;
 	case CLOCK_PMU:
 		st = error_set(LOMAS_ENOTSUP,
-			       "the pmu clock is not built yet; use --clock=inline (target built "
-			       "with the lomas-inline hooks) or --clock=step");
+		               "the pmu clock is not built yet; use --clock=inline (target built "
+		               "with the lomas-inline hooks) or --clock=step");
 		break;
 	case CLOCK_AUTO:
 	default:
 		if (inline_backend_detect(path)) {
 			st = inline_backend_start(cfg, path, argv, &ops, &impl);
 		} else {
-			log_msg(LOMAS_LOG_WARN, "%s has no lomas-inline hooks: using the step clock "
-						"(single-stepping, slow)", path);
+			log_msg(LOMAS_LOG_WARN,
+			        "%s has no lomas-inline hooks: using the step clock "
+			        "(single-stepping, slow)",
+			        path);
 			st = monitor_backend_start(cfg, path, argv, &ops, &impl);
 		}
 		break;
@@ -147,7 +145,7 @@ lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lomas_sessio
 	}
 	if (cfg->clock == CLOCK_INLINE)
 		return error_set(LOMAS_ENOTSUP, "the inline clock cannot attach to a running "
-						"process; use --clock=step");
+		                                "process; use --clock=step");
 	if ((st = monitor_backend_attach(cfg, pid, &ops, &impl)))
 		return st;
 	return session_new(ops, impl, t0, out);

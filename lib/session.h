@@ -34,12 +34,12 @@ lomas_status session_find_program(const char *argv0, char *buf, size_t len);
 /* lib/inline: run a program built with the lomas-inline hooks. */
 bool inline_backend_detect(const char *program_path);
 lomas_status inline_backend_start(const struct lomas_config *cfg, const char *program_path,
-				  char *const argv[], const session_ops **ops, void **impl);
+                                  char *const argv[], const session_ops **ops, void **impl);
 
 /* lib/monitor: ptrace supervisor with the step clock (and later pmu). */
 lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *program_path,
-				   char *const argv[], const session_ops **ops, void **impl);
+                                   char *const argv[], const session_ops **ops, void **impl);
 lomas_status monitor_backend_attach(const struct lomas_config *cfg, int pid,
-				    const session_ops **ops, void **impl);
+                                    const session_ops **ops, void **impl);
 
 #endif /* LOMAS_SESSION_H */

@@ -68,7 +68,7 @@ int cmd_analyze(int argc, char **argv)
 	if (rc == 0 && optind < argc)
 		rc =
 		    demo_fail("analyze", "unexpected argument '%s' (the trace goes after --lackey)",
-			      argv[optind]);
+		              argv[optind]);
 	if (rc == 0 && !lackey)
 		rc = demo_fail("analyze", "missing --lackey FILE (or '-' for standard input)");
 	if (rc == 0 && !output)
@@ -102,9 +102,9 @@ int cmd_analyze(int argc, char **argv)
 	}
 	describe_period(p, cfg, period, sizeof period);
 	fprintf(stderr,
-		"lomas-demo: analyze: %" PRIu64 " samples (%" PRIu64 " reused, %" PRIu64
-		" dangling, %" PRIu64 " censored) of %" PRIu64 " references, period %s -> %s\n",
-		info.samples, info.reused, info.dangling, info.censored, info.refs, period, output);
+	        "lomas-demo: analyze: %" PRIu64 " samples (%" PRIu64 " reused, %" PRIu64
+	        " dangling, %" PRIu64 " censored) of %" PRIu64 " references, period %s -> %s\n",
+	        info.samples, info.reused, info.dangling, info.censored, info.refs, period, output);
 out:
 	lomas_profile_free(p);
 	lomas_config_free(cfg);

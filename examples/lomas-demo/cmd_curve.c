@@ -13,12 +13,12 @@ enum { WANT_RANDOM = 1, WANT_LRU = 2 };
 
 /* Model one policy's curve into ratios[n]; reports failure for cmd. */
 static int model(const char *cmd, const char *path, const lomas_profile *p, lomas_policy policy,
-		 const uint64_t *sizes, size_t n, unsigned flags, double *ratios)
+                 const uint64_t *sizes, size_t n, unsigned flags, double *ratios)
 {
 	lomas_status st = lomas_model_curve(p, policy, sizes, n, 0, flags, ratios);
 	if (st != LOMAS_OK)
 		return demo_fail_lomas(cmd, st, "cannot model '%s' (%s)", path,
-				       policy == LOMAS_POLICY_RANDOM ? "random" : "lru");
+		                       policy == LOMAS_POLICY_RANDOM ? "random" : "lru");
 	return 0;
 }
 
@@ -128,7 +128,7 @@ int cmd_curve(int argc, char **argv)
 		goto out;
 	if (json) {
 		rc = print_json(sizes, n, want & WANT_RANDOM ? rnd : NULL,
-				want & WANT_LRU ? lru : NULL);
+		                want & WANT_LRU ? lru : NULL);
 	} else {
 		printf("size_bytes%s%s\n", want & WANT_RANDOM ? ",random" : "",
 		       want & WANT_LRU ? ",lru" : "");
@@ -180,7 +180,7 @@ int cmd_compare(int argc, char **argv)
 	}
 	if (argc - optind != 2)
 		return demo_fail("compare", "need two profiles, A and B (see 'lomas-demo help "
-					    "compare')");
+		                            "compare')");
 	for (int i = 0; i < 2 && rc == 0; i++) {
 		path[i] = argv[optind + i];
 		p[i] = demo_load("compare", path[i]);
@@ -196,7 +196,7 @@ int cmd_compare(int argc, char **argv)
 				rc = demo_fail("compare", "out of memory");
 			else
 				rc = model("compare", path[i], p[i], (lomas_policy)pol, sizes, n,
-					   flags, r[i][pol]);
+				           flags, r[i][pol]);
 		}
 	}
 	if (rc == 0) {

@@ -18,7 +18,7 @@ enum { OPT_COLD = 256, OPT_COLOR, OPT_NO_COLOR };
 #define LOG_MAX 30
 #define COLS_PER_OCTAVE 3
 #define GRAPH_W ((LOG_MAX - LOG_MIN) * COLS_PER_OCTAVE + 1) /* 61 */
-#define GRAPH_H 17					    /* rows; labels every 4 */
+#define GRAPH_H 17                                          /* rows; labels every 4 */
 #define MARGIN 9 /* columns before the plot, plus one: "100.0% |" */
 #define MAX_CACHES 16
 
@@ -76,7 +76,7 @@ static size_t machine_caches(struct cache_level *out, size_t cap)
 		if (dup)
 			continue;
 		snprintf(out[n].name, sizeof out[n].name, "L%.3s%s", level,
-			 strcmp(type, "Data") == 0 ? "d" : "");
+		         strcmp(type, "Data") == 0 ? "d" : "");
 		out[n++].bytes = bytes;
 	}
 	/* Insertion sort by size: sysfs order is by index, usually but not surely by size. */
@@ -202,7 +202,7 @@ static void print_axis(const struct cache_level *caches, size_t ncaches, const s
 }
 
 static void print_graph(const double *rnd, const double *lru, const struct cache_level *caches,
-			size_t ncaches, bool cold, const struct paint *pt)
+                        size_t ncaches, bool cold, const struct paint *pt)
 {
 	char grid[GRAPH_H][GRAPH_W];
 	bool cache_col[GRAPH_W] = {false};
@@ -265,7 +265,7 @@ static void print_graph(const double *rnd, const double *lru, const struct cache
 
 /* Both policies' miss ratios at this machine's cache sizes. */
 static int print_cache_table(const lomas_profile *p, const struct cache_level *caches,
-			     size_t ncaches, uint32_t line, unsigned flags)
+                             size_t ncaches, uint32_t line, unsigned flags)
 {
 	if (!ncaches)
 		return 0;
@@ -278,10 +278,10 @@ static int print_cache_table(const lomas_profile *p, const struct cache_level *c
 		if (bytes == 0)
 			bytes = line;
 		if (lomas_model_miss_ratio(p, LOMAS_POLICY_RANDOM, bytes, 0, flags, &r) !=
-			LOMAS_OK ||
+		        LOMAS_OK ||
 		    lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, bytes, 0, flags, &l) != LOMAS_OK)
 			return demo_fail_lomas("report", LOMAS_EINVAL, "cannot model %s",
-					       caches[i].name);
+			                       caches[i].name);
 		demo_format_bytes(caches[i].bytes, b, sizeof b);
 		printf("  %-6s %10s %9.2f%% %9.2f%%\n", caches[i].name, b, 100 * r, 100 * l);
 	}
@@ -293,7 +293,7 @@ int cmd_report(int argc, char **argv)
 	static const struct option longopts[] = {
 	    {"cold", no_argument, NULL, OPT_COLD},    {"color", no_argument, NULL, OPT_COLOR},
 	    {"colour", no_argument, NULL, OPT_COLOR}, {"no-color", no_argument, NULL, OPT_NO_COLOR},
-	    {"help", no_argument, NULL, 'h'},	      {NULL, 0, NULL, 0},
+	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
 	};
 	struct paint pt = {false, "\033[1;31m", "\033[1;36m", "\033[1;35m", "\033[2m", "\033[0m"};
 	struct cache_level caches[MAX_CACHES];

@@ -50,10 +50,10 @@ int demo_bad_option(const char *cmd, char **argv, int c)
 	const char *opt = optind > 0 ? argv[optind - 1] : "?";
 	if (c == ':')
 		return demo_fail(cmd, "option '%s' needs an argument (see 'lomas-demo help %s')",
-				 opt, cmd);
+		                 opt, cmd);
 	if (optopt > 0 && optopt < 256)
 		return demo_fail(cmd, "unknown option '-%c' (see 'lomas-demo help %s')", optopt,
-				 cmd);
+		                 cmd);
 	return demo_fail(cmd, "unknown option '%s' (see 'lomas-demo help %s')", opt, cmd);
 }
 
@@ -99,8 +99,8 @@ bool demo_parse_bytes(const char *s, uint64_t *out)
 		const char *suffix;
 		unsigned shift;
 	} units[] = {
-	    {"", 0},	 {"K", 10}, {"KiB", 10}, {"k", 10},   {"M", 20},
-	    {"MiB", 20}, {"m", 20}, {"G", 30},	 {"GiB", 30}, {"g", 30},
+	    {"", 0},     {"K", 10}, {"KiB", 10}, {"k", 10},   {"M", 20},
+	    {"MiB", 20}, {"m", 20}, {"G", 30},   {"GiB", 30}, {"g", 30},
 	};
 	char *end;
 	unsigned long long v;
@@ -188,16 +188,16 @@ int demo_sizes(const char *cmd, const char *list, uint32_t line_bytes, uint64_t 
 	if (list) {
 		if (!demo_parse_size_list(list, sizes, n))
 			return demo_fail(cmd,
-					 "--sizes: '%s' is not a comma-separated list of sizes "
-					 "(bytes, or with K/KiB, M/MiB, G/GiB)",
-					 list);
+			                 "--sizes: '%s' is not a comma-separated list of sizes "
+			                 "(bytes, or with K/KiB, M/MiB, G/GiB)",
+			                 list);
 		for (size_t i = 0; i < *n; i++) {
 			if ((*sizes)[i] == 0 || (*sizes)[i] % line_bytes) {
 				int rc = demo_fail(cmd,
-						   "--sizes: %" PRIu64
-						   " is not a positive multiple of the %" PRIu32
-						   "-byte line size",
-						   (*sizes)[i], line_bytes);
+				                   "--sizes: %" PRIu64
+				                   " is not a positive multiple of the %" PRIu32
+				                   "-byte line size",
+				                   (*sizes)[i], line_bytes);
 				free(*sizes);
 				*sizes = NULL;
 				return rc;

@@ -73,15 +73,15 @@ const struct demo_cmd demo_cmds[] = {
 static int usage(FILE *out)
 {
 	fprintf(out,
-		"usage: lomas-demo COMMAND [OPTIONS] [ARGS]\n\n"
-		"liblomas %s: sample memory references and model cache miss ratios.\n\n"
-		"commands:\n",
-		lomas_version());
+	        "usage: lomas-demo COMMAND [OPTIONS] [ARGS]\n\n"
+	        "liblomas %s: sample memory references and model cache miss ratios.\n\n"
+	        "commands:\n",
+	        lomas_version());
 	for (const struct demo_cmd *d = demo_cmds; d->name; d++) {
 		fprintf(out, "  %-8s  %s\n", d->name, d->brief);
 	}
 	fprintf(out, "\n'lomas-demo help COMMAND' or 'lomas-demo COMMAND -h' for its options.\n"
-		     "Exit status: 0 ok, 2 usage or input error, 125 lomas cannot do it.\n");
+	             "Exit status: 0 ok, 2 usage or input error, 125 lomas cannot do it.\n");
 	return 0;
 }
 

@@ -34,7 +34,7 @@ static void on_stop_signal(int sig)
 static void record_usage(FILE *f)
 {
 	fprintf(f, "lomas-demo: record: usage: lomas-demo record [options] -- CMD [ARGS...] "
-		   "(or -p PID); see 'lomas-demo help record'\n");
+	           "(or -p PID); see 'lomas-demo help record'\n");
 }
 
 static int fail(const char *what)
@@ -57,7 +57,7 @@ static int check_command(const char *cmd)
 		}
 		if (S_ISDIR(st.st_mode) || access(cmd, X_OK) != 0) {
 			fprintf(stderr, "lomas-demo: record: %s: %s\n", cmd,
-				strerror(S_ISDIR(st.st_mode) ? EISDIR : EACCES));
+			        strerror(S_ISDIR(st.st_mode) ? EISDIR : EACCES));
 			return EXIT_CANNOT_RUN;
 		}
 		return 0;
@@ -79,7 +79,7 @@ static int check_command(const char *cmd)
 		path = colon + 1;
 	}
 	fprintf(stderr, "lomas-demo: record: %s: %s\n", cmd,
-		denied ? strerror(EACCES) : "command not found");
+	        denied ? strerror(EACCES) : "command not found");
 	return denied ? EXIT_CANNOT_RUN : EXIT_NOT_FOUND;
 }
 
@@ -89,8 +89,8 @@ static void progress(lomas_session *s)
 	lomas_stats st;
 	if (lomas_session_stats(s, &st) == LOMAS_OK)
 		fprintf(stderr, "\r[lomas] %.1fs  %llu refs  %llu samples  %llu faults   ",
-			(double)st.elapsed_ns / 1e9, (unsigned long long)st.refs,
-			(unsigned long long)st.samples, (unsigned long long)st.faults);
+		        (double)st.elapsed_ns / 1e9, (unsigned long long)st.refs,
+		        (unsigned long long)st.samples, (unsigned long long)st.faults);
 }
 
 static int save_profile(lomas_session *s, const char *out, int argc, char **argv)
@@ -102,8 +102,8 @@ static int save_profile(lomas_session *s, const char *out, int argc, char **argv
 	if (lomas_session_profile(s, &p))
 		return fail("collecting the profile");
 	for (int i = 0; i < argc && used + 2 < sizeof cmdline; i++) {
-		int n = snprintf(cmdline + used, sizeof cmdline - used, "%s%s", i ? " " : "",
-				 argv[i]);
+		int n =
+		    snprintf(cmdline + used, sizeof cmdline - used, "%s%s", i ? " " : "", argv[i]);
 		if (n < 0)
 			break;
 		used += (size_t)n;
@@ -116,11 +116,11 @@ static int save_profile(lomas_session *s, const char *out, int argc, char **argv
 	}
 	if (lomas_profile_info_get(p, &info) == LOMAS_OK)
 		fprintf(stderr,
-			"lomas-demo: record: %llu samples (%llu reused, %llu dangling, %llu "
-			"censored) over %llu references written to %s\n",
-			(unsigned long long)info.samples, (unsigned long long)info.reused,
-			(unsigned long long)info.dangling, (unsigned long long)info.censored,
-			(unsigned long long)info.refs, out);
+		        "lomas-demo: record: %llu samples (%llu reused, %llu dangling, %llu "
+		        "censored) over %llu references written to %s\n",
+		        (unsigned long long)info.samples, (unsigned long long)info.reused,
+		        (unsigned long long)info.dangling, (unsigned long long)info.censored,
+		        (unsigned long long)info.refs, out);
 	lomas_profile_free(p);
 	return 0;
 }
@@ -128,21 +128,21 @@ static int save_profile(lomas_session *s, const char *out, int argc, char **argv
 int record_main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"clock", required_argument, NULL, 'c'},
-		{"period", required_argument, NULL, 'P'},
-		{"seed", required_argument, NULL, 's'},
-		{"line-size", required_argument, NULL, 'l'},
-		{"window", required_argument, NULL, 'w'},
-		{"max-skid", required_argument, NULL, 'k'},
-		{"pid", required_argument, NULL, 'p'},
-		{NULL, 0, NULL, 0},
+	    {"output", required_argument, NULL, 'o'},
+	    {"clock", required_argument, NULL, 'c'},
+	    {"period", required_argument, NULL, 'P'},
+	    {"seed", required_argument, NULL, 's'},
+	    {"line-size", required_argument, NULL, 'l'},
+	    {"window", required_argument, NULL, 'w'},
+	    {"max-skid", required_argument, NULL, 'k'},
+	    {"pid", required_argument, NULL, 'p'},
+	    {NULL, 0, NULL, 0},
 	};
 	static const struct {
 		int opt;
 		const char *key;
-	} keys[] = {{'c', "clock"}, {'P', "period"}, {'s', "seed"},
-		    {'l', "line_size"}, {'w', "window"}, {'k', "max_skid"}};
+	} keys[] = {{'c', "clock"},     {'P', "period"}, {'s', "seed"},
+	            {'l', "line_size"}, {'w', "window"}, {'k', "max_skid"}};
 	const char *out = "lomas.lomas";
 	long pid = 0;
 	lomas_config *cfg;
@@ -174,7 +174,7 @@ int record_main(int argc, char **argv)
 			pid = strtol(optarg, &end, 10);
 			if (*end || pid <= 0 || pid > INT_MAX) {
 				fprintf(stderr, "lomas-demo: record: -p: '%s' is not a pid\n",
-					optarg);
+				        optarg);
 				lomas_config_free(cfg);
 				return EXIT_LOMAS;
 			}
@@ -237,9 +237,10 @@ int record_main(int argc, char **argv)
 		if (lomas_session_stop(s))
 			fprintf(stderr, "lomas-demo: record: detach: %s\n", lomas_error_message());
 		else
-			fprintf(stderr, "lomas-demo: record: detached on signal %d; the target "
-					"runs on\n",
-				(int)stop_signal);
+			fprintf(stderr,
+			        "lomas-demo: record: detached on signal %d; the target "
+			        "runs on\n",
+			        (int)stop_signal);
 		rc = save_profile(s, out, argc, argv);
 		lomas_session_free(s);
 		return rc ? rc : 128 + (int)stop_signal;

@@ -10,7 +10,7 @@ int main(int argc, char **argv)
 	long *buf, sum = 0, step, n;
 	if (bytes < 64 || bytes > (1L << 32) || stride < 8 || stride % 8 || passes < 1) {
 		fprintf(stderr,
-			"usage: stride [bytes (64..4G)] [stride (multiple of 8)] [passes]\n");
+		        "usage: stride [bytes (64..4G)] [stride (multiple of 8)] [passes]\n");
 		return 2;
 	}
 	n = bytes / (long)sizeof(long);

@@ -100,7 +100,7 @@ LOMAS_API lomas_status lomas_config_new(lomas_config **out);
 LOMAS_API lomas_status lomas_config_set(lomas_config *cfg, const char *key, const char *value);
 /* Copy the current value of key (as a string) into buf of size len. */
 LOMAS_API lomas_status lomas_config_get(const lomas_config *cfg, const char *key, char *buf,
-					size_t len);
+                                        size_t len);
 LOMAS_API void lomas_config_free(lomas_config *cfg);
 
 /* ---------------------------------------------------------------- profile */
@@ -152,15 +152,15 @@ typedef struct lomas_thread {
 } lomas_thread;
 
 typedef struct lomas_profile_info {
-	uint32_t line_size;    /* bytes; reuse was measured at this granularity */
-	uint64_t samples;      /* all samples */
-	uint64_t reused;       /* samples with a finite reuse distance */
-	uint64_t dangling;     /* samples never reused */
-	uint64_t censored;     /* samples dropped with only a lower bound */
+	uint32_t line_size; /* bytes; reuse was measured at this granularity */
+	uint64_t samples;   /* all samples */
+	uint64_t reused;    /* samples with a finite reuse distance */
+	uint64_t dangling;  /* samples never reused */
+	uint64_t censored;  /* samples dropped with only a lower bound */
 	uint64_t windows;
 	uint64_t threads;
-	uint64_t refs;         /* references over all threads */
-	double sample_weight;  /* sum of sample weights */
+	uint64_t refs;        /* references over all threads */
+	double sample_weight; /* sum of sample weights */
 } lomas_profile_info;
 
 typedef struct lomas_profile lomas_profile;
@@ -181,21 +181,20 @@ LOMAS_API void lomas_profile_free(lomas_profile *p);
 LOMAS_API lomas_status lomas_profile_info_get(const lomas_profile *p, lomas_profile_info *out);
 /* The value of metadata key, or LOMAS_ENOENT. The pointer lives as long as p. */
 LOMAS_API lomas_status lomas_profile_meta_get(const lomas_profile *p, const char *key,
-					      const char **value);
-LOMAS_API lomas_status lomas_profile_meta_set(lomas_profile *p, const char *key,
-					      const char *value);
+                                              const char **value);
+LOMAS_API lomas_status lomas_profile_meta_set(lomas_profile *p, const char *key, const char *value);
 /* Number of metadata entries, and entry i (0-based) as key/value pointers. */
 LOMAS_API size_t lomas_profile_meta_count(const lomas_profile *p);
 LOMAS_API lomas_status lomas_profile_meta_at(const lomas_profile *p, size_t i, const char **key,
-					     const char **value);
+                                             const char **value);
 
 /* Copy up to n samples/windows/threads starting at index first into out; *copied says how many. */
 LOMAS_API lomas_status lomas_profile_samples(const lomas_profile *p, size_t first, size_t n,
-					     lomas_sample *out, size_t *copied);
+                                             lomas_sample *out, size_t *copied);
 LOMAS_API lomas_status lomas_profile_windows(const lomas_profile *p, size_t first, size_t n,
-					     lomas_window *out, size_t *copied);
+                                             lomas_window *out, size_t *copied);
 LOMAS_API lomas_status lomas_profile_threads(const lomas_profile *p, size_t first, size_t n,
-					     lomas_thread *out, size_t *copied);
+                                             lomas_thread *out, size_t *copied);
 
 typedef enum lomas_export_format {
 	LOMAS_EXPORT_JSON = 0, /* one JSON document: metadata, threads, windows, samples */
@@ -204,7 +203,7 @@ typedef enum lomas_export_format {
 
 /* Write the profile in a format for people and scripts to the stream out. */
 LOMAS_API lomas_status lomas_profile_export(const lomas_profile *p, lomas_export_format format,
-					    FILE *out);
+                                            FILE *out);
 
 /* ------------------------------------------------------------------ model */
 
@@ -222,21 +221,21 @@ typedef enum lomas_policy {
  * it). cache_bytes must be a positive multiple of the line size.
  */
 LOMAS_API lomas_status lomas_model_miss_ratio(const lomas_profile *p, lomas_policy policy,
-					      uint64_t cache_bytes, uint32_t line_bytes,
-					      unsigned flags, double *ratio);
+                                              uint64_t cache_bytes, uint32_t line_bytes,
+                                              unsigned flags, double *ratio);
 
 /* Miss ratios for n cache sizes (bytes) at once into ratios[n]; faster than n calls. */
 LOMAS_API lomas_status lomas_model_curve(const lomas_profile *p, lomas_policy policy,
-					 const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
-					 unsigned flags, double *ratios);
+                                         const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
+                                         unsigned flags, double *ratios);
 
 /*
  * The default working-set-graph sizes: 1 KiB to 1 GiB, 4 points per octave,
  * each rounded to a multiple of line_bytes (81 sizes for 64-byte lines).
  * Writes at most cap sizes into sizes and the total count into *n.
  */
-LOMAS_API lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *sizes,
-						 size_t cap, size_t *n);
+LOMAS_API lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *sizes, size_t cap,
+                                                 size_t *n);
 
 /* ------------------------------------------------------------------ trace */
 
@@ -251,7 +250,7 @@ typedef struct lomas_trace lomas_trace;
 LOMAS_API lomas_status lomas_trace_new(const lomas_config *cfg, lomas_trace **out);
 /* One reference by thread (any 64-bit id) of kind at addr, made by the instruction at pc. */
 LOMAS_API lomas_status lomas_trace_ref(lomas_trace *t, uint64_t thread, uint64_t addr, uint64_t pc,
-				       lomas_ref_kind kind);
+                                       lomas_ref_kind kind);
 /* End the run: open samples become dangling. Transfers a new profile to *out. */
 LOMAS_API lomas_status lomas_trace_finish(lomas_trace *t, lomas_profile **out);
 LOMAS_API void lomas_trace_free(lomas_trace *t);
@@ -262,10 +261,10 @@ LOMAS_API void lomas_trace_free(lomas_trace *t);
  * the line number.
  */
 LOMAS_API lomas_status lomas_trace_analyze_lackey(const lomas_config *cfg, const char *path,
-						  lomas_profile **out);
+                                                  lomas_profile **out);
 /* The same from an open stream; name is used in messages. */
 LOMAS_API lomas_status lomas_trace_analyze_lackey_stream(const lomas_config *cfg, FILE *in,
-							 const char *name, lomas_profile **out);
+                                                         const char *name, lomas_profile **out);
 
 /* ---------------------------------------------------------------- session */
 
@@ -294,10 +293,9 @@ typedef struct lomas_stats {
 
 /* Start argv[0] (searched in PATH) with argv under the configured clock. */
 LOMAS_API lomas_status lomas_session_start(const lomas_config *cfg, char *const argv[],
-					   lomas_session **out);
+                                           lomas_session **out);
 /* Attach to a running process (all its threads). */
-LOMAS_API lomas_status lomas_session_attach(const lomas_config *cfg, int pid,
-					    lomas_session **out);
+LOMAS_API lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lomas_session **out);
 /*
  * Handle pending events for at most timeout_ms (0 = do not block, -1 = until
  * the target ends). *running is set to 0 once the target has ended.

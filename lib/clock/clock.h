@@ -37,10 +37,10 @@ typedef struct skid_planner {
 
 /* What to program into the counter: a period, and under NEXT_OVERFLOW also the reload. */
 typedef struct skid_program {
-	uint64_t period;        /* program now (at open: attr.sample_period; else the ioctl) */
-	uint64_t reload;        /* NEXT_OVERFLOW: ioctl value that takes effect at the next overflow */
+	uint64_t period; /* program now (at open: attr.sample_period; else the ioctl) */
+	uint64_t reload; /* NEXT_OVERFLOW: ioctl value that takes effect at the next overflow */
 	bool has_reload;
-	bool step_now;          /* the point is within max_skid: single-step to it, arm nothing */
+	bool step_now; /* the point is within max_skid: single-step to it, arm nothing */
 } skid_program;
 
 /* What to do at an overflow stop. */
@@ -48,7 +48,7 @@ typedef struct skid_action {
 	uint64_t target;    /* Sp: the count at which the sampled reference has retired */
 	uint64_t remaining; /* references to single-step before reaching it (0 = sample now) */
 	bool overshot;      /* the count already passed Sp (skid beyond max_skid, or a multi-
-			       reference instruction): the sample was in the last instruction */
+	                       reference instruction): the sample was in the last instruction */
 } skid_action;
 
 /*
@@ -56,8 +56,8 @@ typedef struct skid_action {
  * sample points. Returns what to program so that the first overflow is at
  * sp0 - max_skid (or now + 1 if that has passed).
  */
-skid_program skid_plan_start(skid_planner *p, uint32_t max_skid, skid_semantics sem,
-			     uint64_t now, uint64_t sp0, uint64_t sp1);
+skid_program skid_plan_start(skid_planner *p, uint32_t max_skid, skid_semantics sem, uint64_t now,
+                             uint64_t sp0, uint64_t sp1);
 /* An overflow was reported and the counter reads c. */
 skid_action skid_plan_overflow(const skid_planner *p, uint64_t c);
 /*
@@ -78,8 +78,8 @@ typedef struct skid_counter {
 	uint64_t period;      /* reloaded at each overflow */
 	uint64_t reload;      /* NEXT_OVERFLOW: period loaded at the next overflow */
 	bool has_reload;
-	uint64_t pending;     /* overflows raised and not yet reported */
-	uint64_t report_at;   /* count at which the oldest pending overflow is reported */
+	uint64_t pending;   /* overflows raised and not yet reported */
+	uint64_t report_at; /* count at which the oldest pending overflow is reported */
 } skid_counter;
 
 void skid_counter_open(skid_counter *k, skid_semantics sem, uint64_t now, uint64_t period);
@@ -129,7 +129,7 @@ uint64_t ledger_correct(const ledger *l, uint64_t raw);
  * if the excess is not a whole multiple of events.
  */
 lomas_status ledger_calibrate(ledger *l, ledger_kind k, uint64_t expected, uint64_t raw,
-			      uint64_t events);
+                              uint64_t events);
 
 /* ---------------------------------------------------- step clock's sampler */
 

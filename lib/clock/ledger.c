@@ -42,7 +42,7 @@ uint64_t ledger_correct(const ledger *l, uint64_t raw)
 }
 
 lomas_status ledger_calibrate(ledger *l, ledger_kind k, uint64_t expected, uint64_t raw,
-			      uint64_t events)
+                              uint64_t events)
 {
 	int64_t excess;
 	if ((unsigned)k >= LEDGER_NKINDS || events == 0)
@@ -53,10 +53,9 @@ lomas_status ledger_calibrate(ledger *l, ledger_kind k, uint64_t expected, uint6
 		if (j != (int)k)
 			excess -= l->per_event[j] * (int64_t)l->events[j];
 	if (excess % (int64_t)events)
-		return error_set(LOMAS_EINVAL,
-				 "calibration of %s: excess %lld is not a multiple of %llu events",
-				 ledger_kind_name(k), (long long)excess,
-				 (unsigned long long)events);
+		return error_set(
+		    LOMAS_EINVAL, "calibration of %s: excess %lld is not a multiple of %llu events",
+		    ledger_kind_name(k), (long long)excess, (unsigned long long)events);
 	l->per_event[k] = excess / (int64_t)events;
 	return LOMAS_OK;
 }

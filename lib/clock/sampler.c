@@ -34,7 +34,8 @@ unsigned step_sampler_commit(step_sampler *s, uint64_t c0, unsigned n, unsigned 
 {
 	uint64_t end = c0 + n;
 	unsigned k = 0;
-	if (!s->stepping && skid_counter_advance(&s->counter, end - s->counter.count, s->cur_skid)) {
+	if (!s->stepping &&
+	    skid_counter_advance(&s->counter, end - s->counter.count, s->cur_skid)) {
 		skid_action a;
 		skid_counter_ack(&s->counter);
 		s->overflows++;
@@ -59,8 +60,8 @@ unsigned step_sampler_commit(step_sampler *s, uint64_t c0, unsigned n, unsigned 
 		if (prog.step_now)
 			continue;
 		s->stepping = false;
-		s->cur_skid = s->max_skid ? (uint32_t)(rng_next(&s->skid) % (s->max_skid + 1ull))
-					  : 0;
+		s->cur_skid =
+		    s->max_skid ? (uint32_t)(rng_next(&s->skid) % (s->max_skid + 1ull)) : 0;
 		skid_counter_set_period(&s->counter, prog.period);
 	}
 	return k;

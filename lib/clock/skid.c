@@ -19,8 +19,8 @@ static uint64_t arm_point(uint64_t sp, uint32_t max_skid, uint64_t floor_)
 	return o > floor_ ? o : floor_;
 }
 
-skid_program skid_plan_start(skid_planner *p, uint32_t max_skid, skid_semantics sem,
-			     uint64_t now, uint64_t sp0, uint64_t sp1)
+skid_program skid_plan_start(skid_planner *p, uint32_t max_skid, skid_semantics sem, uint64_t now,
+                             uint64_t sp0, uint64_t sp1)
 {
 	skid_program prog = {0};
 	p->max_skid = max_skid;

@@ -70,7 +70,8 @@ bool config_parse_u64(const char *s, uint64_t *out)
 		return false;
 	if (*end) {
 		switch (*end) {
-		case 'k': case 'K': mul = 1000ull; break;
+		case 'k':
+		case 'K': mul = 1000ull; break;
 		case 'M': mul = 1000000ull; break;
 		case 'G': mul = 1000000000ull; break;
 		default: return false;
@@ -102,45 +103,48 @@ lomas_status lomas_config_set(lomas_config *cfg, const char *key, const char *va
 	if (strcmp(key, "period") == 0) {
 		if (!parse_auto_u64(value, &v))
 			return error_set(LOMAS_EINVAL,
-					 "period: '%s' is not an integer >= 1 or 'auto'", value);
+			                 "period: '%s' is not an integer >= 1 or 'auto'", value);
 		cfg->period_refs = v;
 	} else if (strcmp(key, "seed") == 0) {
 		if (!config_parse_u64(value, &v))
 			return error_set(LOMAS_EINVAL, "seed: '%s' is not an unsigned integer",
-					 value);
+			                 value);
 		cfg->seed = v;
 	} else if (strcmp(key, "line_size") == 0) {
 		if (!config_parse_u64(value, &v) || !line_size_valid(v))
 			return error_set(LOMAS_EINVAL,
-					 "line_size: '%s' is not a power of two from 8 to 65536",
-					 value);
+			                 "line_size: '%s' is not a power of two from 8 to 65536",
+			                 value);
 		cfg->line_size = (uint32_t)v;
 	} else if (strcmp(key, "window") == 0) {
 		if (!parse_auto_u64(value, &v))
 			return error_set(LOMAS_EINVAL,
-					 "window: '%s' is not an integer >= 1 or 'auto'", value);
+			                 "window: '%s' is not an integer >= 1 or 'auto'", value);
 		cfg->window_refs = v;
 	} else if (strcmp(key, "max_samples_live") == 0) {
 		if (!config_parse_u64(value, &v))
 			return error_set(LOMAS_EINVAL,
-					 "max_samples_live: '%s' is not an unsigned integer", value);
+			                 "max_samples_live: '%s' is not an unsigned integer",
+			                 value);
 		cfg->max_samples_live = v;
 	} else if (strcmp(key, "clock") == 0) {
 		int i = name_index(clock_names, 4, value);
 		if (i < 0)
 			return error_set(LOMAS_EINVAL,
-					 "clock: '%s' is not one of auto, inline, step, pmu", value);
+			                 "clock: '%s' is not one of auto, inline, step, pmu",
+			                 value);
 		cfg->clock = (config_clock)i;
 	} else if (strcmp(key, "watch") == 0) {
 		int i = name_index(watch_names, 3, value);
 		if (i < 0)
 			return error_set(LOMAS_EINVAL,
-					 "watch: '%s' is not one of auto, mprotect, debugreg", value);
+			                 "watch: '%s' is not one of auto, mprotect, debugreg",
+			                 value);
 		cfg->watch = (config_watch)i;
 	} else if (strcmp(key, "max_skid") == 0) {
 		if (!config_parse_u64(value, &v) || v > 4096)
 			return error_set(LOMAS_EINVAL, "max_skid: '%s' is not an integer 0..4096",
-					 value);
+			                 value);
 		cfg->max_skid = (uint32_t)v;
 	} else {
 		return error_set(LOMAS_EINVAL, "unknown config key '%s'", key);
@@ -151,7 +155,7 @@ lomas_status lomas_config_set(lomas_config *cfg, const char *key, const char *va
 static lomas_status put_u64(char *buf, size_t len, uint64_t v, bool auto_zero)
 {
 	int n = (auto_zero && v == CONFIG_AUTO) ? snprintf(buf, len, "auto")
-						 : snprintf(buf, len, "%" PRIu64, v);
+	                                        : snprintf(buf, len, "%" PRIu64, v);
 	if (n < 0 || (size_t)n >= len)
 		return error_set(LOMAS_ERANGE, "lomas_config_get: buffer too small");
 	return LOMAS_OK;
@@ -174,8 +178,8 @@ lomas_status lomas_config_get(const lomas_config *cfg, const char *key, char *bu
 	if (strcmp(key, "max_skid") == 0)
 		return put_u64(buf, len, cfg->max_skid, false);
 	if (strcmp(key, "clock") == 0 || strcmp(key, "watch") == 0) {
-		const char *name = key[0] == 'c' ? config_clock_name(cfg->clock)
-						 : config_watch_name(cfg->watch);
+		const char *name =
+		    key[0] == 'c' ? config_clock_name(cfg->clock) : config_watch_name(cfg->watch);
 		if (strlen(name) >= len)
 			return error_set(LOMAS_ERANGE, "lomas_config_get: buffer too small");
 		strcpy(buf, name);

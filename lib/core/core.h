@@ -48,14 +48,14 @@ typedef enum config_watch {
 } config_watch;
 
 struct lomas_config {
-	uint64_t period_refs;      /* CONFIG_AUTO or >= 1 */
+	uint64_t period_refs; /* CONFIG_AUTO or >= 1 */
 	uint64_t seed;
 	uint32_t line_size;        /* bytes, power of two */
 	uint64_t window_refs;      /* CONFIG_AUTO or >= 1 */
 	uint64_t max_samples_live; /* 0 = unlimited */
 	config_clock clock;
 	config_watch watch;
-	uint32_t max_skid;         /* references */
+	uint32_t max_skid; /* references */
 };
 
 /* Names of the enum values ("auto", "inline", ...). */
@@ -116,7 +116,7 @@ lomas_status profile_set_calib(struct lomas_profile *p, const char *key, double 
 lomas_status profile_add_map(struct lomas_profile *p, const prof_map *m);
 /* Metadata setter with printf format for the value. */
 lomas_status profile_meta_setf(struct lomas_profile *p, const char *key, const char *fmt, ...)
-	LOMAS_PRINTF(3, 4);
+    LOMAS_PRINTF(3, 4);
 
 /*
  * Check the profile's internal consistency (indices in range, windows of
@@ -165,9 +165,8 @@ uint32_t crc32_update(uint32_t crc, const void *data, size_t len);
  * messages ("name: offset N: ..."). LOMAS_EFORMAT for anything malformed.
  */
 lomas_status profile_load_buffer(const void *data, size_t len, const char *name,
-				 lomas_profile **out);
+                                 lomas_profile **out);
 /* Encode p as a profile file image: a malloc'd buffer in *data of *len bytes. */
 lomas_status profile_save_buffer(const lomas_profile *p, void **data, size_t *len);
 
 #endif /* LOMAS_CORE_H */
-

@@ -35,9 +35,9 @@ uint32_t crc32_update(uint32_t crc, const void *data, size_t len)
 	while (len >= 8) {
 		/* Little-endian assembly of the next 8 bytes, independent of host order. */
 		uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-				     (uint32_t)p[3] << 24);
+		                     (uint32_t)p[3] << 24);
 		uint32_t hi = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 |
-			      (uint32_t)p[7] << 24;
+		              (uint32_t)p[7] << 24;
 		crc = table[7][lo & 0xff] ^ table[6][(lo >> 8) & 0xff] ^
 		      table[5][(lo >> 16) & 0xff] ^ table[4][lo >> 24] ^ table[3][hi & 0xff] ^
 		      table[2][(hi >> 8) & 0xff] ^ table[1][(hi >> 16) & 0xff] ^ table[0][hi >> 24];

@@ -215,17 +215,16 @@ static json_t *map_json(const prof_map *m)
 }
 
 /* Write "key":[ items ] with each item built by fn; false on failure. */
-#define EMIT_ARRAY(out, key, vec, fn)                                            \
-	do {                                                                     \
-		if (fputs(",\n\"" key "\":[", out) < 0)                          \
-			return false;                                            \
-		for (size_t i_ = 0; i_ < (vec).n; i_++) {                        \
-			if ((i_ && fputs(",\n", out) < 0) ||                     \
-			    !emit(out, fn(&(vec).items[i_])))                    \
-				return false;                                    \
-		}                                                                \
-		if (fputc(']', out) == EOF)                                      \
-			return false;                                            \
+#define EMIT_ARRAY(out, key, vec, fn)                                                          \
+	do {                                                                                   \
+		if (fputs(",\n\"" key "\":[", out) < 0)                                        \
+			return false;                                                          \
+		for (size_t i_ = 0; i_ < (vec).n; i_++) {                                      \
+			if ((i_ && fputs(",\n", out) < 0) || !emit(out, fn(&(vec).items[i_]))) \
+				return false;                                                  \
+		}                                                                              \
+		if (fputc(']', out) == EOF)                                                    \
+			return false;                                                          \
 	} while (0)
 
 static bool export_json(const lomas_profile *p, FILE *out)
@@ -246,7 +245,7 @@ static bool export_json(const lomas_profile *p, FILE *out)
 static bool export_csv(const lomas_profile *p, FILE *out)
 {
 	if (fputs("thread,window,start,end,distance,state,kind,addr,start_pc,end_pc,weight\n",
-		  out) < 0)
+	          out) < 0)
 		return false;
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
@@ -256,10 +255,10 @@ static bool export_csv(const lomas_profile *p, FILE *out)
 		if (s->state == LOMAS_SAMPLE_REUSED && s->end > s->start)
 			snprintf(dist, sizeof dist, "%" PRIu64, sample_distance(s));
 		if (fprintf(out,
-			    "%" PRIu32 ",%" PRIu32 ",%" PRIu64 ",%s,%s,%s,%s,0x%" PRIx64
-			    ",0x%" PRIx64 ",0x%" PRIx64 ",%.17g\n",
-			    s->thread, s->window, s->start, end, dist, state_name(s->state),
-			    kind_name(s->kind), s->addr, s->start_pc, s->end_pc, s->weight) < 0)
+		            "%" PRIu32 ",%" PRIu32 ",%" PRIu64 ",%s,%s,%s,%s,0x%" PRIx64
+		            ",0x%" PRIx64 ",0x%" PRIx64 ",%.17g\n",
+		            s->thread, s->window, s->start, end, dist, state_name(s->state),
+		            kind_name(s->kind), s->addr, s->start_pc, s->end_pc, s->weight) < 0)
 			return false;
 	}
 	return true;
@@ -272,7 +271,7 @@ lomas_status lomas_profile_export(const lomas_profile *p, lomas_export_format fo
 		return error_set(LOMAS_EINVAL, "lomas_profile_export: NULL argument");
 	if (format != LOMAS_EXPORT_JSON && format != LOMAS_EXPORT_CSV)
 		return error_set(LOMAS_EINVAL, "lomas_profile_export: unknown format %d",
-				 (int)format);
+		                 (int)format);
 	errno = 0;
 	ok = format == LOMAS_EXPORT_JSON ? export_json(p, out) : export_csv(p, out);
 	if (ok && fflush(out) == 0 && !ferror(out))

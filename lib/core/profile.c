@@ -23,19 +23,18 @@ lomas_status vec_reserve_(void **items, size_t *cap, size_t item_size, size_t wa
 		return error_set(LOMAS_ENOMEM, "array too large");
 	n = realloc(*items, ncap * item_size);
 	if (!n)
-		return error_set(LOMAS_ENOMEM, "out of memory growing an array to %zu items",
-				 ncap);
+		return error_set(LOMAS_ENOMEM, "out of memory growing an array to %zu items", ncap);
 	*items = n;
 	*cap = ncap;
 	return LOMAS_OK;
 }
 
-#define VEC_PUSH(v, x)                                               \
-	do {                                                         \
-		lomas_status st_ = vec_reserve((v), (v)->n + 1);     \
-		if (st_)                                             \
-			return st_;                                  \
-		(v)->items[(v)->n++] = *(x);                         \
+#define VEC_PUSH(v, x)                                           \
+	do {                                                     \
+		lomas_status st_ = vec_reserve((v), (v)->n + 1); \
+		if (st_)                                         \
+			return st_;                              \
+		(v)->items[(v)->n++] = *(x);                     \
 	} while (0)
 
 lomas_status lomas_profile_new(uint32_t line_size, lomas_profile **out)
@@ -44,8 +43,8 @@ lomas_status lomas_profile_new(uint32_t line_size, lomas_profile **out)
 		return error_set(LOMAS_EINVAL, "lomas_profile_new: out is NULL");
 	*out = NULL;
 	if (!line_size_valid(line_size))
-		return error_set(LOMAS_EINVAL,
-				 "line size %u is not a power of two from 8 to 65536", line_size);
+		return error_set(LOMAS_EINVAL, "line size %u is not a power of two from 8 to 65536",
+		                 line_size);
 	*out = calloc(1, sizeof **out);
 	if (!*out)
 		return error_set(LOMAS_ENOMEM, "out of memory");
@@ -184,13 +183,13 @@ size_t lomas_profile_meta_count(const lomas_profile *p)
 }
 
 lomas_status lomas_profile_meta_at(const lomas_profile *p, size_t i, const char **key,
-				   const char **value)
+                                   const char **value)
 {
 	if (!p || !key || !value)
 		return error_set(LOMAS_EINVAL, "lomas_profile_meta_at: NULL argument");
 	if (i >= p->meta.n)
 		return error_set(LOMAS_ERANGE, "metadata index %zu out of range (%zu entries)", i,
-				 p->meta.n);
+		                 p->meta.n);
 	*key = p->meta.items[i].key;
 	*value = p->meta.items[i].value;
 	return LOMAS_OK;
@@ -219,14 +218,14 @@ lomas_status lomas_profile_info_get(const lomas_profile *p, lomas_profile_info *
 
 /* Shared body of the three array accessors. */
 static lomas_status copy_range(const void *items, size_t count, size_t item_size, size_t first,
-			       size_t n, void *out, size_t *copied, const char *what)
+                               size_t n, void *out, size_t *copied, const char *what)
 {
 	size_t k;
 	if (!out || !copied)
 		return error_set(LOMAS_EINVAL, "lomas_profile_%s: NULL argument", what);
 	if (first > count)
-		return error_set(LOMAS_ERANGE, "lomas_profile_%s: first %zu beyond %zu items",
-				 what, first, count);
+		return error_set(LOMAS_ERANGE, "lomas_profile_%s: first %zu beyond %zu items", what,
+		                 first, count);
 	k = count - first < n ? count - first : n;
 	if (k)
 		memcpy(out, (const char *)items + first * item_size, k * item_size);
@@ -235,65 +234,66 @@ static lomas_status copy_range(const void *items, size_t count, size_t item_size
 }
 
 lomas_status lomas_profile_samples(const lomas_profile *p, size_t first, size_t n,
-				   lomas_sample *out, size_t *copied)
+                                   lomas_sample *out, size_t *copied)
 {
 	if (!p)
 		return error_set(LOMAS_EINVAL, "lomas_profile_samples: NULL profile");
 	return copy_range(p->samples.items, p->samples.n, sizeof(lomas_sample), first, n, out,
-			  copied, "samples");
+	                  copied, "samples");
 }
 
 lomas_status lomas_profile_windows(const lomas_profile *p, size_t first, size_t n,
-				   lomas_window *out, size_t *copied)
+                                   lomas_window *out, size_t *copied)
 {
 	if (!p)
 		return error_set(LOMAS_EINVAL, "lomas_profile_windows: NULL profile");
 	return copy_range(p->windows.items, p->windows.n, sizeof(lomas_window), first, n, out,
-			  copied, "windows");
+	                  copied, "windows");
 }
 
 lomas_status lomas_profile_threads(const lomas_profile *p, size_t first, size_t n,
-				   lomas_thread *out, size_t *copied)
+                                   lomas_thread *out, size_t *copied)
 {
 	if (!p)
 		return error_set(LOMAS_EINVAL, "lomas_profile_threads: NULL profile");
 	return copy_range(p->threads.items, p->threads.n, sizeof(lomas_thread), first, n, out,
-			  copied, "threads");
+	                  copied, "threads");
 }
 
 lomas_status profile_validate(const struct lomas_profile *p)
 {
 	if (!line_size_valid(p->line_size))
-		return error_set(LOMAS_EFORMAT, "line size %u is not a power of two from 8 to 65536",
-				 p->line_size);
+		return error_set(LOMAS_EFORMAT,
+		                 "line size %u is not a power of two from 8 to 65536",
+		                 p->line_size);
 	for (size_t i = 0; i < p->windows.n; i++) {
 		const lomas_window *w = &p->windows.items[i];
 		if (w->thread >= p->threads.n)
 			return error_set(LOMAS_EFORMAT, "window %zu names thread %u of %zu", i,
-					 w->thread, p->threads.n);
+			                 w->thread, p->threads.n);
 	}
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
 		if (s->thread >= p->threads.n)
 			return error_set(LOMAS_EFORMAT, "sample %zu names thread %u of %zu", i,
-					 s->thread, p->threads.n);
+			                 s->thread, p->threads.n);
 		if (s->window >= p->windows.n)
 			return error_set(LOMAS_EFORMAT, "sample %zu names window %u of %zu", i,
-					 s->window, p->windows.n);
+			                 s->window, p->windows.n);
 		if (p->windows.items[s->window].thread != s->thread)
 			return error_set(LOMAS_EFORMAT,
-					 "sample %zu: thread %u differs from its window's %u", i,
-					 s->thread, p->windows.items[s->window].thread);
+			                 "sample %zu: thread %u differs from its window's %u", i,
+			                 s->thread, p->windows.items[s->window].thread);
 		if (s->kind > LOMAS_REF_STORE || s->state > LOMAS_SAMPLE_CENSORED)
 			return error_set(LOMAS_EFORMAT, "sample %zu: bad kind %u or state %u", i,
-					 s->kind, s->state);
+			                 s->kind, s->state);
 		if (!(s->weight > 0.0) || !isfinite(s->weight))
 			return error_set(LOMAS_EFORMAT, "sample %zu: weight %g is not positive", i,
-					 s->weight);
+			                 s->weight);
 		if (s->state != LOMAS_SAMPLE_DANGLING && s->end <= s->start)
 			return error_set(LOMAS_EFORMAT, "sample %zu: end %llu not after start %llu",
-					 i, (unsigned long long)s->end,
-					 (unsigned long long)s->start);
+			                 i, (unsigned long long)s->end,
+			                 (unsigned long long)s->start);
 	}
 	return LOMAS_OK;
 }
@@ -307,15 +307,15 @@ lomas_status lomas_profile_merge(lomas_profile *dst, const lomas_profile *src)
 		return error_set(LOMAS_EINVAL, "lomas_profile_merge: NULL or identical profiles");
 	if (dst->line_size != src->line_size)
 		return error_set(LOMAS_EINVAL,
-				 "cannot merge profiles with %u-byte and %u-byte lines",
-				 dst->line_size, src->line_size);
+		                 "cannot merge profiles with %u-byte and %u-byte lines",
+		                 dst->line_size, src->line_size);
 	lomas_profile_meta_get(dst, "command", &a);
 	lomas_profile_meta_get(src, "command", &b);
 	error_clear();
 	if (a && b && strcmp(a, b) != 0)
 		return error_set(LOMAS_EINVAL,
-				 "cannot merge profiles of different programs ('%s' and '%s')", a,
-				 b);
+		                 "cannot merge profiles of different programs ('%s' and '%s')", a,
+		                 b);
 	if (src->threads.n > UINT32_MAX - dst->threads.n ||
 	    src->windows.n > UINT32_MAX - dst->windows.n)
 		return error_set(LOMAS_ERANGE, "merged profile would have too many windows");

@@ -36,7 +36,7 @@ enum {
 };
 
 static const char *const sec_names[SEC_KNOWN] = {
-	"?", "META", "PROFILE", "CALIB", "THREADS", "WINDOWS", "SAMPLES", "MAPS",
+    "?", "META", "PROFILE", "CALIB", "THREADS", "WINDOWS", "SAMPLES", "MAPS",
 };
 
 /* ------------------------------------------------------ little-endian access */
@@ -109,7 +109,7 @@ lomas_status profile_save_buffer(const lomas_profile *p, void **data, size_t *le
 {
 	size_t size[SEC_KNOWN] = {0}, off[SEC_KNOWN] = {0};
 	static const int order[] = {SEC_PROFILE, SEC_META,    SEC_CALIB, SEC_THREADS,
-				    SEC_WINDOWS, SEC_SAMPLES, SEC_MAPS};
+	                            SEC_WINDOWS, SEC_SAMPLES, SEC_MAPS};
 	const size_t nsec = sizeof order / sizeof order[0];
 	size_t total;
 	uint8_t *b, *q;
@@ -279,7 +279,7 @@ static lomas_status bad(const reader *r, uint64_t off, const char *fmt, ...)
  * Returns a malloc'd copy in *out.
  */
 static lomas_status get_str(const reader *r, uint64_t *pos, uint64_t end, const char *what,
-			    bool nonempty, char **out)
+                            bool nonempty, char **out)
 {
 	uint64_t at = *pos;
 	uint32_t n;
@@ -289,7 +289,7 @@ static lomas_status get_str(const reader *r, uint64_t *pos, uint64_t end, const 
 	n = rd32(r->b + at);
 	if (n > end - at - 4)
 		return bad(r, at, "%s length %" PRIu32 " runs past the end of its section", what,
-			   n);
+		           n);
 	if (nonempty && n == 0)
 		return bad(r, at, "%s is empty", what);
 	if (memchr(r->b + at + 4, 0, n))
@@ -331,16 +331,16 @@ static lomas_status check_dups(const reader *r, keyref *keys, size_t n, const ch
 
 /* Check a u32-counted section's count against the smallest possible entry. */
 static lomas_status small_count(const reader *r, const section *s, const char *what,
-				uint64_t min_entry, uint32_t *count)
+                                uint64_t min_entry, uint32_t *count)
 {
 	if (s->len < 4)
 		return bad(r, s->off, "section %s length %" PRIu64 " is shorter than its count",
-			   what, s->len);
+		           what, s->len);
 	*count = rd32(r->b + s->off);
 	if (*count > (s->len - 4) / min_entry)
 		return bad(r, s->off,
-			   "section %s count %" PRIu32 " is too large for its length %" PRIu64,
-			   what, *count, s->len);
+		           "section %s count %" PRIu32 " is too large for its length %" PRIu64,
+		           what, *count, s->len);
 	return LOMAS_OK;
 }
 
@@ -438,24 +438,25 @@ static lomas_status decode_maps(const reader *r, const section *s, lomas_profile
 		p->maps.n++;
 	}
 	if (pos != end)
-		return bad(r, pos, "%" PRIu64 " unused bytes at the end of section MAPS", end - pos);
+		return bad(r, pos, "%" PRIu64 " unused bytes at the end of section MAPS",
+		           end - pos);
 	return LOMAS_OK;
 }
 
 /* Check a u64-counted array section of fixed-size records; *count its entries. */
-static lomas_status array_count(const reader *r, const section *s, const char *what,
-				uint64_t rec, uint64_t *count)
+static lomas_status array_count(const reader *r, const section *s, const char *what, uint64_t rec,
+                                uint64_t *count)
 {
 	if (s->len < 8 || (s->len - 8) % rec != 0)
 		return bad(r, s->off,
-			   "section %s length %" PRIu64 " is not 8 plus a multiple of %" PRIu64,
-			   what, s->len, rec);
+		           "section %s length %" PRIu64 " is not 8 plus a multiple of %" PRIu64,
+		           what, s->len, rec);
 	*count = rd64(r->b + s->off);
 	if (*count != (s->len - 8) / rec)
 		return bad(r, s->off,
-			   "section %s count %" PRIu64 " disagrees with its length %" PRIu64
-			   " (%" PRIu64 " records)",
-			   what, *count, s->len, (s->len - 8) / rec);
+		           "section %s count %" PRIu64 " disagrees with its length %" PRIu64
+		           " (%" PRIu64 " records)",
+		           what, *count, s->len, (s->len - 8) / rec);
 	if (*count > UINT32_MAX && rec != PF_SAMPLE_SIZE)
 		return bad(r, s->off, "section %s count %" PRIu64 " exceeds 2^32-1", what, *count);
 	return LOMAS_OK;
@@ -493,8 +494,8 @@ static lomas_status decode_windows(const reader *r, const section *s, lomas_prof
 		w->reserved = 0;
 		if (w->thread >= p->threads.n)
 			return bad(r, (uint64_t)(q - r->b) + 16,
-				   "window %" PRIu64 " names thread %" PRIu32 " of %zu", i,
-				   w->thread, p->threads.n);
+			           "window %" PRIu64 " names thread %" PRIu32 " of %zu", i,
+			           w->thread, p->threads.n);
 	}
 	p->windows.n = count;
 	return LOMAS_OK;
@@ -528,26 +529,27 @@ static lomas_status decode_samples(const reader *r, const section *s, lomas_prof
 		/* The checks of profile_validate, here so the message has the offset. */
 		if (x->thread >= nthreads)
 			return bad(r, at + 48, "sample %" PRIu64 " names thread %" PRIu32 " of %zu",
-				   i, x->thread, nthreads);
+			           i, x->thread, nthreads);
 		if (x->window >= nwindows)
 			return bad(r, at + 52, "sample %" PRIu64 " names window %" PRIu32 " of %zu",
-				   i, x->window, nwindows);
+			           i, x->window, nwindows);
 		if (wins[x->window].thread != x->thread)
 			return bad(r, at + 48,
-				   "sample %" PRIu64 ": thread %" PRIu32
-				   " differs from its window's %" PRIu32,
-				   i, x->thread, wins[x->window].thread);
+			           "sample %" PRIu64 ": thread %" PRIu32
+			           " differs from its window's %" PRIu32,
+			           i, x->thread, wins[x->window].thread);
 		if (x->kind > LOMAS_REF_STORE)
 			return bad(r, at + 56, "sample %" PRIu64 ": bad kind %u", i, x->kind);
 		if (x->state > LOMAS_SAMPLE_CENSORED)
 			return bad(r, at + 57, "sample %" PRIu64 ": bad state %u", i, x->state);
 		if (!(x->weight > 0.0 && x->weight <= DBL_MAX))
-			return bad(r, at + 40, "sample %" PRIu64 ": weight %g is not positive and finite",
-				   i, x->weight);
+			return bad(r, at + 40,
+			           "sample %" PRIu64 ": weight %g is not positive and finite", i,
+			           x->weight);
 		if (x->state != LOMAS_SAMPLE_DANGLING && x->end <= x->start)
 			return bad(r, at + 8,
-				   "sample %" PRIu64 ": end %" PRIu64 " not after start %" PRIu64, i,
-				   x->end, x->start);
+			           "sample %" PRIu64 ": end %" PRIu64 " not after start %" PRIu64,
+			           i, x->end, x->start);
 	}
 	p->samples.n = count;
 	return LOMAS_OK;
@@ -562,19 +564,19 @@ static lomas_status read_table(const reader *r, section *secs)
 		if (r->len >= 8 && memcmp(r->b, PF_MAGIC, 8) != 0)
 			return bad(r, 0, "not a lomas profile (bad magic)");
 		return bad(r, r->len, "file of %zu bytes ends inside the %u-byte header", r->len,
-			   PF_HEADER_SIZE);
+		           PF_HEADER_SIZE);
 	}
 	if (memcmp(r->b, PF_MAGIC, 8) != 0)
 		return bad(r, 0, "not a lomas profile (bad magic)");
 	version = rd32(r->b + 8);
 	if (version >> 16 > PF_MAJOR)
 		return bad(r, 8,
-			   "format version %u.%u is newer than this reader (%u.%u); "
-			   "a newer liblomas is needed",
-			   version >> 16, version & 0xffff, PF_MAJOR, PF_MINOR);
+		           "format version %u.%u is newer than this reader (%u.%u); "
+		           "a newer liblomas is needed",
+		           version >> 16, version & 0xffff, PF_MAJOR, PF_MINOR);
 	if (version >> 16 != PF_MAJOR)
 		return bad(r, 8, "unsupported format version %u.%u", version >> 16,
-			   version & 0xffff);
+		           version & 0xffff);
 	flags = rd32(r->b + 12);
 	if (flags != 0)
 		return bad(r, 12, "unknown header flags 0x%" PRIx32, flags);
@@ -583,15 +585,15 @@ static lomas_status read_table(const reader *r, section *secs)
 	toff = rd64(r->b + 24);
 	if (toff > r->len || (uint64_t)nsec * PF_ENTRY_SIZE > r->len - toff)
 		return bad(r, 24,
-			   "section table (%" PRIu32 " entries at offset %" PRIu64
-			   ") extends past the end of the file (%zu bytes)",
-			   nsec, toff, r->len);
+		           "section table (%" PRIu32 " entries at offset %" PRIu64
+		           ") extends past the end of the file (%zu bytes)",
+		           nsec, toff, r->len);
 	crc = crc32_update(0, r->b + toff, (size_t)nsec * PF_ENTRY_SIZE);
 	if (crc != tcrc)
 		return bad(r, 20,
-			   "section table CRC 0x%08" PRIx32 " does not match its contents (0x%08" PRIx32
-			   ")",
-			   tcrc, crc);
+		           "section table CRC 0x%08" PRIx32
+		           " does not match its contents (0x%08" PRIx32 ")",
+		           tcrc, crc);
 	for (uint32_t i = 0; i < nsec; i++) {
 		uint64_t e = toff + (uint64_t)i * PF_ENTRY_SIZE;
 		const uint8_t *q = r->b + e;
@@ -600,9 +602,10 @@ static lomas_status read_table(const reader *r, section *secs)
 		const char *nm = type < SEC_KNOWN && type ? sec_names[type] : "(unknown)";
 		if (off > r->len || len > r->len - off)
 			return bad(r, e + 8,
-				   "section %s (type %" PRIu32 ") at offset %" PRIu64
-				   " length %" PRIu64 " extends past the end of the file (%zu bytes)",
-				   nm, type, off, len, r->len);
+			           "section %s (type %" PRIu32 ") at offset %" PRIu64
+			           " length %" PRIu64
+			           " extends past the end of the file (%zu bytes)",
+			           nm, type, off, len, r->len);
 		if (crc32_update(0, r->b + off, (size_t)len) != scrc)
 			return bad(r, off, "section %s (type %" PRIu32 ") CRC mismatch", nm, type);
 		if (type == 0 || type >= SEC_KNOWN)
@@ -610,8 +613,10 @@ static lomas_status read_table(const reader *r, section *secs)
 		if (sflags != 0)
 			return bad(r, e + 4, "section %s has unknown flags 0x%" PRIx32, nm, sflags);
 		if (secs[type].present)
-			return bad(r, e, "duplicate section %s (first in table entry at offset %" PRIu64
-				   ")", nm, secs[type].entry);
+			return bad(r, e,
+			           "duplicate section %s (first in table entry at offset %" PRIu64
+			           ")",
+			           nm, secs[type].entry);
 		secs[type].present = true;
 		secs[type].entry = e;
 		secs[type].off = off;
@@ -622,13 +627,13 @@ static lomas_status read_table(const reader *r, section *secs)
 		for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
 			if (!secs[required[i]].present)
 				return bad(r, toff, "required section %s is missing",
-					   sec_names[required[i]]);
+				           sec_names[required[i]]);
 	}
 	return LOMAS_OK;
 }
 
 lomas_status profile_load_buffer(const void *data, size_t len, const char *name,
-				 lomas_profile **out)
+                                 lomas_profile **out)
 {
 	reader r = {data, len, name ? name : "(buffer)"};
 	section secs[SEC_KNOWN] = {{0}};
@@ -647,11 +652,12 @@ lomas_status profile_load_buffer(const void *data, size_t len, const char *name,
 	ps = &secs[SEC_PROFILE];
 	if (ps->len != PF_PROFILE_SIZE)
 		return bad(&r, ps->off, "section PROFILE length %" PRIu64 " is not %u", ps->len,
-			   PF_PROFILE_SIZE);
+		           PF_PROFILE_SIZE);
 	line_size = rd32(r.b + ps->off);
 	if (!line_size_valid(line_size))
-		return bad(&r, ps->off, "line size %" PRIu32 " is not a power of two from 8 to 65536",
-			   line_size);
+		return bad(&r, ps->off,
+		           "line size %" PRIu32 " is not a power of two from 8 to 65536",
+		           line_size);
 	if ((st = lomas_profile_new(line_size, &p)))
 		return st;
 	if ((st = decode_threads(&r, &secs[SEC_THREADS], p)) ||

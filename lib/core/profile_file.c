@@ -13,14 +13,13 @@
 #include "core.h"
 
 /* Read all of fd into a malloc'd buffer; size_hint is the expected length. */
-static lomas_status read_all(int fd, const char *path, size_t size_hint, uint8_t **out,
-			     size_t *len)
+static lomas_status read_all(int fd, const char *path, size_t size_hint, uint8_t **out, size_t *len)
 {
 	size_t cap = size_hint + 1, n = 0; /* +1 so EOF is seen without a realloc */
 	uint8_t *b = malloc(cap);
 	if (!b)
 		return error_set(LOMAS_ENOMEM, "%s: out of memory reading %zu bytes", path,
-				 size_hint);
+		                 size_hint);
 	for (;;) {
 		ssize_t k;
 		if (n == cap) {
@@ -66,7 +65,7 @@ lomas_status lomas_profile_load(const char *path, lomas_profile **out)
 	if (fd < 0) {
 		int e = errno;
 		return error_set(e == ENOENT ? LOMAS_ENOENT : LOMAS_EIO, "%s: %s", path,
-				 strerror(e));
+		                 strerror(e));
 	}
 	if (fstat(fd, &sb) != 0) {
 		int e = errno;
@@ -78,7 +77,7 @@ lomas_status lomas_profile_load(const char *path, lomas_profile **out)
 		return error_set(LOMAS_EIO, "%s: %s", path, strerror(EISDIR));
 	}
 	st = read_all(fd, path, S_ISREG(sb.st_mode) && sb.st_size > 0 ? (size_t)sb.st_size : 65536,
-		      &buf, &len);
+	              &buf, &len);
 	close(fd);
 	if (st)
 		return st;
@@ -150,7 +149,7 @@ lomas_status lomas_profile_save(const lomas_profile *p, const char *path)
 	if (fd < 0) {
 		e = errno;
 		st = error_set(LOMAS_EIO, "%s: cannot create a temporary file %s: %s", path, tmp,
-			       strerror(e));
+		               strerror(e));
 		free(tmp);
 		free(data);
 		return st;

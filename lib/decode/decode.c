@@ -101,7 +101,7 @@ static tmpl_ref *add_ref(tmpl *t, uint8_t kind, uint32_t size)
 
 /* A reference at [reg + disp] (stack, string and other implicit operands). */
 static void add_simple(tmpl *t, uint8_t kind, uint32_t size, uint8_t reg, int64_t disp, uint8_t seg,
-		       bool addr32)
+                       bool addr32)
 {
 	tmpl_ref *r = add_ref(t, kind, size);
 	if (!r)
@@ -114,7 +114,7 @@ static void add_simple(tmpl *t, uint8_t kind, uint32_t size, uint8_t reg, int64_
 
 /* A reference for an explicit memory operand; rsp_bias for pop [mem]. */
 static lomas_status add_mem(tmpl *t, const cs_x86 *x, const cs_x86_op *op, unsigned id,
-			    const char *mn, uint8_t kind, int32_t rsp_bias)
+                            const char *mn, uint8_t kind, int32_t rsp_bias)
 {
 	tmpl_ref *r = add_ref(t, kind, mem_size(id, op));
 	if (!r)
@@ -132,8 +132,8 @@ static lomas_status add_mem(tmpl *t, const cs_x86 *x, const cs_x86_op *op, unsig
 		r->base = gpr_of(op->mem.base);
 		if (r->base == GPR_NONE)
 			return error_set(LOMAS_EFORMAT,
-					 "%s at 0x%" PRIx64 ": unsupported base register", t->text,
-					 t->pc);
+			                 "%s at 0x%" PRIx64 ": unsupported base register", t->text,
+			                 t->pc);
 	}
 	if (is_vsib(mn)) {
 		r->size = 0; /* vector index: see the file comment */
@@ -141,8 +141,8 @@ static lomas_status add_mem(tmpl *t, const cs_x86 *x, const cs_x86_op *op, unsig
 		r->index = gpr_of(op->mem.index);
 		if (r->index == GPR_NONE)
 			return error_set(LOMAS_EFORMAT,
-					 "%s at 0x%" PRIx64 ": unsupported index register", t->text,
-					 t->pc);
+			                 "%s at 0x%" PRIx64 ": unsupported index register", t->text,
+			                 t->pc);
 		r->scale = (uint8_t)op->mem.scale;
 	}
 	return LOMAS_OK;
@@ -222,11 +222,11 @@ static void build_enter(tmpl *t, const cs_x86 *x, uint32_t ss)
 	for (unsigned i = 1; i < level; i++) {
 		add_simple(t, LOMAS_REF_LOAD, ss, GPR_RBP, -(int64_t)(ss * i), SEG_NONE, false);
 		add_simple(t, LOMAS_REF_STORE, ss, GPR_RSP, -(int64_t)(ss * (i + 1)), SEG_NONE,
-			   false);
+		           false);
 	}
 	if (level > 0)
 		add_simple(t, LOMAS_REF_STORE, ss, GPR_RSP, -(int64_t)(ss * (level + 1)), SEG_NONE,
-			   false);
+		           false);
 }
 
 /* Instructions with implicit references; true if handled. */
@@ -280,10 +280,10 @@ static bool build_implicit(tmpl *t, const cs_insn *ci, lomas_status *st)
 	case X86_INS_IRETD:
 	case X86_INS_IRETQ:
 		add_simple(t, LOMAS_REF_LOAD,
-			   ci->id == X86_INS_IRETQ   ? 40
-			   : ci->id == X86_INS_IRETD ? 20
-						     : 10,
-			   GPR_RSP, 0, SEG_NONE, false);
+		           ci->id == X86_INS_IRETQ   ? 40
+		           : ci->id == X86_INS_IRETD ? 20
+		                                     : 10,
+		           GPR_RSP, 0, SEG_NONE, false);
 		return true;
 	case X86_INS_LEAVE:
 		add_simple(t, LOMAS_REF_LOAD, ss, GPR_RBP, 0, SEG_NONE, false);
@@ -314,8 +314,8 @@ static void build_flags(tmpl *t, const cs_insn *ci)
 	const cs_x86 *x = &det->x86;
 	bool int_grp = false;
 	t->syscall = ci->id == X86_INS_SYSCALL || ci->id == X86_INS_SYSENTER ||
-		     (ci->id == X86_INS_INT && x->op_count == 1 &&
-		      x->operands[0].type == X86_OP_IMM && x->operands[0].imm == 0x80);
+	             (ci->id == X86_INS_INT && x->op_count == 1 &&
+	              x->operands[0].type == X86_OP_IMM && x->operands[0].imm == 0x80);
 	for (int i = 0; i < det->groups_count; i++) {
 		switch (det->groups[i]) {
 		case X86_GRP_JUMP:
@@ -344,13 +344,13 @@ lomas_status tmpl_build(decoder *d, const uint8_t *code, size_t len, uint64_t pc
 	t->pc = pc;
 	if (!code || len == 0 || !cs_disasm_iter(d->cs, &p, &n, &addr, d->ci))
 		return error_set(LOMAS_EFORMAT,
-				 "invalid or truncated x86-64 instruction at pc 0x%" PRIx64
-				 " (%zu bytes available)",
-				 pc, len);
+		                 "invalid or truncated x86-64 instruction at pc 0x%" PRIx64
+		                 " (%zu bytes available)",
+		                 pc, len);
 	x = &ci->detail->x86;
 	t->len = (uint8_t)ci->size;
 	snprintf(t->text, sizeof t->text, "%s%s%s", ci->mnemonic, ci->op_str[0] ? " " : "",
-		 ci->op_str);
+	         ci->op_str);
 	build_flags(t, ci);
 
 	if (string_op(x)) {
@@ -373,7 +373,7 @@ lomas_status tmpl_build(decoder *d, const uint8_t *code, size_t len, uint64_t pc
 				st = add_mem(t, x, op, ci->id, ci->mnemonic, LOMAS_REF_STORE, 0);
 		} else {
 			st = add_mem(t, x, op, ci->id, ci->mnemonic,
-				     (uint8_t)mem_kind(ci->id, ci->mnemonic, i, x->op_count), 0);
+			             (uint8_t)mem_kind(ci->id, ci->mnemonic, i, x->op_count), 0);
 		}
 	}
 	/* bt* [mem], reg: the register is a signed bit offset from [mem]. */
@@ -467,7 +467,7 @@ void tmpl_eval(const tmpl *t, const struct user_regs_struct *regs, decode_insn *
 }
 
 lomas_status decode_bytes(decoder *d, const uint8_t *code, size_t len, uint64_t pc,
-			  const struct user_regs_struct *regs, decode_insn *out)
+                          const struct user_regs_struct *regs, decode_insn *out)
 {
 	tmpl t;
 	lomas_status st;

@@ -45,7 +45,7 @@ void decoder_free(decoder *d);
  * valid instruction.
  */
 lomas_status decode_bytes(decoder *d, const uint8_t *code, size_t len, uint64_t pc,
-			  const struct user_regs_struct *regs, decode_insn *out);
+                          const struct user_regs_struct *regs, decode_insn *out);
 
 /*
  * The same for the instruction at regs->rip in process pid, reading its bytes
@@ -53,14 +53,14 @@ lomas_status decode_bytes(decoder *d, const uint8_t *code, size_t len, uint64_t 
  * cached by address until decoder_invalidate() covers them.
  */
 lomas_status decoder_at(decoder *d, pid_t pid, const struct user_regs_struct *regs,
-			decode_insn *out);
+                        decode_insn *out);
 
 /* Forget cached code in [start, end) (the target wrote or remapped it). */
 void decoder_invalidate(decoder *d, uint64_t start, uint64_t end);
 
 /* Added by the decode helper (additive): cache counters for tests and benches. */
 typedef struct decode_stats {
-	uint64_t hits;	    /* decoder_at calls answered from the cache */
+	uint64_t hits;      /* decoder_at calls answered from the cache */
 	uint64_t misses;    /* decoder_at calls that read and decoded the bytes */
 	uint64_t evictions; /* cached entries replaced by another address */
 	uint64_t cached;    /* entries held now (at most DECODE_CACHE_SLOTS) */

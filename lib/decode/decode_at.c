@@ -39,7 +39,7 @@ lomas_status decoder_new(decoder **out)
 	if (err != CS_ERR_OK) {
 		free(d);
 		return error_set(err == CS_ERR_MEM ? LOMAS_ENOMEM : LOMAS_ENOTSUP,
-				 "capstone: cs_open: %s", cs_strerror(err));
+		                 "capstone: cs_open: %s", cs_strerror(err));
 	}
 	err = cs_option(d->cs, CS_OPT_DETAIL, CS_OPT_ON);
 	if (err == CS_ERR_OK)
@@ -48,7 +48,7 @@ lomas_status decoder_new(decoder **out)
 	if (err != CS_ERR_OK || !d->ci || !d->cache) {
 		decoder_free(d);
 		return error_set(err != CS_ERR_OK ? LOMAS_ENOTSUP : LOMAS_ENOMEM, "capstone: %s",
-				 err != CS_ERR_OK ? cs_strerror(err) : "out of memory");
+		                 err != CS_ERR_OK ? cs_strerror(err) : "out of memory");
 	}
 	*out = d;
 	return LOMAS_OK;
@@ -114,22 +114,22 @@ static lomas_status read_code(const decoder *d, pid_t pid, uint64_t pc, uint8_t 
 		if (r < 0 && errno != EPERM && errno != ENOSYS) {
 			if (errno == ESRCH)
 				return error_set(LOMAS_ETARGET,
-						 "reading code of pid %d: no such process",
-						 (int)pid);
+				                 "reading code of pid %d: no such process",
+				                 (int)pid);
 			return error_set(LOMAS_ETARGET,
-					 "cannot read code of pid %d at 0x%" PRIx64 ": %s",
-					 (int)pid, pc, strerror(errno));
+			                 "cannot read code of pid %d at 0x%" PRIx64 ": %s",
+			                 (int)pid, pc, strerror(errno));
 		}
 	}
 	*got = read_peek(pid, pc, buf);
 	if (*got == 0)
 		return error_set(LOMAS_ETARGET, "cannot read code of pid %d at 0x%" PRIx64 ": %s",
-				 (int)pid, pc, errno ? strerror(errno) : "unreadable");
+		                 (int)pid, pc, errno ? strerror(errno) : "unreadable");
 	return LOMAS_OK;
 }
 
 lomas_status decoder_at(decoder *d, pid_t pid, const struct user_regs_struct *regs,
-			decode_insn *out)
+                        decode_insn *out)
 {
 	struct cache_slot *s;
 	uint64_t pc;

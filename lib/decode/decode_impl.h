@@ -30,7 +30,7 @@ enum {
 	GPR_R14,
 	GPR_R15,
 	GPR_RIP, /* the address of the next instruction (pc + len) */
-	GPR_AL,	 /* low byte of rax, zero-extended (xlat) */
+	GPR_AL,  /* low byte of rax, zero-extended (xlat) */
 	GPR_NONE = 0xff,
 };
 
@@ -40,11 +40,11 @@ enum { SEG_NONE = 0, SEG_FS, SEG_GS };
 typedef struct tmpl_ref {
 	int64_t disp;
 	int32_t rsp_bias; /* added to rsp where it is base/index (pop [rsp+x]) */
-	uint32_t size;	  /* bytes; 0 when unknown */
-	uint8_t kind;	  /* LOMAS_REF_LOAD / LOMAS_REF_STORE */
-	uint8_t seg;	  /* SEG_* */
-	uint8_t base;	  /* GPR_* */
-	uint8_t index;	  /* GPR_* */
+	uint32_t size;    /* bytes; 0 when unknown */
+	uint8_t kind;     /* LOMAS_REF_LOAD / LOMAS_REF_STORE */
+	uint8_t seg;      /* SEG_* */
+	uint8_t base;     /* GPR_* */
+	uint8_t index;    /* GPR_* */
 	uint8_t scale;
 	uint8_t addr32; /* 0x67 prefix: the effective address wraps at 32 bits */
 	uint8_t bitreg; /* bt*: GPR_* holding a signed bit offset, else GPR_NONE */
@@ -54,7 +54,7 @@ typedef struct tmpl {
 	uint64_t pc;
 	uint8_t len;
 	uint8_t nrefs;
-	bool rep;	 /* rep-prefixed string instruction */
+	bool rep;        /* rep-prefixed string instruction */
 	bool rep_addr32; /* its count register is ecx, not rcx */
 	bool syscall;
 	bool branch;

@@ -32,7 +32,7 @@ extern char **environ;
 
 /* Does the symbol table in section sh (of an image of len bytes) define MARKER? */
 static bool symtab_has_marker(const uint8_t *img, size_t len, const Elf64_Shdr *sh,
-			      const Elf64_Shdr *strsh)
+                              const Elf64_Shdr *strsh)
 {
 	if (sh->sh_entsize != sizeof(Elf64_Sym) || sh->sh_offset > len ||
 	    sh->sh_size > len - sh->sh_offset || strsh->sh_offset > len ||
@@ -122,7 +122,7 @@ typedef struct inline_session {
 } inline_session;
 
 static void set_env(char **env, size_t *n, const char *key, const char *value, char *storage,
-		    size_t cap)
+                    size_t cap)
 {
 	size_t kl = strlen(key);
 	snprintf(storage, cap, "%s=%s", key, value);
@@ -140,7 +140,7 @@ static void load_profile(inline_session *s)
 	if (st) {
 		s->load_status = st;
 		snprintf(s->load_error, sizeof s->load_error,
-			 "the target wrote no readable profile (%s)", lomas_error_message());
+		         "the target wrote no readable profile (%s)", lomas_error_message());
 		s->profile = NULL;
 	} else {
 		profile_meta_setf(s->profile, "clock", "inline");
@@ -174,7 +174,7 @@ static lomas_status isess_poll(void *impl, int timeout_ms, bool *running)
 			s->running = false;
 			*running = false;
 			return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)s->pid,
-					 strerror(errno));
+			                 strerror(errno));
 		}
 		if (r == 0) {
 			long ms;
@@ -195,9 +195,9 @@ static lomas_status isess_stop(void *impl)
 	if (s->running && !s->detached) {
 		s->detached = true;
 		log_msg(LOMAS_LOG_INFO,
-			"inline clock: detached from pid %d; it writes its profile to %s when it "
-			"exits",
-			(int)s->pid, s->output);
+		        "inline clock: detached from pid %d; it writes its profile to %s when it "
+		        "exits",
+		        (int)s->pid, s->output);
 	}
 	return LOMAS_OK;
 }
@@ -222,9 +222,9 @@ static lomas_status isess_profile(void *impl, lomas_profile **out)
 	lomas_profile *p;
 	if (s->running || s->detached)
 		return error_set(LOMAS_ESTATE,
-				 "the inline clock's profile is written when the "
-				 "target exits%s",
-				 s->detached ? " (the session was detached)" : "");
+		                 "the inline clock's profile is written when the "
+		                 "target exits%s",
+		                 s->detached ? " (the session was detached)" : "");
 	if (!s->profile)
 		return error_set(s->load_status ? s->load_status : LOMAS_EIO, "%s", s->load_error);
 	if (lomas_profile_new(s->profile->line_size, &p))
@@ -237,7 +237,7 @@ static lomas_status isess_profile(void *impl, lomas_profile **out)
 	/* merge keeps metadata only partly: copy every entry. */
 	for (size_t i = 0; i < s->profile->meta.n; i++)
 		lomas_profile_meta_set(p, s->profile->meta.items[i].key,
-				       s->profile->meta.items[i].value);
+		                       s->profile->meta.items[i].value);
 	*out = p;
 	return LOMAS_OK;
 }
@@ -284,7 +284,7 @@ static void join_command(char *const argv[], char *buf, size_t len)
 }
 
 lomas_status inline_backend_start(const struct lomas_config *cfg, const char *program_path,
-				  char *const argv[], const session_ops **ops, void **impl)
+                                  char *const argv[], const session_ops **ops, void **impl)
 {
 	inline_session *s;
 	size_t nenv = 0, n = 0;
@@ -304,7 +304,7 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 	if (!mkdtemp(s->dir)) {
 		lomas_status st =
 		    error_set(LOMAS_EIO, "cannot create a temporary directory in %s: %s", tmp,
-			      strerror(errno));
+		              strerror(errno));
 		free(s);
 		return st;
 	}
@@ -381,7 +381,7 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 		rmdir(s->dir);
 		free(s);
 		return error_set(child_errno == ENOENT ? LOMAS_ENOENT : LOMAS_ETARGET,
-				 "cannot run %s: %s", program_path, strerror(child_errno));
+		                 "cannot run %s: %s", program_path, strerror(child_errno));
 	}
 	s->running = true;
 	*ops = &inline_ops;

@@ -39,14 +39,14 @@ static inline uint32_t filter_index(uint64_t addr)
 
 /* A finished (or, at collection, still open) sample in the thread's store. */
 typedef struct isample {
-	uint64_t start;	   /* thread clock of the sampled reference */
-	uint64_t end;	   /* reuse or drop clock; LOMAS_CLOCK_NONE when dangling */
-	uint64_t addr;	   /* data address of the sampled reference */
+	uint64_t start;    /* thread clock of the sampled reference */
+	uint64_t end;      /* reuse or drop clock; LOMAS_CLOCK_NONE when dangling */
+	uint64_t addr;     /* data address of the sampled reference */
 	uint64_t start_pc; /* instruction next to the sampled reference */
 	uint64_t end_pc;   /* instruction next to the reuse (0 if none) */
-	uint8_t kind;	   /* lomas_ref_kind */
-	uint8_t state;	   /* lomas_sample_state */
-	uint8_t level;	   /* weight = base period x 2^level (adaptive thinning) */
+	uint8_t kind;      /* lomas_ref_kind */
+	uint8_t state;     /* lomas_sample_state */
+	uint8_t level;     /* weight = base period x 2^level (adaptive thinning) */
 	uint8_t reserved;
 	uint32_t reserved2;
 } isample;
@@ -87,11 +87,11 @@ void store_thin(sample_store *st, const inline_alloc *a, rng *r);
 
 /* One open sample: the watched line and what the sample will record. */
 typedef struct wt_slot {
-	uint64_t line;	/* addr >> line_shift */
+	uint64_t line;  /* addr >> line_shift */
 	uint64_t start; /* clock of the sampled reference */
 	uint64_t addr;
 	uint64_t start_pc;
-	uint32_t next;	/* next slot in the bucket chain, or in the free list */
+	uint32_t next;  /* next slot in the bucket chain, or in the free list */
 	uint32_t older; /* age list: the slot started just before (WT_NONE = oldest) */
 	uint32_t newer; /* age list: the slot started just after (WT_NONE = newest) */
 	uint8_t kind;
@@ -110,11 +110,11 @@ typedef struct watch_table {
 	uint32_t nbuckets; /* power of two >= capacity */
 	uint32_t live;
 	uint32_t free_head; /* free list of slots used before (through next) */
-	uint32_t bump;	    /* slots [bump, capacity) were never used */
+	uint32_t bump;      /* slots [bump, capacity) were never used */
 	uint32_t oldest, newest;
 	unsigned line_shift;
 	uint32_t *buckets; /* nbuckets heads */
-	wt_slot *slots;	   /* capacity slots */
+	wt_slot *slots;    /* capacity slots */
 	uint8_t *filter;   /* FILTER_SIZE bytes */
 } watch_table;
 
@@ -141,7 +141,7 @@ bool wt_touch(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, isamp
  * already (call wt_touch for the same reference first).
  */
 bool wt_start(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, lomas_ref_kind kind,
-	      uint8_t level, isample *censored);
+              uint8_t level, isample *censored);
 
 /* Copy the open samples (oldest first) as DANGLING into st; false on lost memory. */
 bool wt_collect(const watch_table *wt, sample_store *st, const inline_alloc *a);
@@ -171,7 +171,7 @@ typedef struct inline_thread_data {
  * base_period x 2^level, window = start / window_refs) to p.
  */
 lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_data *td,
-				       uint64_t window_refs);
+                                       uint64_t window_refs);
 
 /* ------------------------------------------------------ runtime (fast path) */
 
@@ -187,7 +187,7 @@ typedef struct inline_fast {
 	const uint8_t *filter;
 	uint64_t zero_clock;
 	struct inline_thread *state;
-	uint32_t busy;	/* inside the slow path (a signal handler may re-enter) */
+	uint32_t busy;  /* inside the slow path (a signal handler may re-enter) */
 	uint32_t index; /* creation order (0 = the first thread), or UINT32_MAX */
 } inline_fast;
 
@@ -202,8 +202,8 @@ typedef struct inline_fast {
 #include <stdatomic.h>
 
 #define AUTO_START_PERIOD 256.0 /* period "auto" starts here ... */
-#define AUTO_TARGET 20000u	/* ... and halves its samples at 2 x this */
-#define DEFAULT_MAX_LIVE 8192u	/* watch-table slots per thread */
+#define AUTO_TARGET 20000u      /* ... and halves its samples at 2 x this */
+#define DEFAULT_MAX_LIVE 8192u  /* watch-table slots per thread */
 #define DISABLED_RECHECK 65536u /* references between checks while idle */
 #define TRACE_BUF (64u * 1024u)
 #define LOCK_SPINS 10000000u /* bounded wait for a thread's lock at exit */

@@ -36,10 +36,10 @@ __attribute__((visibility("default"), used)) const char lomas_inline_marker[] =
     "lomas-inline " LOMAS_VERSION_STRING;
 
 inline_runtime rt = {.once = PTHREAD_ONCE_INIT,
-		     .mu = PTHREAD_MUTEX_INITIALIZER,
-		     .trace_fd = -1,
-		     .trace_lock = ATOMIC_FLAG_INIT,
-		     .next_index = 1};
+                     .mu = PTHREAD_MUTEX_INITIALIZER,
+                     .trace_fd = -1,
+                     .trace_lock = ATOMIC_FLAG_INIT,
+                     .next_index = 1};
 
 /* ---------------------------------------------------------------- memory */
 
@@ -80,7 +80,7 @@ void rt_env_problem(const char *var, const char *value, const char *what)
 	size_t used = strlen(rt.env_error);
 	rt_say("%s='%s' %s; using the default", var, value, what);
 	snprintf(rt.env_error + used, sizeof rt.env_error - used, "%s%s='%s' %s", used ? "; " : "",
-		 var, value, what);
+	         var, value, what);
 }
 
 void rt_spin_lock(atomic_flag *l)
@@ -135,7 +135,7 @@ void rt_parse_env(settings *s)
 			s->line_size = (uint32_t)x;
 		else
 			rt_env_problem("LOMAS_LINE_SIZE", v,
-				       "is not a power of two from 8 to 65536");
+			               "is not a power of two from 8 to 65536");
 	}
 	if ((v = getenv("LOMAS_WINDOW")) && strcmp(v, "auto") != 0) {
 		if (config_parse_u64(v, &x) && x >= 1)
@@ -148,7 +148,7 @@ void rt_parse_env(settings *s)
 			s->max_live = (uint32_t)x;
 		else
 			rt_env_problem("LOMAS_MAX_LIVE", v,
-				       "is not a slot count from 1 to 16777216");
+			               "is not a slot count from 1 to 16777216");
 	}
 }
 

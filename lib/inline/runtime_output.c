@@ -120,7 +120,7 @@ static lomas_status collect(lomas_profile **out, const char *ending)
 		profile_meta_setf(p, "trace", "%s", rt.trace_path);
 	if (lost)
 		profile_meta_setf(p, "samples_lost", "%llu (out of memory)",
-				  (unsigned long long)lost);
+		                  (unsigned long long)lost);
 	if (incomplete)
 		profile_meta_setf(p, "incomplete", "a thread was busy when the profile was taken");
 	st = profile_validate(p);
@@ -272,8 +272,8 @@ lomas_status lomas_inline_start(const lomas_config *cfg)
 		rt.set.window = cfg->window_refs;
 		if (cfg->max_samples_live)
 			rt.set.max_live = cfg->max_samples_live > (1u << 24)
-					      ? (1u << 24)
-					      : (uint32_t)cfg->max_samples_live;
+			                      ? (1u << 24)
+			                      : (uint32_t)cfg->max_samples_live;
 	}
 	rt.explicit_mode = true;
 	rt.written = false;

@@ -135,7 +135,7 @@ static inline uint32_t bucket_of(const watch_table *wt, uint64_t line)
 
 /* The filter blocks a line covers: [*first, *last] (in 64-byte blocks). */
 static inline void line_blocks(const watch_table *wt, uint64_t line, uint64_t *first,
-			       uint64_t *last)
+                               uint64_t *last)
 {
 	*first = (line << wt->line_shift) >> FILTER_SHIFT;
 	*last = (((line + 1) << wt->line_shift) - 1) >> FILTER_SHIFT;
@@ -240,7 +240,7 @@ bool wt_touch(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, isamp
 }
 
 bool wt_start(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, lomas_ref_kind kind,
-	      uint8_t level, isample *censored)
+              uint8_t level, isample *censored)
 {
 	bool dropped = false;
 	uint32_t i;
@@ -350,8 +350,8 @@ lomas_window window_at(uint64_t refs, uint64_t window_refs, uint64_t k, uint32_t
 /* ----------------------------------------------------- profile assembly */
 
 static lomas_status add_sample(lomas_profile *p, const isample *is, double base_period,
-			       uint64_t window_refs, uint32_t thread, uint64_t first_window,
-			       uint64_t nwindows)
+                               uint64_t window_refs, uint32_t thread, uint64_t first_window,
+                               uint64_t nwindows)
 {
 	lomas_sample s;
 	uint64_t w = window_refs ? is->start / window_refs : 0;
@@ -372,7 +372,7 @@ static lomas_status add_sample(lomas_profile *p, const isample *is, double base_
 }
 
 lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_data *td,
-				       uint64_t window_refs)
+                                       uint64_t window_refs)
 {
 	lomas_thread th = {.tid = td->tid, .refs = td->refs};
 	uint32_t thread = (uint32_t)p->threads.n;
@@ -381,7 +381,7 @@ lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_dat
 	lomas_status st;
 	if (first_window + nw > UINT32_MAX)
 		return error_set(LOMAS_ERANGE, "too many windows (%llu)",
-				 (unsigned long long)(first_window + nw));
+		                 (unsigned long long)(first_window + nw));
 	if ((st = profile_add_thread(p, &th)))
 		return st;
 	if ((st = vec_reserve(&p->windows, p->windows.n + nw)))
@@ -395,7 +395,7 @@ lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_dat
 		for (const store_chunk *c = td->done->head; c; c = c->next)
 			for (size_t i = 0; i < c->n; i++)
 				if ((st = add_sample(p, &c->items[i], td->base_period, window_refs,
-						     thread, first_window, nw)))
+				                     thread, first_window, nw)))
 					return st;
 	if (td->open) {
 		const watch_table *wt = td->open;
@@ -405,7 +405,7 @@ lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_dat
 			s.end = LOMAS_CLOCK_NONE;
 			s.state = LOMAS_SAMPLE_DANGLING;
 			if ((st = add_sample(p, &s, td->base_period, window_refs, thread,
-					     first_window, nw)))
+			                     first_window, nw)))
 				return st;
 		}
 	}

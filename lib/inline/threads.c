@@ -14,9 +14,9 @@
 #include "inline.h"
 
 int __real_pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
-			  void *arg);
+                          void *arg);
 int __wrap_pthread_create(pthread_t *thread, const pthread_attr_t *attr, void *(*start)(void *),
-			  void *arg);
+                          void *arg);
 
 typedef struct trampoline {
 	void *(*start)(void *);
@@ -33,8 +33,8 @@ static void *start_thread(void *p)
 }
 
 __attribute__((visibility("default"))) int __wrap_pthread_create(pthread_t *thread,
-								 const pthread_attr_t *attr,
-								 void *(*start)(void *), void *arg)
+                                                                 const pthread_attr_t *attr,
+                                                                 void *(*start)(void *), void *arg)
 {
 	trampoline *tr = malloc(sizeof *tr);
 	int rc;

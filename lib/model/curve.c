@@ -6,8 +6,8 @@
 
 /* Check the common arguments; *line gets the line size in bytes. */
 static lomas_status check_args(const lomas_profile *p, lomas_policy policy,
-			       const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
-			       unsigned flags, const double *ratios, uint32_t *line)
+                               const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
+                               unsigned flags, const double *ratios, uint32_t *line)
 {
 	if (!p || (n > 0 && (!cache_bytes || !ratios)))
 		return error_set(LOMAS_EINVAL, "lomas_model: NULL argument");
@@ -17,18 +17,18 @@ static lomas_status check_args(const lomas_profile *p, lomas_policy policy,
 		return error_set(LOMAS_EINVAL, "unknown model flags 0x%x", flags);
 	if (line_bytes != 0 && line_bytes != p->line_size)
 		return error_set(LOMAS_EINVAL,
-				 "profile was recorded with %u-byte lines; cannot model %u-byte "
-				 "lines",
-				 p->line_size, line_bytes);
+		                 "profile was recorded with %u-byte lines; cannot model %u-byte "
+		                 "lines",
+		                 p->line_size, line_bytes);
 	*line = p->line_size;
 	if (!line_size_valid(*line))
 		return error_set(LOMAS_EINVAL, "profile line size %u is invalid", *line);
 	for (size_t i = 0; i < n; i++) {
 		if (cache_bytes[i] == 0 || cache_bytes[i] % *line != 0)
 			return error_set(LOMAS_EINVAL,
-					 "cache size %llu bytes is not a positive multiple of the "
-					 "%u-byte line size",
-					 (unsigned long long)cache_bytes[i], *line);
+			                 "cache size %llu bytes is not a positive multiple of the "
+			                 "%u-byte line size",
+			                 (unsigned long long)cache_bytes[i], *line);
 	}
 	return LOMAS_OK;
 }
@@ -46,8 +46,8 @@ static int size_ix_cmp(const void *a, const void *b)
 
 /* Run the model over groups built per window (or globally) for any order of sizes. */
 static lomas_status curve_run(const lomas_profile *p, lomas_policy policy,
-			      const uint64_t *cache_bytes, size_t n, uint32_t line, unsigned flags,
-			      size_t block, double *ratios)
+                              const uint64_t *cache_bytes, size_t n, uint32_t line, unsigned flags,
+                              size_t block, double *ratios)
 {
 	model_data m;
 	size_ix *ord = NULL;
@@ -97,8 +97,8 @@ done:
 }
 
 lomas_status lomas_model_miss_ratio(const lomas_profile *p, lomas_policy policy,
-				    uint64_t cache_bytes, uint32_t line_bytes, unsigned flags,
-				    double *ratio)
+                                    uint64_t cache_bytes, uint32_t line_bytes, unsigned flags,
+                                    double *ratio)
 {
 	if (!ratio)
 		return error_set(LOMAS_EINVAL, "lomas_model_miss_ratio: ratio is NULL");
@@ -106,8 +106,8 @@ lomas_status lomas_model_miss_ratio(const lomas_profile *p, lomas_policy policy,
 }
 
 lomas_status lomas_model_curve(const lomas_profile *p, lomas_policy policy,
-			       const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
-			       unsigned flags, double *ratios)
+                               const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
+                               unsigned flags, double *ratios)
 {
 	uint32_t line = 0;
 	lomas_status st = check_args(p, policy, cache_bytes, n, line_bytes, flags, ratios, &line);
@@ -118,7 +118,7 @@ lomas_status lomas_model_curve(const lomas_profile *p, lomas_policy policy,
 }
 
 lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes, size_t n,
-				    unsigned flags, double *ratios)
+                                    unsigned flags, double *ratios)
 {
 	uint32_t line = 0;
 	lomas_status st = check_args(p, LOMAS_POLICY_LRU, cache_bytes, n, 0, flags, ratios, &line);
@@ -135,7 +135,7 @@ lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *sizes, siz
 		return error_set(LOMAS_EINVAL, "lomas_model_default_sizes: NULL argument");
 	if (!line_size_valid(line_bytes))
 		return error_set(LOMAS_EINVAL, "line size %u is not a power of two from 8 to 65536",
-				 line_bytes);
+		                 line_bytes);
 	for (size_t k = 0; k < DEFAULT_SIZES && k < cap; k++) {
 		/* 2^(10 + k/4) bytes, to the nearest whole line (at least one). */
 		double v = exp2(10.0 + (double)k / 4.0);

@@ -73,7 +73,7 @@ void model_data_free(model_data *m)
  * same thread, or one group when block is 0. Returns the group count.
  */
 static size_t group_map(const struct lomas_profile *p, size_t block, uint32_t *map, size_t *nth,
-			uint32_t *cur_group)
+                        uint32_t *cur_group)
 {
 	size_t ng = 0;
 	if (block == 0) {
@@ -96,7 +96,7 @@ static size_t group_map(const struct lomas_profile *p, size_t block, uint32_t *m
 }
 
 lomas_status model_data_build(const struct lomas_profile *p, size_t block, bool moments,
-			      model_data *m)
+                              model_data *m)
 {
 	size_t ng = 0;
 	size_t *cur = NULL, nfin = 0, out_n = 0, maxg = 0, *nth = NULL;
@@ -127,13 +127,13 @@ lomas_status model_data_build(const struct lomas_profile *p, size_t block, bool 
 		model_group *g;
 		if (s->window >= p->windows.n) {
 			st = error_set(LOMAS_EFORMAT, "sample %zu names window %u of %zu", i,
-				       s->window, p->windows.n);
+			               s->window, p->windows.n);
 			goto out;
 		}
 		if (s->state > LOMAS_SAMPLE_CENSORED || !(s->weight >= 0.0) ||
 		    !isfinite(s->weight)) {
 			st = error_set(LOMAS_EFORMAT, "sample %zu: bad state %u or weight %g", i,
-				       s->state, s->weight);
+			               s->state, s->weight);
 			goto out;
 		}
 		g = &m->groups[map[s->window]];

@@ -54,7 +54,7 @@ typedef struct model_data {
  * states; LOMAS_ERANGE when no sample has weight.
  */
 lomas_status model_data_build(const struct lomas_profile *p, size_t block, bool moments,
-			      model_data *m);
+                              model_data *m);
 void model_data_free(model_data *m);
 
 /*
@@ -62,14 +62,14 @@ void model_data_free(model_data *m);
  * lines (ascending order required), into ratios. cold: count cold misses.
  */
 lomas_status statcache_curve(const model_data *m, const double *lines, size_t n, bool cold,
-			     double *ratios);
+                             double *ratios);
 /*
  * The same from F(x) tabulated per window on a geometric grid (see
  * statcache_grid.c): much faster for many sizes, within ~1.2e-5 of the exact
  * roots. Sizes ascending. lomas_model_curve uses it from MODEL_GRID_MIN sizes.
  */
 lomas_status statcache_curve_grid(const model_data *m, const double *lines, size_t n, bool cold,
-				  double *ratios);
+                                  double *ratios);
 #define MODEL_GRID_MIN 8
 
 /*
@@ -78,17 +78,17 @@ lomas_status statcache_curve_grid(const model_data *m, const double *lines, size
  * root for a smaller cache, or 1); solver: a gsl_root_fsolver (Brent).
  */
 double statcache_group_ratio(const model_data *m, size_t gi, double L, bool cold, double hi,
-			     void *solver);
+                             void *solver);
 
 /* Miss ratios of the LRU model (StatStack), any order of sizes in lines. */
 lomas_status statstack_curve(const model_data *m, const double *lines, size_t n, bool cold,
-			     double *ratios);
+                             double *ratios);
 
 /*
  * StatStack over the whole profile instead of per window (the public API
  * uses per-window groups; this is kept for comparison in the tests).
  */
 lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes, size_t n,
-				    unsigned flags, double *ratios);
+                                    unsigned flags, double *ratios);
 
 #endif

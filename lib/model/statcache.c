@@ -65,7 +65,7 @@ static double sc_g(double R, void *params)
 }
 
 double statcache_group_ratio(const model_data *m, size_t gi, double L, bool cold, double hi,
-			     void *solver)
+                             void *solver)
 {
 	const model_group *g = &m->groups[gi];
 	sc_fn fn;
@@ -143,7 +143,7 @@ double statcache_group_ratio(const model_data *m, size_t gi, double L, bool cold
 		if (gsl_root_fsolver_iterate(s) != GSL_SUCCESS)
 			break;
 		if (gsl_root_test_interval(gsl_root_fsolver_x_lower(s), gsl_root_fsolver_x_upper(s),
-					   1e-15, 1e-10) == GSL_SUCCESS)
+		                           1e-15, 1e-10) == GSL_SUCCESS)
 			break;
 	}
 	r = gsl_root_fsolver_root(s);
@@ -151,7 +151,7 @@ double statcache_group_ratio(const model_data *m, size_t gi, double L, bool cold
 }
 
 lomas_status statcache_curve(const model_data *m, const double *lines, size_t n, bool cold,
-			     double *ratios)
+                             double *ratios)
 {
 	gsl_root_fsolver *s = gsl_root_fsolver_alloc(gsl_root_fsolver_brent);
 	double refs = 0.0, sw = 0.0;

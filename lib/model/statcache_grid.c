@@ -28,8 +28,8 @@
 
 #include "model.h"
 
-#define K 4	       /* grid points per octave (grid_ceil knows the steps) */
-#define X0 80	       /* x_0 = 2^-80 */
+#define K 4            /* grid points per octave (grid_ceil knows the steps) */
+#define X0 80          /* x_0 = 2^-80 */
 #define NGRID (82 * K) /* up to x = 2^2 */
 #define Y_LO 5e-2
 #define Y_HI 22.0
@@ -38,7 +38,7 @@
 static int grid_ceil(double v)
 {
 	static const double step[K] = {1.0, 1.189207115002721, 1.414213562373095,
-				       1.681792830507429};
+	                               1.681792830507429};
 	int e, q = 0;
 	double f;
 	if (!(v > 0.0))
@@ -111,7 +111,7 @@ static double solve_interval(const grid *G, int j, double extra, double slope)
 static double solve_series(const double mom[4], double extra, double slope, double hi)
 {
 	double c[5] = {extra, (mom[0] - slope) * hi, -mom[1] / 2 * hi * hi,
-		       mom[2] / 6 * hi * hi * hi, -mom[3] / 24 * hi * hi * hi * hi};
+	               mom[2] / 6 * hi * hi * hi, -mom[3] / 24 * hi * hi * hi * hi};
 	return hi * poly_root(c, 0.0, 1.0, 0.5);
 }
 
@@ -121,8 +121,8 @@ static double solve_series(const double mom[4], double extra, double slope, doub
  */
 static void chain(grid *G, double d, double w, int js, int je)
 {
-	static const double inv[11] = {0,	1,	 1.0 / 2, 1.0 / 3, 1.0 / 4, 1.0 / 5,
-				       1.0 / 6, 1.0 / 7, 1.0 / 8, 1.0 / 9, 1.0 / 10};
+	static const double inv[11] = {0,       1,       1.0 / 2, 1.0 / 3, 1.0 / 4, 1.0 / 5,
+	                               1.0 / 6, 1.0 / 7, 1.0 / 8, 1.0 / 9, 1.0 / 10};
 	double u[K], wd = w * d;
 	int j;
 	double y[K], v[K];
@@ -211,7 +211,7 @@ static void fill(grid *G, const model_data *m, const model_group *g, int jl, int
 }
 
 lomas_status statcache_curve_grid(const model_data *m, const double *lines, size_t n, bool cold,
-				  double *ratios)
+                                  double *ratios)
 {
 	grid *G = malloc(sizeof *G);
 	double *lams = malloc((n ? n : 1) * sizeof *lams);

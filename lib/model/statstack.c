@@ -19,7 +19,7 @@
 #include "model.h"
 
 lomas_status statstack_curve(const model_data *m, const double *lines, size_t n, bool cold,
-			     double *ratios)
+                             double *ratios)
 {
 	double *sd = malloc((m->n ? m->n : 1) * sizeof *sd);
 	double refs = 0.0, sw = 0.0;

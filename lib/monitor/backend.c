@@ -133,7 +133,8 @@ lomas_status mon_detach(monitor *m)
 				t->state = MT_GONE;
 				break;
 			}
-			if (was_listen && WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP) {
+			if (was_listen && WIFSTOPPED(status) &&
+			    (status >> 16) == PTRACE_EVENT_STOP) {
 				t->state = MT_STOPPED;
 				break;
 			}
@@ -249,13 +250,13 @@ static void mb_free(void *impl)
 }
 
 static const session_ops monitor_ops = {
-	.name = "step",
-	.poll = mb_poll,
-	.stop = mb_stop,
-	.stats = mb_stats,
-	.profile = mb_profile,
-	.wait_status = mb_wait_status,
-	.free = mb_free,
+    .name = "step",
+    .poll = mb_poll,
+    .stop = mb_stop,
+    .stats = mb_stats,
+    .profile = mb_profile,
+    .wait_status = mb_wait_status,
+    .free = mb_free,
 };
 
 static char *join_argv(char *const argv[])
@@ -293,7 +294,7 @@ static lomas_status new_monitor(const struct lomas_config *cfg, monitor **out)
 }
 
 lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *program_path,
-				   char *const argv[], const session_ops **ops, void **impl)
+                                   char *const argv[], const session_ops **ops, void **impl)
 {
 	monitor *m;
 	lomas_status st;
@@ -316,7 +317,7 @@ lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *p
 }
 
 lomas_status monitor_backend_attach(const struct lomas_config *cfg, int pid,
-				    const session_ops **ops, void **impl)
+                                    const session_ops **ops, void **impl)
 {
 	monitor *m;
 	lomas_status st;

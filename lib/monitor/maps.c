@@ -37,7 +37,8 @@ lomas_status maps_parse(maps_shadow *m, const char *text)
 		if (!len)
 			continue;
 		if (sscanf(buf, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %*s %*s%n", &s, &e, perms,
-			   &off, &pos) < 4 || e <= s) {
+		           &off, &pos) < 4 ||
+		    e <= s) {
 			maps_free(&fresh);
 			return error_set(LOMAS_EFORMAT, "bad /proc maps line: %s", buf);
 		}
@@ -46,9 +47,9 @@ lomas_status maps_parse(maps_shadow *m, const char *text)
 			path++;
 		map_range r = {.start = s, .end = e, .offset = off};
 		r.prot = (perms[0] == 'r' ? PROT_READ : 0) | (perms[1] == 'w' ? PROT_WRITE : 0) |
-			 (perms[2] == 'x' ? PROT_EXEC : 0);
+		         (perms[2] == 'x' ? PROT_EXEC : 0);
 		r.special = !strcmp(path, "[vdso]") || !strcmp(path, "[vvar]") ||
-			    !strcmp(path, "[vsyscall]") || !strncmp(path, "[vvar", 5);
+		            !strcmp(path, "[vsyscall]") || !strncmp(path, "[vvar", 5);
 		r.path = strdup(path);
 		if (!r.path || (st = vec_reserve(&fresh.r, fresh.r.n + 1))) {
 			free(r.path);
@@ -73,7 +74,7 @@ lomas_status maps_read(maps_shadow *m, pid_t pid)
 	f = fopen(path, "re");
 	if (!f)
 		return error_set(errno == ENOENT ? LOMAS_ETARGET : LOMAS_EIO, "%s: %s", path,
-				 strerror(errno));
+		                 strerror(errno));
 	for (;;) {
 		if (n + 4096 + 1 > cap) {
 			char *t = realloc(text, cap = cap ? cap * 2 : 16384);

@@ -23,8 +23,8 @@
 
 typedef struct map_range {
 	uint64_t start, end, offset;
-	int prot;      /* PROT_* */
-	bool special;  /* [vdso], [vvar], [vsyscall]: never protect */
+	int prot;     /* PROT_* */
+	bool special; /* [vdso], [vvar], [vsyscall]: never protect */
 	char *path;
 } map_range;
 
@@ -42,11 +42,11 @@ const map_range *maps_find(const maps_shadow *m, uint64_t addr);
 /* ------------------------------------------------------------- supervisor */
 
 enum mon_thread_state {
-	MT_NEW = 0,    /* announced by a clone event, first stop not seen yet */
-	MT_RUNNING,    /* resumed by us; a stop will come */
-	MT_STOPPED,    /* in a ptrace-stop we have not resumed yet */
-	MT_LISTEN,     /* group-stop, PTRACE_LISTEN */
-	MT_EXITING,    /* PTRACE_EVENT_EXIT seen */
+	MT_NEW = 0, /* announced by a clone event, first stop not seen yet */
+	MT_RUNNING, /* resumed by us; a stop will come */
+	MT_STOPPED, /* in a ptrace-stop we have not resumed yet */
+	MT_LISTEN,  /* group-stop, PTRACE_LISTEN */
+	MT_EXITING, /* PTRACE_EVENT_EXIT seen */
 	MT_GONE,
 };
 
@@ -57,14 +57,14 @@ typedef struct mon_thread {
 	/* the step clock */
 	uint64_t clock;
 	step_sampler sampler;
-	bool have_pending;   /* pending: decoded, resumed with a step, not yet retired */
+	bool have_pending; /* pending: decoded, resumed with a step, not yet retired */
 	decode_insn pending;
 	uint64_t pending_c0;
 	uint64_t resume_epoch; /* engine lift epoch when resumed */
-	bool in_syscall;     /* stepping a syscall instruction: holds one lift */
+	bool in_syscall;       /* stepping a syscall instruction: holds one lift */
 	long sysno;
-	bool delivering;     /* a signal is being delivered: holds one lift */
-	bool queued_sig;     /* signal caught during an injection, to deliver */
+	bool delivering; /* a signal is being delivered: holds one lift */
+	bool queued_sig; /* signal caught during an injection, to deliver */
 	siginfo_t queued;
 	uint64_t segv_retry; /* fault address + 1 of a SIGSEGV being retried */
 	uint64_t fs_base;
@@ -81,7 +81,7 @@ typedef struct monitor_stats {
 typedef struct monitor {
 	pid_t pid;
 	bool spawned;
-	bool ended;      /* the process is gone */
+	bool ended; /* the process is gone */
 	bool detached;
 	int exit_status; /* waitpid-style */
 	VEC(mon_thread) threads;

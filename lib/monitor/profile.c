@@ -25,8 +25,9 @@ lomas_status step_profile(monitor *m, lomas_profile **out)
 			goto fail;
 		first[i] = (uint32_t)p->windows.n;
 		for (uint64_t s = 0; s < t->clock; s += W) {
-			lomas_window w = {.start = s, .refs = t->clock - s < W ? t->clock - s : W,
-					  .thread = (uint32_t)i};
+			lomas_window w = {.start = s,
+			                  .refs = t->clock - s < W ? t->clock - s : W,
+			                  .thread = (uint32_t)i};
 			if ((st = profile_add_window(p, &w)))
 				goto fail;
 		}
@@ -38,8 +39,8 @@ lomas_status step_profile(monitor *m, lomas_profile **out)
 		if (s.start >= t->clock) {
 			/* Only possible mid-instruction in a live snapshot: skip nothing, clamp. */
 			lomas_window w = {.start = k * W, .refs = 0, .thread = s.thread};
-			if (p->windows.n == 0 || p->windows.items[p->windows.n - 1].thread !=
-							 s.thread ||
+			if (p->windows.n == 0 ||
+			    p->windows.items[p->windows.n - 1].thread != s.thread ||
 			    p->windows.items[p->windows.n - 1].start != k * W)
 				if ((st = profile_add_window(p, &w)))
 					goto fail;
@@ -64,13 +65,13 @@ lomas_status step_profile(monitor *m, lomas_profile **out)
 	    (st = profile_meta_setf(p, "command", "%s", m->command ? m->command : "")) ||
 	    (st = profile_meta_setf(p, "pid", "%d", (int)m->pid)) ||
 	    (st = profile_meta_setf(p, "step.reuse_by_fault", "%llu",
-				    (unsigned long long)m->stats.reuse_by_fault)) ||
+	                            (unsigned long long)m->stats.reuse_by_fault)) ||
 	    (st = profile_meta_setf(p, "step.reuse_by_decode", "%llu",
-				    (unsigned long long)m->stats.reuse_by_decode)) ||
+	                            (unsigned long long)m->stats.reuse_by_decode)) ||
 	    (st = profile_meta_setf(p, "step.false_positives", "%llu",
-				    (unsigned long long)m->eng.stats.false_positives)) ||
+	                            (unsigned long long)m->eng.stats.false_positives)) ||
 	    (st = profile_meta_setf(p, "step.unwatchable_samples", "%llu",
-				    (unsigned long long)m->stats.unwatchable)))
+	                            (unsigned long long)m->stats.unwatchable)))
 		goto fail;
 	/* The step clock counts exactly: nothing to compensate. */
 	for (int k = 0; k < LEDGER_NKINDS; k++) {
@@ -81,8 +82,11 @@ lomas_status step_profile(monitor *m, lomas_profile **out)
 	}
 	for (size_t i = 0; i < m->maps.r.n; i++) {
 		const map_range *r = &m->maps.r.items[i];
-		prof_map pm = {.start = r->start, .end = r->end, .offset = r->offset,
-			       .prot = (uint32_t)r->prot, .path = r->path};
+		prof_map pm = {.start = r->start,
+		               .end = r->end,
+		               .offset = r->offset,
+		               .prot = (uint32_t)r->prot,
+		               .path = r->path};
 		if ((st = profile_add_map(p, &pm)))
 			goto fail;
 	}

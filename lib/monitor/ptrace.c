@@ -19,7 +19,7 @@
 
 #include "monitor.h"
 
-#define TRACE_OPTS                                                                           \
+#define TRACE_OPTS \
 	(PTRACE_O_TRACECLONE | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_TRACESYSGOOD)
 
 mon_thread *mon_thread_of(monitor *m, pid_t tid)
@@ -59,10 +59,10 @@ static lomas_status ptrace_error(const char *what, pid_t pid, int err)
 {
 	if (err == EPERM)
 		return error_set(LOMAS_EPERM,
-				 "%s %d: operation not permitted (ptrace is restricted: see "
-				 "/proc/sys/kernel/yama/ptrace_scope, or run as the target's owner "
-				 "with CAP_SYS_PTRACE)",
-				 what, (int)pid);
+		                 "%s %d: operation not permitted (ptrace is restricted: see "
+		                 "/proc/sys/kernel/yama/ptrace_scope, or run as the target's owner "
+		                 "with CAP_SYS_PTRACE)",
+		                 what, (int)pid);
 	if (err == ESRCH)
 		return error_set(LOMAS_ENOENT, "%s %d: no such process", what, (int)pid);
 	return error_set(LOMAS_ETARGET, "%s %d: %s", what, (int)pid, strerror(err));
@@ -121,7 +121,8 @@ lomas_status mon_spawn(monitor *m, const char *program_path, char *const argv[])
 			m->exit_status = status;
 			if (r == (ssize_t)sizeof err)
 				return error_set(err == ENOENT ? LOMAS_ENOENT : LOMAS_EPERM,
-						 "cannot execute %s: %s", program_path, strerror(err));
+				                 "cannot execute %s: %s", program_path,
+				                 strerror(err));
 			return error_set(LOMAS_ETARGET, "%s ended before its exec", program_path);
 		}
 		if ((status >> 16) == PTRACE_EVENT_EXEC)
@@ -187,7 +188,7 @@ lomas_status mon_attach(monitor *m, pid_t pid)
 		while (t->state == MT_RUNNING) {
 			if (waitpid(t->tid, &status, __WALL) != t->tid)
 				return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)t->tid,
-						 strerror(errno));
+				                 strerror(errno));
 			if (WIFEXITED(status) || WIFSIGNALED(status)) {
 				mon_reap(m, t, status);
 				break;
@@ -249,12 +250,13 @@ int mon_wait(monitor *m, int timeout_ms, mon_thread **out, int *status)
 			}
 			if (errno == EINTR)
 				continue;
-			if (errno == ECHILD) { /* vanished without a report (exec by another thread) */
+			if (errno ==
+			    ECHILD) { /* vanished without a report (exec by another thread) */
 				only->state = MT_GONE;
 				continue;
 			}
 			return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)only->tid,
-					 strerror(errno));
+			                 strerror(errno));
 		}
 		/* Several threads: poll each; a thread in a blocking call may never stop. */
 		for (size_t i = 0; i < m->threads.n; i++) {
@@ -283,13 +285,13 @@ int mon_wait(monitor *m, int timeout_ms, mon_thread **out, int *status)
 
 /* Run the instruction at `at` (a syscall) with regs set; wait for its step to end. */
 static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long nr,
-				   const uint64_t a[6], long *ret)
+                                   const uint64_t a[6], long *ret)
 {
 	struct user_regs_struct saved, r;
 	int status;
 	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &saved) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
-				 strerror(errno));
+		                 strerror(errno));
 	r = saved;
 	r.rip = at;
 	r.rax = (uint64_t)nr;
@@ -302,18 +304,18 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 	r.r9 = a[5];
 	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_SETREGS(%d): %s", (int)t->tid,
-				 strerror(errno));
+		                 strerror(errno));
 	for (int tries = 0;; tries++) {
 		if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL) < 0)
 			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
-					 strerror(errno));
+			                 strerror(errno));
 		if (waitpid(t->tid, &status, __WALL) != t->tid)
 			return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)t->tid,
-					 strerror(errno));
+			                 strerror(errno));
 		if (WIFEXITED(status) || WIFSIGNALED(status)) {
 			mon_reap(m, t, status);
 			return error_set(LOMAS_ETARGET, "thread %d ended during an injected call",
-					 (int)t->tid);
+			                 (int)t->tid);
 		}
 		if ((status >> 16) == PTRACE_EVENT_EXIT) {
 			t->state = MT_EXITING;
@@ -330,7 +332,7 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 		}
 		if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
 			return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
-					 strerror(errno));
+			                 strerror(errno));
 		if (r.rip == at + 2 || tries > 8)
 			break;
 	}
@@ -338,7 +340,7 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 	m->stats.injected++;
 	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &saved) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_SETREGS(%d): %s", (int)t->tid,
-				 strerror(errno));
+		                 strerror(errno));
 	return LOMAS_OK;
 }
 
@@ -346,33 +348,33 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 static lomas_status make_scratch(monitor *m, mon_thread *t)
 {
 	struct user_regs_struct r;
-	uint64_t args[6] = {0, m->page_size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS,
-			    (uint64_t)-1, 0};
+	uint64_t args[6] = {
+	    0, m->page_size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0};
 	long word, patched, ret = 0;
 	lomas_status st;
 	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
-				 strerror(errno));
+		                 strerror(errno));
 	errno = 0;
 	word = ptrace(PTRACE_PEEKTEXT, t->tid, (void *)r.rip, NULL);
 	if (errno)
 		return error_set(LOMAS_ETARGET, "cannot read the code of %d: %s", (int)t->tid,
-				 strerror(errno));
+		                 strerror(errno));
 	patched = (long)(((uint64_t)word & ~0xffffull) | 0x050full);
 	if (ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)patched) < 0)
 		return error_set(LOMAS_ETARGET, "cannot write the code of %d: %s", (int)t->tid,
-				 strerror(errno));
+		                 strerror(errno));
 	st = run_syscall_at(m, t, r.rip, SYS_mmap, args, &ret);
 	ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)word);
 	if (st)
 		return st;
 	if (ret < 0 && ret > -4096)
 		return error_set(LOMAS_ETARGET, "mmap of the scratch page failed: %s",
-				 strerror((int)-ret));
+		                 strerror((int)-ret));
 	/* syscall; int3 x 6 (ptrace writes through the read-only mapping, FOLL_FORCE). */
 	if (ptrace(PTRACE_POKETEXT, t->tid, (void *)ret, (void *)0xcccccccccccc050full) < 0)
 		return error_set(LOMAS_ETARGET, "cannot fill the scratch page: %s",
-				 strerror(errno));
+		                 strerror(errno));
 	m->scratch = (uint64_t)ret;
 	m->syscall_insn = (uint64_t)ret;
 	return LOMAS_OK;

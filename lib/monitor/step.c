@@ -97,17 +97,17 @@ lomas_status step_init(monitor *m, const struct lomas_config *cfg)
 	m->cfg = *cfg;
 	m->page_size = ps > 0 ? (uint64_t)ps : 4096;
 	m->period = cfg->period_refs == CONFIG_AUTO ? 1000.0 : (double)cfg->period_refs;
-	m->window_refs = cfg->window_refs == CONFIG_AUTO ? (uint64_t)(256.0 * m->period)
-							 : cfg->window_refs;
+	m->window_refs =
+	    cfg->window_refs == CONFIG_AUTO ? (uint64_t)(256.0 * m->period) : cfg->window_refs;
 	if (!m->window_refs)
 		m->window_refs = 1;
 	if (cfg->watch == WATCH_DEBUGREG)
 		return error_set(LOMAS_ENOTSUP, "the debugreg watch engine is not built yet; use "
-						"watch=mprotect with the step clock");
+		                                "watch=mprotect with the step clock");
 	if ((st = decoder_new(&m->dec)))
 		return st;
 	if ((st = mprot_init(&m->eng, &ops, cfg->line_size, (uint32_t)m->page_size,
-			     cfg->max_samples_live)))
+	                     cfg->max_samples_live)))
 		return st;
 	m->eng_ready = true;
 	return LOMAS_OK;
@@ -129,7 +129,7 @@ static void thread_clock_init(monitor *m, mon_thread *t)
 {
 	/* Each thread its own sample stream, reproducible from the seed. */
 	step_sampler_init(&t->sampler, m->cfg.seed + 0x9e3779b97f4a7c15ull * t->index, m->period,
-			  m->cfg.max_skid);
+	                  m->cfg.max_skid);
 }
 
 /*
@@ -189,11 +189,16 @@ static void ref_lines(const monitor *m, const decode_ref *r, uint64_t *l0, uint6
 }
 
 static void start_sample(monitor *m, mon_thread *t, uint64_t clock, const decode_ref *r,
-			 uint64_t pc)
+                         uint64_t pc)
 {
-	lomas_sample s = {.start = clock, .end = LOMAS_CLOCK_NONE, .addr = r->addr,
-			  .start_pc = pc, .weight = m->period, .thread = t->index,
-			  .kind = r->kind, .state = LOMAS_SAMPLE_DANGLING};
+	lomas_sample s = {.start = clock,
+	                  .end = LOMAS_CLOCK_NONE,
+	                  .addr = r->addr,
+	                  .start_pc = pc,
+	                  .weight = m->period,
+	                  .thread = t->index,
+	                  .kind = r->kind,
+	                  .state = LOMAS_SAMPLE_DANGLING};
 	watch_entry old;
 	bool displaced = false;
 	uint64_t id = m->samples.n;
@@ -221,8 +226,8 @@ static void start_sample(monitor *m, mon_thread *t, uint64_t clock, const decode
 			end_sample(m, old.sample, clock, pc, false);
 		} else if (o->state == LOMAS_SAMPLE_DANGLING) {
 			/* Evicted for lack of a slot: censored, end = its thread's clock now. */
-			uint64_t now = old.thread < m->threads.n ? m->threads.items[old.thread].clock
-								 : clock;
+			uint64_t now =
+			    old.thread < m->threads.n ? m->threads.items[old.thread].clock : clock;
 			o->state = LOMAS_SAMPLE_CENSORED;
 			o->end = now > o->start ? now : o->start + 1;
 		}
@@ -279,7 +284,7 @@ static void our_fault(monitor *m, mon_thread *t, uint64_t addr)
 					on_page = true;
 					if (watch_table_remove(&m->eng.table, l, t->index, &e)) {
 						end_sample(m, e.sample, t->pending_c0 + j, in->pc,
-							   true);
+						           true);
 						ended = true;
 					}
 					mark_cross(m, l, t->index);
@@ -345,7 +350,7 @@ static lomas_status decode_next(monitor *m, mon_thread *t)
 	lomas_status st;
 	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
-				 strerror(errno));
+		                 strerror(errno));
 	if (t->fs_base != r.fs_base)
 		refresh_tcb(m, t, &r);
 	st = decoder_at(m->dec, t->tid, &r, &t->pending);
@@ -403,7 +408,7 @@ static lomas_status resume_step(monitor *m, mon_thread *t, int sig, siginfo_t *s
 	t->resume_epoch = m->eng.lift_events;
 	if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
-				 strerror(errno));
+		                 strerror(errno));
 	m->stats.steps++;
 	t->state = MT_RUNNING;
 	return LOMAS_OK;
@@ -515,13 +520,12 @@ lomas_status step_handle(monitor *m, mon_thread *t, int status, bool detaching)
 		if (t->state == MT_STOPPED && !t->have_pending && !detaching)
 			return resume_step(m, t, 0, NULL);
 		return detaching ? LOMAS_OK : resume_step(m, t, 0, NULL);
-	default:
-		break;
+	default: break;
 	}
 	if (ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) < 0)
 		memset(&si, 0, sizeof si);
-	if (sig == SIGTRAP && (si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT ||
-			       si.si_code == SIGTRAP)) {
+	if (sig == SIGTRAP &&
+	    (si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT || si.si_code == SIGTRAP)) {
 		/* Our step report: the pending instruction retired (or a handler was entered). */
 		bool retired = si.si_code != SIGTRAP && t->have_pending;
 		t->segv_retry = 0;
@@ -543,13 +547,14 @@ lomas_status step_handle(monitor *m, mon_thread *t, int status, bool detaching)
 		t->resume_epoch = m->eng.lift_events - 1; /* the fault lifted a page: relaxed */
 		if (ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) < 0)
 			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)tid,
-					 strerror(errno));
+			                 strerror(errno));
 		m->stats.steps++;
 		t->state = MT_RUNNING;
 		return LOMAS_OK;
 	}
 	if (sig == SIGSEGV && si.si_code > 0 && !detaching && t->have_pending &&
-	    t->segv_retry != (uint64_t)si.si_addr + 1 && mprot_is_lifted(&m->eng, (uint64_t)si.si_addr)) {
+	    t->segv_retry != (uint64_t)si.si_addr + 1 &&
+	    mprot_is_lifted(&m->eng, (uint64_t)si.si_addr)) {
 		/*
 		 * The page was ours when the access faulted, but another thread lifted
 		 * it since: run the instruction again; if it still faults, it is genuine.
@@ -559,7 +564,7 @@ lomas_status step_handle(monitor *m, mon_thread *t, int status, bool detaching)
 		t->resume_epoch = m->eng.lift_events - 1;
 		if (ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) < 0)
 			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)tid,
-					 strerror(errno));
+			                 strerror(errno));
 		m->stats.steps++;
 		t->state = MT_RUNNING;
 		return LOMAS_OK;

@@ -22,8 +22,8 @@
 
 /* 0..15 for hex digits, 0xff otherwise. */
 static const uint8_t hexval[256] = {
-    ['0'] = 0,	['1'] = 1,  ['2'] = 2,	['3'] = 3,  ['4'] = 4,	['5'] = 5,  ['6'] = 6,	['7'] = 7,
-    ['8'] = 8,	['9'] = 9,  ['a'] = 10, ['b'] = 11, ['c'] = 12, ['d'] = 13, ['e'] = 14, ['f'] = 15,
+    ['0'] = 0,  ['1'] = 1,  ['2'] = 2,  ['3'] = 3,  ['4'] = 4,  ['5'] = 5,  ['6'] = 6,  ['7'] = 7,
+    ['8'] = 8,  ['9'] = 9,  ['a'] = 10, ['b'] = 11, ['c'] = 12, ['d'] = 13, ['e'] = 14, ['f'] = 15,
     ['A'] = 10, ['B'] = 11, ['C'] = 12, ['D'] = 13, ['E'] = 14, ['F'] = 15,
 };
 
@@ -36,7 +36,7 @@ typedef struct lackey {
 	struct lomas_trace *t;
 	const char *name;
 	uint64_t lineno; /* 1-based number of the line being parsed */
-	uint64_t pc;	 /* address of the last I line */
+	uint64_t pc;     /* address of the last I line */
 } lackey;
 
 /* EFORMAT "name:line: what (text)", quoting at most SHOW_MAX printable characters. */
@@ -52,7 +52,7 @@ static lomas_status bad_line(const lackey *lk, const char *what, const char *s, 
 		memcpy(show + n, "...", 3), n += 3;
 	show[n] = '\0';
 	return error_set(LOMAS_EFORMAT, "%s:%" PRIu64 ": %s ('%s')", lk->name, lk->lineno, what,
-			 show);
+	                 show);
 }
 
 /* A Valgrind message line: "==123==", "--123--" or "**123**" then anything. */
@@ -96,7 +96,7 @@ static lomas_status parse_line(lackey *lk, const char *s, size_t len)
 	op = s[i++];
 	if (op != 'I' && op != 'L' && op != 'S' && op != 'M')
 		return bad_line(lk, "not a lackey line (expected I, L, S, M or ==PID==)", line,
-				full);
+		                full);
 	if (i == len || s[i] != ' ')
 		return bad_line(lk, "expected a space after the operation letter", line, full);
 	while (i < len && s[i] == ' ')
@@ -146,8 +146,8 @@ static lomas_status read_all(lackey *lk, FILE *in, char *buf, size_t cap)
 		if (n == 0) {
 			if (ferror(in))
 				return error_set(LOMAS_EIO,
-						 "%s: read error after line %" PRIu64 ": %s",
-						 lk->name, lk->lineno, strerror(errno));
+				                 "%s: read error after line %" PRIu64 ": %s",
+				                 lk->name, lk->lineno, strerror(errno));
 			break;
 		}
 		end = buf + have + n;
@@ -186,7 +186,7 @@ static lomas_status read_all(lackey *lk, FILE *in, char *buf, size_t cap)
 }
 
 lomas_status lackey_read_stream(const lomas_config *cfg, FILE *in, const char *name,
-				size_t buf_bytes, lomas_profile **out)
+                                size_t buf_bytes, lomas_profile **out)
 {
 	lackey lk = {.name = name ? name : "(stream)"};
 	lomas_profile *p = NULL;
@@ -223,13 +223,13 @@ lomas_status lackey_read_stream(const lomas_config *cfg, FILE *in, const char *n
 }
 
 lomas_status lomas_trace_analyze_lackey_stream(const lomas_config *cfg, FILE *in, const char *name,
-					       lomas_profile **out)
+                                               lomas_profile **out)
 {
 	return lackey_read_stream(cfg, in, name, LACKEY_BUF_BYTES, out);
 }
 
 lomas_status lomas_trace_analyze_lackey(const lomas_config *cfg, const char *path,
-					lomas_profile **out)
+                                        lomas_profile **out)
 {
 	FILE *f;
 	lomas_status st;
@@ -243,7 +243,7 @@ lomas_status lomas_trace_analyze_lackey(const lomas_config *cfg, const char *pat
 	f = fopen(path, "rb");
 	if (!f)
 		return error_set(errno == ENOENT ? LOMAS_ENOENT : LOMAS_EIO, "%s: %s", path,
-				 strerror(errno));
+		                 strerror(errno));
 	st = lackey_read_stream(cfg, f, path, LACKEY_BUF_BYTES, out);
 	fclose(f);
 	return st;

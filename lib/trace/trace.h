@@ -30,7 +30,7 @@ typedef struct trace_watch {
 	uint64_t line;
 	uint64_t sample; /* index into trace.samples */
 	uint32_t thread; /* profile thread index */
-	uint32_t next;	 /* next watch on the same line, or next free; TRACE_NONE ends */
+	uint32_t next;   /* next watch on the same line, or next free; TRACE_NONE ends */
 } trace_watch;
 
 /* A slot of the watched-line table: line → first watch on it. */
@@ -73,7 +73,7 @@ struct lomas_trace {
 	size_t tmap_mask;
 
 	VEC(lomas_sample) samples; /* creation order; reserved = watch index + 1 while open */
-	size_t oldest;		   /* no open sample below this index */
+	size_t oldest;             /* no open sample below this index */
 
 	trace_slot *table;
 	size_t table_mask;
@@ -82,7 +82,7 @@ struct lomas_trace {
 	trace_watch *watches;
 	size_t watches_cap;
 	uint32_t free_watch; /* free list head */
-	size_t open;	     /* open samples */
+	size_t open;         /* open samples */
 	uint64_t censored;   /* samples censored by max_samples_live */
 };
 
@@ -91,7 +91,7 @@ struct lomas_trace {
  * live and unfinished and kind is LOMAS_REF_LOAD or LOMAS_REF_STORE).
  */
 lomas_status trace_ref_fast(struct lomas_trace *t, uint64_t thread, uint64_t addr, uint64_t pc,
-			    unsigned kind);
+                            unsigned kind);
 
 /*
  * The lackey reader over a stream with a read buffer of buf_bytes (clamped
@@ -99,6 +99,6 @@ lomas_status trace_ref_fast(struct lomas_trace *t, uint64_t thread, uint64_t add
  * tests use small ones to exercise lines split across reads.
  */
 lomas_status lackey_read_stream(const lomas_config *cfg, FILE *in, const char *name,
-				size_t buf_bytes, lomas_profile **out);
+                                size_t buf_bytes, lomas_profile **out);
 
 #endif

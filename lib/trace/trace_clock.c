@@ -45,7 +45,7 @@ static lomas_status table_alloc(struct lomas_trace *t, unsigned bits)
 		free(tab);
 		free(filter);
 		return error_set(LOMAS_ENOMEM, "trace: out of memory for a %zu-line watch table",
-				 n);
+		                 n);
 	}
 	for (size_t i = 0; i < n; i++)
 		tab[i].line = LINE_EMPTY;
@@ -187,7 +187,7 @@ static void watch_remove(struct lomas_trace *t, uint32_t w)
  * samples of ti on the line (REUSED) and flags those of other threads.
  */
 static void watched_touch(struct lomas_trace *t, uint64_t line, uint64_t h, uint32_t ti,
-			  uint64_t clock, uint64_t pc)
+                          uint64_t clock, uint64_t pc)
 {
 	size_t i = table_find(t, line, h);
 	uint32_t *link, w;
@@ -260,7 +260,7 @@ static void thin(struct lomas_trace *t)
 
 /* Start a sample at the reference (thread ti, clock). */
 static lomas_status start_sample(struct lomas_trace *t, uint32_t ti, uint64_t clock, uint64_t addr,
-				 uint64_t pc, unsigned kind)
+                                 uint64_t pc, unsigned kind)
 {
 	uint64_t line = addr >> t->line_shift;
 	uint64_t h = line * HASH_K;
@@ -405,7 +405,7 @@ lomas_status lomas_trace_new(const lomas_config *cfg, lomas_trace **out)
 }
 
 lomas_status trace_ref_fast(struct lomas_trace *t, uint64_t thread, uint64_t addr, uint64_t pc,
-			    unsigned kind)
+                            unsigned kind)
 {
 	uint32_t ti = t->last_idx;
 	uint64_t clock, line, h;
@@ -426,7 +426,7 @@ lomas_status trace_ref_fast(struct lomas_trace *t, uint64_t thread, uint64_t add
 }
 
 lomas_status lomas_trace_ref(lomas_trace *t, uint64_t thread, uint64_t addr, uint64_t pc,
-			     lomas_ref_kind kind)
+                             lomas_ref_kind kind)
 {
 	if (!t)
 		return error_set(LOMAS_EINVAL, "lomas_trace_ref: trace is NULL");
@@ -439,7 +439,7 @@ lomas_status lomas_trace_ref(lomas_trace *t, uint64_t thread, uint64_t addr, uin
 
 /* Threads, windows and metadata of the finished profile; base[k] = thread k's first window. */
 static lomas_status build_profile(struct lomas_trace *t, uint64_t wlen, uint64_t *base,
-				  struct lomas_profile *p)
+                                  struct lomas_profile *p)
 {
 	uint64_t nwin = 0, refs = 0;
 	lomas_status st;
@@ -450,9 +450,9 @@ static lomas_status build_profile(struct lomas_trace *t, uint64_t wlen, uint64_t
 		refs += r;
 		if (nwin > UINT32_MAX)
 			return error_set(LOMAS_ERANGE,
-					 "trace: more than 2^32 windows (window %" PRIu64
-					 " references is too short)",
-					 wlen);
+			                 "trace: more than 2^32 windows (window %" PRIu64
+			                 " references is too short)",
+			                 wlen);
 	}
 	if ((st = vec_reserve(&p->threads, t->threads.n)) ||
 	    (st = vec_reserve(&p->windows, (size_t)nwin)))

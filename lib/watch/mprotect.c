@@ -79,7 +79,7 @@ static void pcompact(mprot_engine *e)
 }
 
 lomas_status mprot_init(mprot_engine *e, const mprot_ops *ops, uint32_t line_size,
-			uint32_t page_size, uint64_t capacity)
+                        uint32_t page_size, uint64_t capacity)
 {
 	lomas_status st;
 	memset(e, 0, sizeof *e);
@@ -139,13 +139,13 @@ static lomas_status apply(mprot_engine *e, mprot_page *p, bool reprotect)
 	if (r) {
 		e->stats.failures++;
 		return error_set(LOMAS_ETARGET, "mprotect(%#llx) in the target failed: %d",
-				 (unsigned long long)p->page, r);
+		                 (unsigned long long)p->page, r);
 	}
 	return LOMAS_OK;
 }
 
 lomas_status mprot_watch(mprot_engine *e, uint64_t addr, uint32_t thread, uint64_t sample,
-			 watch_entry *displaced, bool *did_displace)
+                         watch_entry *displaced, bool *did_displace)
 {
 	uint64_t page = addr & e->table.page_mask;
 	bool f;
@@ -157,7 +157,7 @@ lomas_status mprot_watch(mprot_engine *e, uint64_t addr, uint32_t thread, uint64
 		int orig = e->ops.page_prot(e->ops.ctx, page);
 		if (orig < 0)
 			return error_set(LOMAS_EPERM, "page %#llx is not mapped",
-					 (unsigned long long)page);
+			                 (unsigned long long)page);
 		if ((e->pn + 1) * 2 > e->pcap) {
 			if ((st = pgrow(e)))
 				return st;

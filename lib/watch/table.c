@@ -19,13 +19,13 @@ static inline size_t hash64(uint64_t x)
 }
 
 lomas_status watch_table_init(watch_table *t, uint32_t line_size, uint32_t page_size,
-			      uint64_t capacity)
+                              uint64_t capacity)
 {
 	memset(t, 0, sizeof *t);
 	if (!line_size || (line_size & (line_size - 1)) || !page_size ||
 	    (page_size & (page_size - 1)) || line_size > page_size)
 		return error_set(LOMAS_EINVAL, "watch table: bad line size %u or page size %u",
-				 line_size, page_size);
+		                 line_size, page_size);
 	t->line_mask = ~(uint64_t)(line_size - 1);
 	t->page_mask = ~(uint64_t)(page_size - 1);
 	t->capacity = capacity;
@@ -199,7 +199,7 @@ static void entry_delete(watch_table *t, size_t i)
 }
 
 lomas_status watch_table_add(watch_table *t, uint64_t addr, uint32_t thread, uint64_t sample,
-			     watch_entry *displaced, bool *did_displace)
+                             watch_entry *displaced, bool *did_displace)
 {
 	uint64_t line = addr & t->line_mask;
 	bool f;
@@ -217,8 +217,8 @@ lomas_status watch_table_add(watch_table *t, uint64_t addr, uint32_t thread, uin
 	if (t->capacity && t->n >= t->capacity) {
 		size_t oldest = SIZE_MAX;
 		for (size_t k = 0; k < t->cap; k++)
-			if (t->slots[k].used && (oldest == SIZE_MAX ||
-						 t->slots[k].seq < t->slots[oldest].seq))
+			if (t->slots[k].used &&
+			    (oldest == SIZE_MAX || t->slots[k].seq < t->slots[oldest].seq))
 				oldest = k;
 		if (oldest != SIZE_MAX) {
 			*displaced = t->slots[oldest];
@@ -232,7 +232,7 @@ lomas_status watch_table_add(watch_table *t, uint64_t addr, uint32_t thread, uin
 		return st;
 	i = entry_find(t, line, thread, &f);
 	t->slots[i] = (watch_entry){
-		.line = line, .sample = sample, .seq = t->seq++, .thread = thread, .used = 1};
+	    .line = line, .sample = sample, .seq = t->seq++, .thread = thread, .used = 1};
 	t->n++;
 	return LOMAS_OK;
 }
@@ -258,8 +258,8 @@ bool watch_table_remove(watch_table *t, uint64_t addr, uint32_t thread, watch_en
 	return true;
 }
 
-size_t watch_table_others(const watch_table *t, uint64_t addr, uint32_t thread,
-			  uint64_t *samples, size_t max)
+size_t watch_table_others(const watch_table *t, uint64_t addr, uint32_t thread, uint64_t *samples,
+                          size_t max)
 {
 	uint64_t line = addr & t->line_mask;
 	size_t m = t->cap - 1, i = hash64(line) & m, n = 0;

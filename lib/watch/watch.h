@@ -40,7 +40,7 @@ typedef struct watch_table {
 
 /* line_size and page_size: powers of two; capacity 0 = unlimited. */
 lomas_status watch_table_init(watch_table *t, uint32_t line_size, uint32_t page_size,
-			      uint64_t capacity);
+                              uint64_t capacity);
 void watch_table_free(watch_table *t);
 /* Forget every entry (keeps the allocation). */
 void watch_table_clear(watch_table *t);
@@ -61,14 +61,14 @@ static inline uint64_t watch_page_of(const watch_table *t, uint64_t addr)
  * is evicted the same way (the caller censors it).
  */
 lomas_status watch_table_add(watch_table *t, uint64_t addr, uint32_t thread, uint64_t sample,
-			     watch_entry *displaced, bool *did_displace);
+                             watch_entry *displaced, bool *did_displace);
 /* Is the line holding addr watched for thread? Copies the entry into *out (may be NULL). */
 bool watch_table_find(const watch_table *t, uint64_t addr, uint32_t thread, watch_entry *out);
 /* Remove the entry (line of addr, thread); false if absent. */
 bool watch_table_remove(watch_table *t, uint64_t addr, uint32_t thread, watch_entry *out);
 /* Number of threads watching the line holding addr other than thread. */
-size_t watch_table_others(const watch_table *t, uint64_t addr, uint32_t thread,
-			  uint64_t *samples, size_t max);
+size_t watch_table_others(const watch_table *t, uint64_t addr, uint32_t thread, uint64_t *samples,
+                          size_t max);
 /* Watched lines on the page holding addr (all threads). */
 uint32_t watch_table_page_count(const watch_table *t, uint64_t addr);
 static inline size_t watch_table_size(const watch_table *t)
@@ -90,20 +90,20 @@ typedef struct mprot_ops {
 
 typedef struct mprot_page {
 	uint64_t page;
-	int orig;        /* the target's protection (restored when not ours) */
-	int temp_owner;  /* thread lifting it for one step, or -1 */
-	bool prot_none;  /* currently PROT_NONE because of us */
-	bool pinned;     /* never protected: reuse on it is found from decoded references */
+	int orig;       /* the target's protection (restored when not ours) */
+	int temp_owner; /* thread lifting it for one step, or -1 */
+	bool prot_none; /* currently PROT_NONE because of us */
+	bool pinned;    /* never protected: reuse on it is found from decoded references */
 	bool used;
 } mprot_page;
 
 typedef struct mprot_stats {
-	uint64_t protects;     /* pages set PROT_NONE */
-	uint64_t restores;     /* pages given their own protection back */
-	uint64_t reprotects;   /* pages protected again after a fault */
-	uint64_t faults;       /* faults on pages we protected */
+	uint64_t protects;   /* pages set PROT_NONE */
+	uint64_t restores;   /* pages given their own protection back */
+	uint64_t reprotects; /* pages protected again after a fault */
+	uint64_t faults;     /* faults on pages we protected */
 	uint64_t false_positives;
-	uint64_t failures;     /* injected mprotect calls that failed */
+	uint64_t failures; /* injected mprotect calls that failed */
 } mprot_stats;
 
 typedef struct mprot_engine {
@@ -112,13 +112,13 @@ typedef struct mprot_engine {
 	mprot_page *pages; /* open addressing by page */
 	size_t pcap, pn;
 	uint32_t page_size;
-	int lift_depth; /* > 0: every page has its own protection (syscalls, signals) */
+	int lift_depth;       /* > 0: every page has its own protection (syscalls, signals) */
 	uint64_t lift_events; /* times a watched page went back to its own protection */
 	mprot_stats stats;
 } mprot_engine;
 
 lomas_status mprot_init(mprot_engine *e, const mprot_ops *ops, uint32_t line_size,
-			uint32_t page_size, uint64_t capacity);
+                        uint32_t page_size, uint64_t capacity);
 void mprot_free(mprot_engine *e);
 
 /*
@@ -127,7 +127,7 @@ void mprot_free(mprot_engine *e);
  * protected (unmapped, or the kernel refuses): the caller censors the sample.
  */
 lomas_status mprot_watch(mprot_engine *e, uint64_t addr, uint32_t thread, uint64_t sample,
-			 watch_entry *displaced, bool *did_displace);
+                         watch_entry *displaced, bool *did_displace);
 /* Stop watching (line of addr, thread): the page is released at the next sync. */
 bool mprot_unwatch(mprot_engine *e, uint64_t addr, uint32_t thread, watch_entry *out);
 /* Is the page holding addr PROT_NONE because of us right now? */

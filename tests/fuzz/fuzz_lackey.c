@@ -14,7 +14,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Analyze data; on success return the profile, else NULL with *st set. */
 static lomas_profile *analyze(const lomas_config *cfg, const uint8_t *data, size_t size,
-			      size_t buf_bytes, lomas_status *st, char *msg, size_t msg_len)
+                              size_t buf_bytes, lomas_status *st, char *msg, size_t msg_len)
 {
 	lomas_profile *p = NULL;
 	/* fmemopen rejects size 0 on some libcs: read one '\n' instead (a blank line). */
@@ -58,8 +58,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (s1 != s2 || strcmp(m1, m2) != 0)
 		abort();
 	if (a && (a->samples.n != b->samples.n || a->threads.n != b->threads.n ||
-		  (a->samples.n && memcmp(a->samples.items, b->samples.items,
-					  a->samples.n * sizeof(lomas_sample)) != 0)))
+	          (a->samples.n && memcmp(a->samples.items, b->samples.items,
+	                                  a->samples.n * sizeof(lomas_sample)) != 0)))
 		abort();
 	lomas_profile_free(a);
 	lomas_profile_free(b);

@@ -201,8 +201,8 @@ static uint64_t exact_distance(const trace *t, size_t i, uint64_t line_size)
 	uint64_t line = t->r[i].addr & ~(line_size - 1);
 	for (size_t j = i + 1; j < t->n; j++) {
 		uint64_t a = t->r[j].addr & ~(line_size - 1);
-		uint64_t b = (t->r[j].addr + (t->r[j].size ? t->r[j].size - 1 : 0)) &
-			     ~(line_size - 1);
+		uint64_t b =
+		    (t->r[j].addr + (t->r[j].size ? t->r[j].size - 1 : 0)) & ~(line_size - 1);
 		if (a == line || b == line)
 			return j - i - 1;
 	}
@@ -250,8 +250,7 @@ static void test_count_by_construction(void **state)
 }
 
 /* The sample points the seed implies: counts sp_k = sum of rng_gap draws. */
-static void expected_starts(uint64_t seed, double period, uint64_t refs, uint64_t **out,
-			    size_t *n)
+static void expected_starts(uint64_t seed, double period, uint64_t refs, uint64_t **out, size_t *n)
 {
 	rng r;
 	uint64_t sp = 0;
@@ -291,31 +290,37 @@ static void check_exact(const trace *t, const run_result *res, uint64_t seed, do
 		assert_int_equal(s[i].kind, t->r[s[i].start].kind);
 		if (d == UINT64_MAX) {
 			if (s[i].state != LOMAS_SAMPLE_DANGLING)
-				fail_msg("sample %zu at %llu (pc %#llx addr %#llx): state %u end %llu, "
-					 "expected dangling",
-					 i, (unsigned long long)s[i].start,
-					 (unsigned long long)s[i].start_pc,
-					 (unsigned long long)s[i].addr, s[i].state,
-					 (unsigned long long)s[i].end);
+				fail_msg(
+				    "sample %zu at %llu (pc %#llx addr %#llx): state %u end %llu, "
+				    "expected dangling",
+				    i, (unsigned long long)s[i].start,
+				    (unsigned long long)s[i].start_pc,
+				    (unsigned long long)s[i].addr, s[i].state,
+				    (unsigned long long)s[i].end);
 		} else {
 			if (s[i].state != LOMAS_SAMPLE_REUSED)
 				fail_msg("sample %zu at %llu (pc %#llx addr %#llx): state %u, "
-					 "expected distance %llu",
-					 i, (unsigned long long)s[i].start,
-					 (unsigned long long)s[i].start_pc,
-					 (unsigned long long)s[i].addr, s[i].state,
-					 (unsigned long long)d);
+				         "expected distance %llu",
+				         i, (unsigned long long)s[i].start,
+				         (unsigned long long)s[i].start_pc,
+				         (unsigned long long)s[i].addr, s[i].state,
+				         (unsigned long long)d);
 			if (s[i].end - s[i].start - 1 != d) {
-				for (uint64_t c = s[i].start; c <= s[i].start + d + 1 && c < t->n; c++)
-					fprintf(stderr, "  ref %llu pc %#llx addr %#llx size %u kind %u\n",
-						(unsigned long long)c, (unsigned long long)t->r[c].pc,
-						(unsigned long long)t->r[c].addr, t->r[c].size,
-						t->r[c].kind);
-				fail_msg("sample %zu at %llu addr %#llx: distance %llu (end pc %#llx), "
-					 "expected %llu",
-					 i, (unsigned long long)s[i].start, (unsigned long long)s[i].addr,
-					 (unsigned long long)(s[i].end - s[i].start - 1),
-					 (unsigned long long)s[i].end_pc, (unsigned long long)d);
+				for (uint64_t c = s[i].start; c <= s[i].start + d + 1 && c < t->n;
+				     c++)
+					fprintf(stderr,
+					        "  ref %llu pc %#llx addr %#llx size %u kind %u\n",
+					        (unsigned long long)c,
+					        (unsigned long long)t->r[c].pc,
+					        (unsigned long long)t->r[c].addr, t->r[c].size,
+					        t->r[c].kind);
+				fail_msg(
+				    "sample %zu at %llu addr %#llx: distance %llu (end pc %#llx), "
+				    "expected %llu",
+				    i, (unsigned long long)s[i].start,
+				    (unsigned long long)s[i].addr,
+				    (unsigned long long)(s[i].end - s[i].start - 1),
+				    (unsigned long long)s[i].end_pc, (unsigned long long)d);
 			}
 			assert_int_equal(s[i].end_pc, t->r[s[i].end].pc);
 		}
@@ -347,10 +352,10 @@ static void test_exact_distances(void **state)
 	assert_true(a.stats.false_positives > 0);
 	assert_true(a.stats.reprotects > 0);
 	assert_int_equal(lomas_profile_meta_get(a.prof, "step.reuse_by_fault", &by_fault),
-			 LOMAS_OK);
+	                 LOMAS_OK);
 	assert_true(strtoull(by_fault, NULL, 10) * 2 > a.stats.reused);
 	assert_int_equal(run_step(argv, &b, "period", "40", "seed", "7", "max_skid", "8", NULL),
-			 LOMAS_OK);
+	                 LOMAS_OK);
 	check_exact(&t, &b, 7, 40.0);
 	assert_int_equal(b.stats.samples, a.stats.samples);
 	free_result(&a);
@@ -369,7 +374,7 @@ static void test_false_positives(void **state)
 	char *argv[] = {path, "3", "256", NULL};
 	full_trace(argv, &t);
 	assert_int_equal(run_step(argv, &a, "period", "60", "seed", "3", "max_skid", "5", NULL),
-			 LOMAS_OK);
+	                 LOMAS_OK);
 	check_exact(&t, &a, 3, 60.0);
 	assert_true(a.stats.false_positives > a.stats.reused / 4);
 	free_result(&a);
@@ -570,15 +575,15 @@ int main(void)
 	/* Same addresses in every run: the full trace and the sampled run must agree. */
 	personality(ADDR_NO_RANDOMIZE);
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_count_by_construction),
-		cmocka_unit_test(test_exact_distances),
-		cmocka_unit_test(test_false_positives),
-		cmocka_unit_test(test_native_signals),
-		cmocka_unit_test(test_native_threads),
-		cmocka_unit_test(test_native_fork_exec),
-		cmocka_unit_test(test_native_crash),
-		cmocka_unit_test(test_attach_detach),
-		cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_count_by_construction),
+	    cmocka_unit_test(test_exact_distances),
+	    cmocka_unit_test(test_false_positives),
+	    cmocka_unit_test(test_native_signals),
+	    cmocka_unit_test(test_native_threads),
+	    cmocka_unit_test(test_native_fork_exec),
+	    cmocka_unit_test(test_native_crash),
+	    cmocka_unit_test(test_attach_detach),
+	    cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

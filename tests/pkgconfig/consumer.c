@@ -12,8 +12,7 @@
 
 static int fail(const char *what)
 {
-	fprintf(stderr, "consumer: %s: %s (%s)\n", what, lomas_error_message(),
-		lomas_version());
+	fprintf(stderr, "consumer: %s: %s (%s)\n", what, lomas_error_message(), lomas_version());
 	return 1;
 }
 
@@ -30,7 +29,8 @@ int main(void)
 		return fail("setup");
 	for (int rep = 0; rep < 20; rep++)
 		for (int i = 0; i < K; i++)
-			if (lomas_trace_ref(t, 0, 0x10000 + (uint64_t)i * 64, 0x400000, LOMAS_REF_LOAD))
+			if (lomas_trace_ref(t, 0, 0x10000 + (uint64_t)i * 64, 0x400000,
+			                    LOMAS_REF_LOAD))
 				return fail("trace_ref");
 	if (lomas_trace_finish(t, &p))
 		return fail("finish");

@@ -227,7 +227,7 @@ static uint64_t parse_u64(const char *s, const char *what)
 static void usage(void)
 {
 	fprintf(stderr, "usage: exactsim [--line-size B] [--sizes B1,B2,...] [--cold] "
-			"[--seed S] [--runs K] FILE|-\n");
+	                "[--seed S] [--runs K] FILE|-\n");
 	exit(2);
 }
 

@@ -137,7 +137,7 @@ static uint32_t *make_trace(const shape *s, size_t n, uint32_t *k)
 
 /* Non-cold LRU misses for each size in lines; *cold = first touches. */
 static void exact_lru(const uint32_t *t, size_t n, uint32_t k, const uint64_t *lines, size_t ns,
-		      double *misses, uint64_t *cold)
+                      double *misses, uint64_t *cold)
 {
 	int64_t *last = malloc(k * sizeof *last);
 	int32_t *fen = calloc(n + 1, sizeof *fen);
@@ -210,7 +210,7 @@ static double exact_random(const uint32_t *t, size_t n, uint32_t k, uint64_t lin
 /* ---- sampling: a profile like the trace clock would record ---- */
 
 static lomas_profile *sample_trace(const uint32_t *t, const uint32_t *next, size_t n, double period,
-				   uint64_t seed, size_t *nsamples)
+                                   uint64_t seed, size_t *nsamples)
 {
 	lomas_profile *p;
 	lomas_thread th = {.tid = 1, .refs = n};
@@ -297,14 +297,14 @@ static void check_shape(const shape *sh, bool check_cold)
 		if (!quick)
 			assert_true(ns >= 10000);
 		assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_RANDOM, sizes, nsz, 0, 0, model),
-				 LOMAS_OK);
+		                 LOMAS_OK);
 		e_r = mae(model, rnd, nsz);
 		if (getenv("LOMAS_TEST_VERBOSE"))
 			for (size_t i = 0; i < nsz; i++)
 				printf("  %10llu random exact %.4f model %.4f\n",
 				       (unsigned long long)sizes[i], rnd[i], model[i]);
 		assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_LRU, sizes, nsz, 0, 0, model),
-				 LOMAS_OK);
+		                 LOMAS_OK);
 		e_l = mae(model, lru, nsz);
 		if (getenv("LOMAS_TEST_VERBOSE"))
 			for (size_t i = 0; i < nsz; i++)
@@ -328,12 +328,12 @@ static void check_shape(const shape *sh, bool check_cold)
 				lc[i] = lru[i] + (double)cold / (double)n;
 			}
 			assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_RANDOM, sizes, nsz, 0,
-							   LOMAS_MODEL_COLD, model),
-					 LOMAS_OK);
+			                                   LOMAS_MODEL_COLD, model),
+			                 LOMAS_OK);
 			e_r = mae(model, rc, nsz);
 			assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_LRU, sizes, nsz, 0,
-							   LOMAS_MODEL_COLD, model),
-					 LOMAS_OK);
+			                                   LOMAS_MODEL_COLD, model),
+			                 LOMAS_OK);
 			e_l = mae(model, lc, nsz);
 			printf(
 			    "accuracy %-14s 1/%-5.0f cold included   MAE random %.3f pp  lru %.3f "

@@ -23,7 +23,7 @@
  * that came after their point.
  */
 static size_t drive(skid_semantics sem, uint32_t max_skid, uint32_t extra, uint64_t min_gap,
-		    uint64_t seed, size_t npoints, size_t *overshots)
+                    uint64_t seed, size_t npoints, size_t *overshots)
 {
 	rng r;
 	uint64_t *sp = malloc((npoints + 2) * sizeof *sp), acc = 0, count = 0;
@@ -88,7 +88,7 @@ static void test_planner_immediate(void **state)
 	for (uint32_t skid = 0; skid <= 12; skid += 4) {
 		/* Points closer than max_skid are single-stepped to: all exact. */
 		assert_int_equal(drive(SKID_PERIOD_IMMEDIATE, skid, 0, 1, 11 + skid, 2000, &over),
-				 2000);
+		                 2000);
 		assert_int_equal(over, 0);
 	}
 	/* Skid beyond what was planned for loses points: the test can fail. */
@@ -103,9 +103,9 @@ static void test_planner_next_overflow(void **state)
 	(void)state;
 	/* The 2.6.36 semantics: the period set now applies after the next overflow. */
 	for (uint32_t skid = 0; skid <= 12; skid += 4) {
-		assert_int_equal(drive(SKID_PERIOD_NEXT_OVERFLOW, skid, 0, 2 * skid + 2, 23 + skid,
-				       2000, &over),
-				 2000);
+		assert_int_equal(
+		    drive(SKID_PERIOD_NEXT_OVERFLOW, skid, 0, 2 * skid + 2, 23 + skid, 2000, &over),
+		    2000);
 		assert_int_equal(over, 0);
 	}
 }
@@ -158,8 +158,8 @@ static void test_ledger(void **state)
 		ledger_init(&l);
 		memcpy(l.per_event, cal.per_event, sizeof l.per_event);
 		assert_int_equal(ledger_calibrate(&l, (ledger_kind)kind, 1000,
-						  1000 + (uint64_t)truth[kind] * events, events),
-				 LOMAS_OK);
+		                                  1000 + (uint64_t)truth[kind] * events, events),
+		                 LOMAS_OK);
 		cal.per_event[kind] = l.per_event[kind];
 	}
 	for (int kind = 0; kind < LEDGER_NKINDS; kind++)
@@ -245,11 +245,11 @@ static void test_sampler(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_planner_immediate),
-		cmocka_unit_test(test_planner_next_overflow),
-		cmocka_unit_test(test_planner_semantics_matter),
-		cmocka_unit_test(test_ledger),
-		cmocka_unit_test(test_sampler),
+	    cmocka_unit_test(test_planner_immediate),
+	    cmocka_unit_test(test_planner_next_overflow),
+	    cmocka_unit_test(test_planner_semantics_matter),
+	    cmocka_unit_test(test_ledger),
+	    cmocka_unit_test(test_sampler),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

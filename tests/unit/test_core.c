@@ -113,8 +113,14 @@ static lomas_profile *small_profile(const char *command)
 	lomas_thread t = {.tid = 7, .refs = 1000};
 	lomas_window w0 = {.start = 0, .refs = 500, .thread = 0};
 	lomas_window w1 = {.start = 500, .refs = 500, .thread = 0};
-	lomas_sample s = {.start = 10, .end = 20, .addr = 0x1000, .weight = 100, .thread = 0,
-			  .window = 0, .kind = LOMAS_REF_LOAD, .state = LOMAS_SAMPLE_REUSED};
+	lomas_sample s = {.start = 10,
+	                  .end = 20,
+	                  .addr = 0x1000,
+	                  .weight = 100,
+	                  .thread = 0,
+	                  .window = 0,
+	                  .kind = LOMAS_REF_LOAD,
+	                  .state = LOMAS_SAMPLE_REUSED};
 	assert_int_equal(lomas_profile_new(64, &p), LOMAS_OK);
 	assert_int_equal(profile_add_thread(p, &t), LOMAS_OK);
 	assert_int_equal(profile_add_window(p, &w0), LOMAS_OK);
@@ -215,9 +221,9 @@ static void test_merge(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_errors),  cmocka_unit_test(test_config),
-		cmocka_unit_test(test_rng),     cmocka_unit_test(test_crc32),
-		cmocka_unit_test(test_profile), cmocka_unit_test(test_merge),
+	    cmocka_unit_test(test_errors),  cmocka_unit_test(test_config),
+	    cmocka_unit_test(test_rng),     cmocka_unit_test(test_crc32),
+	    cmocka_unit_test(test_profile), cmocka_unit_test(test_merge),
 	};
 	return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }

@@ -45,13 +45,13 @@
 /* bt [rbx], eax: eax is a signed bit offset; the CPU touches the dword holding that bit. */
 #define BT32_RAX ((RAX / 32) * 4)
 
-#define L(a, s)                                                                                    \
-	{                                                                                          \
-		(uint64_t)(a), (s), LOMAS_REF_LOAD                                                 \
+#define L(a, s)                                    \
+	{                                          \
+		(uint64_t)(a), (s), LOMAS_REF_LOAD \
 	}
-#define S(a, s)                                                                                    \
-	{                                                                                          \
-		(uint64_t)(a), (s), LOMAS_REF_STORE                                                \
+#define S(a, s)                                     \
+	{                                           \
+		(uint64_t)(a), (s), LOMAS_REF_STORE \
 	}
 #define B(...) {__VA_ARGS__}, sizeof((uint8_t[]){__VA_ARGS__})
 
@@ -332,16 +332,16 @@ static int check_case(const tcase *c, const decode_insn *in, uint64_t pc)
 			bad = 1;
 	if (bad) {
 		print_message("MISMATCH for `%s` (decoded as `%s`): len %u/%u nrefs %u/%d rep %d "
-			      "branch %d syscall %d\n",
-			      c->listing, in->text, in->len, c->len, in->nrefs, c->nrefs, in->rep,
-			      in->branch, in->syscall);
+		              "branch %d syscall %d\n",
+		              c->listing, in->text, in->len, c->len, in->nrefs, c->nrefs, in->rep,
+		              in->branch, in->syscall);
 		for (int i = 0; i < in->nrefs; i++)
 			print_message("  got  %s 0x%" PRIx64 " size %u\n",
-				      kind_name(in->refs[i].kind), in->refs[i].addr,
-				      in->refs[i].size);
+			              kind_name(in->refs[i].kind), in->refs[i].addr,
+			              in->refs[i].size);
 		for (int i = 0; i < c->nrefs; i++)
 			print_message("  want %s 0x%" PRIx64 " size %u\n",
-				      kind_name(c->refs[i].kind), c->refs[i].addr, c->refs[i].size);
+			              kind_name(c->refs[i].kind), c->refs[i].addr, c->refs[i].size);
 	}
 	return bad;
 }
@@ -365,7 +365,7 @@ static void test_table(void **state)
 		st = decode_bytes(d, buf, sizeof buf, PC, &regs, &in);
 		if (st != LOMAS_OK) {
 			print_message("FAILED to decode `%s`: %s\n", c->listing,
-				      lomas_error_message());
+			              lomas_error_message());
 			failures++;
 			continue;
 		}
@@ -406,17 +406,17 @@ static void test_invalid(void **state)
 		uint8_t b[4];
 		size_t n;
 	} bad[] = {
-	    {{0x06}, 1},	     /* push es: invalid in 64-bit mode */
-	    {{0xd6}, 1},	     /* salc: invalid in 64-bit mode */
-	    {{0x48, 0x8b}, 2},	     /* mov without its ModRM byte */
-	    {{0xc4}, 1},	     /* lone VEX prefix */
-	    {{0xf0, 0x90}, 2},	     /* lock nop */
-	    {{0x0f, 0x04}, 2},	     /* undefined 0f 04 */
+	    {{0x06}, 1},             /* push es: invalid in 64-bit mode */
+	    {{0xd6}, 1},             /* salc: invalid in 64-bit mode */
+	    {{0x48, 0x8b}, 2},       /* mov without its ModRM byte */
+	    {{0xc4}, 1},             /* lone VEX prefix */
+	    {{0xf0, 0x90}, 2},       /* lock nop */
+	    {{0x0f, 0x04}, 2},       /* undefined 0f 04 */
 	    {{0x48, 0x8b, 0x44}, 3}, /* missing SIB and displacement */
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		assert_int_equal(decode_bytes(d, bad[i].b, bad[i].n, PC, &regs, &in),
-				 LOMAS_EFORMAT);
+		                 LOMAS_EFORMAT);
 		assert_non_null(strstr(lomas_error_message(), "0x401000"));
 	}
 	assert_int_equal(decode_bytes(d, bad[0].b, 0, PC, &regs, &in), LOMAS_EFORMAT);
@@ -435,16 +435,16 @@ static void test_invalid(void **state)
  *   +19 c3                    ret
  */
 __asm__(".text\n"
-	".globl lomas_test_decode_probe\n"
-	".hidden lomas_test_decode_probe\n"
-	".type lomas_test_decode_probe, @function\n"
-	"lomas_test_decode_probe:\n"
-	".byte 0x48, 0x8b, 0x44, 0x8b, 0x10\n"
-	".byte 0x48, 0x01, 0x03\n"
-	".byte 0xf3, 0xa4\n"
-	".byte 0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00\n"
-	".byte 0xc3\n"
-	".size lomas_test_decode_probe, .-lomas_test_decode_probe\n");
+        ".globl lomas_test_decode_probe\n"
+        ".hidden lomas_test_decode_probe\n"
+        ".type lomas_test_decode_probe, @function\n"
+        "lomas_test_decode_probe:\n"
+        ".byte 0x48, 0x8b, 0x44, 0x8b, 0x10\n"
+        ".byte 0x48, 0x01, 0x03\n"
+        ".byte 0xf3, 0xa4\n"
+        ".byte 0x64, 0x48, 0x8b, 0x04, 0x25, 0x28, 0x00, 0x00, 0x00\n"
+        ".byte 0xc3\n"
+        ".size lomas_test_decode_probe, .-lomas_test_decode_probe\n");
 extern const uint8_t lomas_test_decode_probe[];
 
 #define SCRATCH_PAGES 4 /* nops, followed by an unmapped page */
@@ -468,7 +468,7 @@ static bool child_start(child *c)
 {
 	int status;
 	uint8_t *m = mmap(NULL, (SCRATCH_PAGES + 1) * PAGE, PROT_READ | PROT_WRITE,
-			  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	assert_true(m != MAP_FAILED);
 	memset(m, 0x90, SCRATCH_PAGES * PAGE);
 	/* mov rax, qword ptr [rbx] ending exactly at the hole */
@@ -609,7 +609,7 @@ static void test_at(void **state)
 	r.rcx = 2;
 	assert_int_equal(decoder_at(d, c.pid, &r, &in), LOMAS_OK);
 	assert_int_equal(in.refs[0].kind, LOMAS_REF_LOAD); /* stale: served from the cache */
-	decoder_invalidate(d, probe + 4, probe + 5);	   /* overlaps only the last byte */
+	decoder_invalidate(d, probe + 4, probe + 5);       /* overlaps only the last byte */
 	{
 		uint64_t m0 = stat_misses(d);
 		assert_int_equal(decoder_at(d, c.pid, &r, &in), LOMAS_OK);
@@ -695,7 +695,7 @@ static void test_at(void **state)
 		t0 = now_ns();
 		for (int i = 0; i < n_dec; i++)
 			assert_int_equal(decode_bytes(d, code, sizeof code, probe, &r, &in),
-					 LOMAS_OK);
+			                 LOMAS_OK);
 		t1 = now_ns();
 		assert_int_equal(decoder_at(d, c.pid, &r, &in), LOMAS_OK);
 		for (int i = 0; i < n_hit; i++)
@@ -707,10 +707,10 @@ static void test_at(void **state)
 		}
 		t3 = now_ns();
 		print_message("decode cost per instruction: decode_bytes %.0f ns, decoder_at cache "
-			      "hit %.1f ns, "
-			      "decoder_at miss (invalidate + process_vm_readv + decode) %.0f ns\n",
-			      (double)(t1 - t0) / n_dec, (double)(t2 - t1) / n_hit,
-			      (double)(t3 - t2) / n_miss);
+		              "hit %.1f ns, "
+		              "decoder_at miss (invalidate + process_vm_readv + decode) %.0f ns\n",
+		              (double)(t1 - t0) / n_dec, (double)(t2 - t1) / n_hit,
+		              (double)(t3 - t2) / n_miss);
 	}
 	child_stop(&c);
 }

@@ -21,11 +21,11 @@
 
 static const char *const meta_keys[] = {"command", "quote\"key", "odd", "utf8", "empty"};
 static const char *const meta_vals[] = {
-	"./prog --name=\"x y\" C:\\path\\to",
-	"back\\slash",
-	"line1\nline2\r\ttab \x01 ctrl",
-	"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xe6\x97\xa5\xe6\x9c\xac",
-	"",
+    "./prog --name=\"x y\" C:\\path\\to",
+    "back\\slash",
+    "line1\nline2\r\ttab \x01 ctrl",
+    "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80 \xe6\x97\xa5\xe6\x9c\xac",
+    "",
 };
 #define NMETA (sizeof meta_keys / sizeof meta_keys[0])
 
@@ -62,8 +62,11 @@ static lomas_profile *make_profile(void)
 		assert_int_equal(lomas_profile_meta_set(p, meta_keys[i], meta_vals[i]), LOMAS_OK);
 	assert_int_equal(profile_set_calib(p, "step.fault", 2500.25), LOMAS_OK);
 	assert_int_equal(profile_set_calib(p, "bad", NAN), LOMAS_OK);
-	prof_map m = {.start = 0x400000, .end = 0x452000, .offset = 0x1000, .prot = 5,
-		      .path = "/bin/with \"quote\""};
+	prof_map m = {.start = 0x400000,
+	              .end = 0x452000,
+	              .offset = 0x1000,
+	              .prot = 5,
+	              .path = "/bin/with \"quote\""};
 	assert_int_equal(profile_add_map(p, &m), LOMAS_OK);
 	return p;
 }
@@ -143,26 +146,26 @@ static void test_json(void **state)
 		assert_int_equal(json_integer_value(json_object_get(v, "window")), s->window);
 		assert_int_equal(json_integer_value(json_object_get(v, "start")), s->start);
 		assert_string_equal(json_string_value(json_object_get(v, "state")),
-				    state_names[i % 3]);
+		                    state_names[i % 3]);
 		assert_string_equal(json_string_value(json_object_get(v, "kind")),
-				    kind_names[i % 2]);
+		                    kind_names[i % 2]);
 		if (i % 3 == 1) { /* dangling: no end, no distance */
 			assert_true(json_is_null(json_object_get(v, "end")));
 			assert_true(json_is_null(json_object_get(v, "distance")));
 		} else {
 			assert_int_equal(json_integer_value(json_object_get(v, "end")),
-					 10 + i * 11 + 2 + i);
+			                 10 + i * 11 + 2 + i);
 			if (i % 3 == 0) /* reused: references strictly between = 1 + i */
-				assert_int_equal(
-					json_integer_value(json_object_get(v, "distance")), 1 + i);
+				assert_int_equal(json_integer_value(json_object_get(v, "distance")),
+				                 1 + i);
 			else
 				assert_true(json_is_null(json_object_get(v, "distance")));
 		}
 		assert_int_equal(hex_value(json_object_get(v, "addr")),
-				 0xffff800000000000ull + i * 8);
+		                 0xffff800000000000ull + i * 8);
 		assert_int_equal(hex_value(json_object_get(v, "start_pc")), 0x400000 + i);
 		assert_int_equal(hex_value(json_object_get(v, "end_pc")),
-				 i % 3 == 0 ? 0x500000 + i : 0);
+		                 i % 3 == 0 ? 0x500000 + i : 0);
 		assert_true(json_real_value(json_object_get(v, "weight")) == 1.0 / (i + 3));
 		assert_true(json_is_boolean(json_object_get(v, "cross_thread")));
 		assert_int_equal(json_is_true(json_object_get(v, "cross_thread")), i % 4 == 1);
@@ -194,17 +197,21 @@ static void test_json_odd_values(void **state)
 	assert_int_equal(profile_add_thread(p, &th), LOMAS_OK);
 	assert_int_equal(profile_add_window(p, &w), LOMAS_OK);
 	/* Not UTF-8: the bytes 0xff and a lone continuation byte. */
-	assert_int_equal(lomas_profile_meta_set(p, "raw", "a\xff" "b\x80"), LOMAS_OK);
+	assert_int_equal(lomas_profile_meta_set(p, "raw",
+	                                        "a\xff"
+	                                        "b\x80"),
+	                 LOMAS_OK);
 	text = export_str(p, LOMAS_EXPORT_JSON);
 	root = json_loads(text, 0, NULL);
 	assert_non_null(root);
 	/* A u64 beyond JSON's signed range is a decimal string, not a wrapped number. */
+	assert_string_equal(json_string_value(json_object_get(
+	                        json_array_get(json_object_get(root, "threads"), 0), "tid")),
+	                    "18446744073709551615");
 	assert_string_equal(
-		json_string_value(json_object_get(json_array_get(json_object_get(root, "threads"), 0),
-						  "tid")),
-		"18446744073709551615");
-	assert_string_equal(json_string_value(json_object_get(json_object_get(root, "meta"), "raw")),
-			    "a\xef\xbf\xbd" "b\xef\xbf\xbd");
+	    json_string_value(json_object_get(json_object_get(root, "meta"), "raw")),
+	    "a\xef\xbf\xbd"
+	    "b\xef\xbf\xbd");
 	assert_int_equal(json_array_size(json_object_get(root, "samples")), 0);
 	json_decref(root);
 	free(text);
@@ -234,8 +241,8 @@ static void test_csv(void **state)
 	nl = split(text, '\n', lines, 64);
 	assert_int_equal(nl, p->samples.n + 2); /* header, rows, "" after the final newline */
 	assert_string_equal(lines[nl - 1], "");
-	assert_string_equal(lines[0],
-			    "thread,window,start,end,distance,state,kind,addr,start_pc,end_pc,weight");
+	assert_string_equal(
+	    lines[0], "thread,window,start,end,distance,state,kind,addr,start_pc,end_pc,weight");
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
 		assert_int_equal(split(lines[i + 1], ',', f, 16), 11);
@@ -297,10 +304,10 @@ static void test_output_errors(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_json),
-		cmocka_unit_test(test_json_odd_values),
-		cmocka_unit_test(test_csv),
-		cmocka_unit_test(test_output_errors),
+	    cmocka_unit_test(test_json),
+	    cmocka_unit_test(test_json_odd_values),
+	    cmocka_unit_test(test_csv),
+	    cmocka_unit_test(test_output_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -121,7 +121,7 @@ static void test_random_streams_match_naive_model(void **state)
 			/* Addresses in 40 lines, some 4 MiB apart (filter aliases). */
 			uint64_t line = rng_next(&r) % 40;
 			uint64_t addr = 0x100000 + (line % 20) * 64 + (line / 20) * (4u << 20) +
-					rng_next(&r) % 64;
+			                rng_next(&r) % 64;
 			uint64_t aline = addr >> 6;
 			bool sample = rng_next(&r) % 5 == 0;
 			isample s, c;
@@ -211,7 +211,7 @@ static void test_store_thin_keeps_half(void **state)
 			assert_int_equal(c->items[i].level, 1);
 			if (count)
 				assert_true(c->items[i].start >
-					    last); /* order kept, no duplicates */
+				            last); /* order kept, no duplicates */
 			last = c->items[i].start;
 			kept_sum += c->items[i].start;
 			count++;

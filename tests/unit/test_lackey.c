@@ -28,7 +28,7 @@ static lomas_config *cfg_period(const char *period)
 
 /* Analyze text through fmemopen with the given read buffer (0 = the public function). */
 static lomas_status analyze_text(const lomas_config *cfg, const char *text, size_t len,
-				 size_t buf_bytes, lomas_profile **out)
+                                 size_t buf_bytes, lomas_profile **out)
 {
 	FILE *f = fmemopen((void *)text, len, "r");
 	lomas_status st;
@@ -42,20 +42,20 @@ static lomas_status analyze_text(const lomas_config *cfg, const char *text, size
 }
 
 static const char snippet[] = "==4760== Lackey, an example Valgrind tool\n"
-			      "==4760== Command: /bin/true\n"
-			      "==4760== \n"
-			      "I  04016bd0,3\n"
-			      " S 7ff000398,8\n"
-			      "I  04016bd3,5\n"
-			      " L 04222cac,4\n"
-			      " M 0421ce20,4\n"
-			      "I  04016be0,2\n"
-			      " L 7ff000390,8\n"
-			      "--4760-- a warning\n"
-			      "**4760** another\n"
-			      " S 0421ce3f,4\n"
-			      "==4760== \n"
-			      "==4760== Exit code:       0\n";
+                              "==4760== Command: /bin/true\n"
+                              "==4760== \n"
+                              "I  04016bd0,3\n"
+                              " S 7ff000398,8\n"
+                              "I  04016bd3,5\n"
+                              " L 04222cac,4\n"
+                              " M 0421ce20,4\n"
+                              "I  04016be0,2\n"
+                              " L 7ff000390,8\n"
+                              "--4760-- a warning\n"
+                              "**4760** another\n"
+                              " S 0421ce3f,4\n"
+                              "==4760== \n"
+                              "==4760== Exit code:       0\n";
 
 /* References, pcs, the M expansion and metadata on a snippet in valgrind's own format. */
 static void test_snippet(void **state)
@@ -144,13 +144,13 @@ static void test_malformed(void **state)
 		char text[512], want[128];
 		lomas_profile *p = (lomas_profile *)&p;
 		snprintf(text, sizeof text, "==1== hi\nI  0400,3\n L 1000,4\n\n%s\n S 2000,8\n",
-			 bad[k].line);
+		         bad[k].line);
 		assert_int_equal(analyze_text(cfg, text, strlen(text), 0, &p), LOMAS_EFORMAT);
 		assert_null(p);
 		snprintf(want, sizeof want, "t.trace:5: %s", bad[k].what);
 		if (strncmp(lomas_error_message(), want, strlen(want)) != 0)
 			fail_msg("line '%s': message '%s', want prefix '%s'", bad[k].line,
-				 lomas_error_message(), want);
+			         lomas_error_message(), want);
 		assert_non_null(strstr(lomas_error_message(), bad[k].line));
 		/* the same as the last line without '\n' */
 		snprintf(text, sizeof text, "I  0400,3\n L 1000,4\n%s", bad[k].line);
@@ -180,7 +180,7 @@ static void test_malformed(void **state)
 static void test_line_ends(void **state)
 {
 	static const char text[] = "==7== x\r\n\r\nI  0400,3\r\n L 1000,4 \r\n\n\n  \t\n"
-				   " S 1008,8\r\n M 2000,1\r\n\r\n L 1010,4";
+	                           " S 1008,8\r\n M 2000,1\r\n\r\n L 1010,4";
 	lomas_config *cfg = cfg_period("1");
 	lomas_profile *p;
 	(void)state;
@@ -224,8 +224,8 @@ static void test_split_reads(void **state)
 			text[len++] = '\n';
 		} else if (i % 3 == 0) {
 			len += (size_t)sprintf(text + len, "I  %08llx,%d%s\n",
-					       (unsigned long long)(0x400000 + (x >> 50)),
-					       (int)(x >> 60) + 1, i % 7 ? "" : "\r");
+			                       (unsigned long long)(0x400000 + (x >> 50)),
+			                       (int)(x >> 60) + 1, i % 7 ? "" : "\r");
 		} else {
 			len += (size_t)sprintf(
 			    text + len, " %c %llx,%d\n", "LSM"[(x >> 40) % 3],
@@ -238,7 +238,7 @@ static void test_split_reads(void **state)
 	assert_int_equal(a->threads.items[0].refs, b->threads.items[0].refs);
 	assert_int_equal(a->samples.n, b->samples.n);
 	assert_memory_equal(a->samples.items, b->samples.items,
-			    a->samples.n * sizeof(lomas_sample));
+	                    a->samples.n * sizeof(lomas_sample));
 	lomas_profile_free(a);
 	lomas_profile_free(b);
 	/* an error deep in the file names the same line either way */
@@ -327,8 +327,8 @@ static void test_valgrind(void **state)
 	assert_true(fd >= 0);
 	close(fd);
 	snprintf(cmd, sizeof cmd,
-		 "valgrind --tool=lackey --trace-mem=yes --log-file=%s /bin/true >/dev/null 2>&1",
-		 path);
+	         "valgrind --tool=lackey --trace-mem=yes --log-file=%s /bin/true >/dev/null 2>&1",
+	         path);
 	assert_int_equal(system(cmd), 0);
 	f = fopen(path, "r");
 	assert_non_null(f);

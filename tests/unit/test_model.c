@@ -65,7 +65,7 @@ static double g_ref(const lomas_profile *p, uint32_t win, double L, double R, bo
 		S += s->weight;
 		if (s->state == LOMAS_SAMPLE_REUSED)
 			sum += s->weight * (1.0L - powl(1.0L - 1.0L / L,
-							(long double)R * (s->end - s->start - 1)));
+			                                (long double)R * (s->end - s->start - 1)));
 		else if (s->state == LOMAS_SAMPLE_CENSORED || cold)
 			sum += s->weight;
 	}
@@ -116,10 +116,10 @@ static void test_statcache_root(void **state)
 	for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
 		double L = (double)(sizes[i] / 64), r, rc;
 		assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_RANDOM, sizes[i], 0, 0, &r),
-				 LOMAS_OK);
+		                 LOMAS_OK);
 		assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_RANDOM, sizes[i], 64,
-							LOMAS_MODEL_COLD, &rc),
-				 LOMAS_OK);
+		                                        LOMAS_MODEL_COLD, &rc),
+		                 LOMAS_OK);
 		assert_true(r >= 0.0 && r <= 1.0);
 		assert_true(rc >= r);
 		assert_true(r <= prev_nc + 1e-12);
@@ -184,7 +184,7 @@ static void test_monotone_and_curve(void **state)
 				    lomas_model_miss_ratio(p, pol, sizes[i], 0, fl, &r), 0);
 				/* The curve solves StatCache on a grid: within 2e-5. */
 				assert_true(fabs(r - curve[i]) <
-					    (pol == LOMAS_POLICY_RANDOM ? 2e-5 : 1e-12));
+				            (pol == LOMAS_POLICY_RANDOM ? 2e-5 : 1e-12));
 				if (i > 0)
 					assert_true(curve[i] <= curve[i - 1] + 1e-12);
 				assert_true(curve[i] >= 0.0 && curve[i] <= 1.0);
@@ -261,8 +261,8 @@ static void test_statstack_exact(void **state)
 		    lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, cases[i].L * 8, 0, 0, &r), 0);
 		assert_true(fabs(r - cases[i].want) < 1e-12);
 		assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, cases[i].L * 8, 0,
-							LOMAS_MODEL_COLD, &r),
-				 0);
+		                                        LOMAS_MODEL_COLD, &r),
+		                 0);
 		assert_true(fabs(r - cases[i].want - 0.25) < 1e-12);
 	}
 	lomas_profile_free(p);
@@ -300,7 +300,7 @@ static void test_window_weighting(void **state)
 	lomas_profile *p = mkprofile(64, 3, refs);
 	for (int i = 0; i < 20; i++) {
 		add(p, 0, LOMAS_SAMPLE_REUSED, 1000000, 1.0); /* always misses in 64 lines */
-		add(p, 1, LOMAS_SAMPLE_REUSED, 0, 5.0);	      /* never misses */
+		add(p, 1, LOMAS_SAMPLE_REUSED, 0, 5.0);       /* never misses */
 	}
 	/* Window 2 has no samples and takes no part. */
 	for (int pol = 0; pol < 2; pol++) {
@@ -354,21 +354,21 @@ static void test_errors(void **state)
 	(void)state;
 	/* Empty profile. */
 	assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_RANDOM, 4096, 0, 0, r),
-			 LOMAS_ERANGE);
+	                 LOMAS_ERANGE);
 	add(p, 0, LOMAS_SAMPLE_REUSED, 5, 1.0);
 	assert_int_equal(lomas_model_miss_ratio(NULL, LOMAS_POLICY_RANDOM, 4096, 0, 0, r),
-			 LOMAS_EINVAL);
+	                 LOMAS_EINVAL);
 	assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_RANDOM, 4096, 0, 0, NULL),
-			 LOMAS_EINVAL);
+	                 LOMAS_EINVAL);
 	assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_RANDOM, NULL, 2, 0, 0, r), LOMAS_EINVAL);
 	assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_RANDOM, sizes, 1, 0, 0, NULL),
-			 LOMAS_EINVAL);
+	                 LOMAS_EINVAL);
 	assert_int_equal(lomas_model_miss_ratio(p, (lomas_policy)7, 4096, 0, 0, r), LOMAS_EINVAL);
 	assert_non_null(strstr(lomas_error_message(), "policy"));
 	assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, 4096, 0, 0x10, r),
-			 LOMAS_EINVAL);
+	                 LOMAS_EINVAL);
 	assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, 4096, 128, 0, r),
-			 LOMAS_EINVAL);
+	                 LOMAS_EINVAL);
 	assert_non_null(strstr(lomas_error_message(), "64-byte"));
 	assert_non_null(strstr(lomas_error_message(), "128-byte"));
 	assert_int_equal(lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, 0, 0, 0, r), LOMAS_EINVAL);
@@ -420,11 +420,11 @@ static void test_default_sizes(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_f_numerics),	    cmocka_unit_test(test_statcache_root),
+	    cmocka_unit_test(test_f_numerics),      cmocka_unit_test(test_statcache_root),
 	    cmocka_unit_test(test_statcache_zero),  cmocka_unit_test(test_monotone_and_curve),
 	    cmocka_unit_test(test_statstack_exact), cmocka_unit_test(test_lru_cliff),
-	    cmocka_unit_test(test_curve_edges),	    cmocka_unit_test(test_window_weighting),
-	    cmocka_unit_test(test_censored),	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_curve_edges),     cmocka_unit_test(test_window_weighting),
+	    cmocka_unit_test(test_censored),        cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_default_sizes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

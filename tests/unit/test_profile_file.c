@@ -83,18 +83,22 @@ static lomas_profile *make_full(void)
 		assert_int_equal(profile_add_sample(p, &s), LOMAS_OK);
 	}
 	assert_int_equal(lomas_profile_meta_set(p, "command", "./a.out \"quoted\" back\\slash"),
-			 LOMAS_OK);
-	assert_int_equal(lomas_profile_meta_set(p, "odd", "new\nline\ttab \xc3\xa9t\xc3\xa9 \xe2\x82\xac"),
-			 LOMAS_OK);
+	                 LOMAS_OK);
+	assert_int_equal(
+	    lomas_profile_meta_set(p, "odd", "new\nline\ttab \xc3\xa9t\xc3\xa9 \xe2\x82\xac"),
+	    LOMAS_OK);
 	assert_int_equal(lomas_profile_meta_set(p, "empty", ""), LOMAS_OK);
 	assert_int_equal(lomas_profile_meta_set(p, "clock", "trace"), LOMAS_OK);
 	assert_int_equal(profile_set_calib(p, "step.fault", 1234.5), LOMAS_OK);
 	assert_int_equal(profile_set_calib(p, "step.nan", NAN), LOMAS_OK);
 	assert_int_equal(profile_set_calib(p, "neg", -0.125), LOMAS_OK);
-	prof_map m1 = {.start = 0x400000, .end = 0x401000, .offset = 0, .prot = 5,
-		       .path = "/usr/bin/a out"};
-	prof_map m2 = {.start = 0x7f0000000000, .end = 0x7f0000100000, .offset = 0x2000,
-		       .prot = 3, .path = ""};
+	prof_map m1 = {
+	    .start = 0x400000, .end = 0x401000, .offset = 0, .prot = 5, .path = "/usr/bin/a out"};
+	prof_map m2 = {.start = 0x7f0000000000,
+	               .end = 0x7f0000100000,
+	               .offset = 0x2000,
+	               .prot = 3,
+	               .path = ""};
 	assert_int_equal(profile_add_map(p, &m1), LOMAS_OK);
 	assert_int_equal(profile_add_map(p, &m2), LOMAS_OK);
 	return p;
@@ -296,10 +300,10 @@ static void make_payloads(void)
 		double w = 10.0;
 		uint64_t wb;
 		memcpy(&wb, &w, 8);
-		put64(r, 5 + (uint64_t)i);                  /* start */
-		put64(r + 8, i ? UINT64_MAX : 9);           /* end */
-		put64(r + 16, 0x1000);                      /* addr */
-		put64(r + 40, wb);                          /* weight */
+		put64(r, 5 + (uint64_t)i);        /* start */
+		put64(r + 8, i ? UINT64_MAX : 9); /* end */
+		put64(r + 16, 0x1000);            /* addr */
+		put64(r + 40, wb);                /* weight */
 		r[57] = i ? LOMAS_SAMPLE_DANGLING : LOMAS_SAMPLE_REUSED;
 		r[56] = LOMAS_REF_STORE;
 	}
@@ -315,10 +319,10 @@ static tbuf minimal_file(void)
 {
 	make_payloads();
 	tsec s[] = {{2, pay_profile, sizeof pay_profile},
-		    {4, pay_threads, sizeof pay_threads},
-		    {5, pay_windows, sizeof pay_windows},
-		    {6, pay_samples, sizeof pay_samples},
-		    {1, pay_meta, sizeof pay_meta}};
+	            {4, pay_threads, sizeof pay_threads},
+	            {5, pay_windows, sizeof pay_windows},
+	            {6, pay_samples, sizeof pay_samples},
+	            {1, pay_meta, sizeof pay_meta}};
 	return build_file(s, 5);
 }
 
@@ -452,8 +456,8 @@ static void test_unknown_section_skipped(void **state)
 	(void)state;
 	make_payloads();
 	tsec s[] = {{2, pay_profile, sizeof pay_profile}, {99, junk, sizeof junk},
-		    {4, pay_threads, sizeof pay_threads}, {5, pay_windows, sizeof pay_windows},
-		    {6, pay_samples, sizeof pay_samples}, {0x7fffffff, junk, 3}};
+	            {4, pay_threads, sizeof pay_threads}, {5, pay_windows, sizeof pay_windows},
+	            {6, pay_samples, sizeof pay_samples}, {0x7fffffff, junk, 3}};
 	tbuf t = build_file(s, 6);
 	assert_int_equal(profile_load_buffer(t.b, t.len, "x", &p), LOMAS_OK);
 	assert_int_equal(p->samples.n, 2);
@@ -529,29 +533,29 @@ static void test_duplicate_and_missing(void **state)
 	make_payloads();
 	{
 		tsec s[] = {{2, pay_profile, 8},
-			    {4, pay_threads, sizeof pay_threads},
-			    {5, pay_windows, sizeof pay_windows},
-			    {6, pay_samples, sizeof pay_samples},
-			    {4, pay_threads, sizeof pay_threads}};
+		            {4, pay_threads, sizeof pay_threads},
+		            {5, pay_windows, sizeof pay_windows},
+		            {6, pay_samples, sizeof pay_samples},
+		            {4, pay_threads, sizeof pay_threads}};
 		tbuf t = build_file(s, 5);
 		expect_format(&t, "duplicate section THREADS");
 		free(t.b);
 	}
 	{
 		tsec s[] = {{2, pay_profile, 8},
-			    {4, pay_threads, sizeof pay_threads},
-			    {5, pay_windows, sizeof pay_windows}};
+		            {4, pay_threads, sizeof pay_threads},
+		            {5, pay_windows, sizeof pay_windows}};
 		tbuf t = build_file(s, 3);
 		expect_format(&t, "required section SAMPLES is missing");
 		free(t.b);
 	}
 	{
 		tsec s[] = {{2, pay_profile, 8},
-			    {4, pay_threads, sizeof pay_threads},
-			    {5, pay_windows, sizeof pay_windows},
-			    {6, pay_samples, sizeof pay_samples},
-			    {1, pay_meta, sizeof pay_meta},
-			    {1, pay_meta, sizeof pay_meta}};
+		            {4, pay_threads, sizeof pay_threads},
+		            {5, pay_windows, sizeof pay_windows},
+		            {6, pay_samples, sizeof pay_samples},
+		            {1, pay_meta, sizeof pay_meta},
+		            {1, pay_meta, sizeof pay_meta}};
 		tbuf t = build_file(s, 6);
 		expect_format(&t, "duplicate section META");
 		free(t.b);
@@ -563,10 +567,10 @@ static tbuf with_payload(uint32_t type, const uint8_t *data, size_t len)
 {
 	make_payloads();
 	tsec s[] = {{2, pay_profile, sizeof pay_profile},
-		    {4, pay_threads, sizeof pay_threads},
-		    {5, pay_windows, sizeof pay_windows},
-		    {6, pay_samples, sizeof pay_samples},
-		    {1, pay_meta, sizeof pay_meta}};
+	            {4, pay_threads, sizeof pay_threads},
+	            {5, pay_windows, sizeof pay_windows},
+	            {6, pay_samples, sizeof pay_samples},
+	            {1, pay_meta, sizeof pay_meta}};
 	for (size_t i = 0; i < 5; i++) {
 		if (s[i].type == type) {
 			s[i].data = data;
@@ -669,8 +673,8 @@ static void test_semantic_errors(void **state)
 	/* The offset is the window field of the second record. */
 	{
 		char want[64];
-		snprintf(want, sizeof want, "offset %zu:",
-			 (size_t)get64(t.b + 32 + 3 * 32 + 8) + 8 + 64 + 52);
+		snprintf(want, sizeof want,
+		         "offset %zu:", (size_t)get64(t.b + 32 + 3 * 32 + 8) + 8 + 64 + 52);
 		assert_non_null(strstr(lomas_error_message(), want));
 	}
 	free(t.b);
@@ -833,9 +837,14 @@ static void test_large(void **state)
 	assert_int_equal(profile_add_window(p, &w), LOMAS_OK);
 	assert_int_equal(vec_reserve(&p->samples, n), LOMAS_OK);
 	for (size_t i = 0; i < n; i++) {
-		lomas_sample s = {.start = i * 3, .end = i * 3 + 1 + i % 1000, .addr = i * 64,
-				  .start_pc = i, .end_pc = i + 1, .weight = 1000.0 + (double)(i % 7),
-				  .state = (uint8_t)(i % 3), .kind = (uint8_t)(i & 1)};
+		lomas_sample s = {.start = i * 3,
+		                  .end = i * 3 + 1 + i % 1000,
+		                  .addr = i * 64,
+		                  .start_pc = i,
+		                  .end_pc = i + 1,
+		                  .weight = 1000.0 + (double)(i % 7),
+		                  .state = (uint8_t)(i % 3),
+		                  .kind = (uint8_t)(i & 1)};
 		if (s.state == LOMAS_SAMPLE_DANGLING)
 			s.end = LOMAS_CLOCK_NONE;
 		p->samples.items[p->samples.n++] = s;
@@ -846,8 +855,7 @@ static void test_large(void **state)
 	t1 = now_s();
 	assert_int_equal(lomas_profile_load(path, &q), LOMAS_OK);
 	t2 = now_s();
-	print_message("1M samples: save %.1f ms, load %.1f ms\n", (t1 - t0) * 1e3,
-		      (t2 - t1) * 1e3);
+	print_message("1M samples: save %.1f ms, load %.1f ms\n", (t1 - t0) * 1e3, (t2 - t1) * 1e3);
 	assert_same(p, q);
 	lomas_profile_free(q);
 	lomas_profile_free(p);
@@ -889,10 +897,10 @@ static void test_write_corpus(void **state)
 		static const uint8_t junk[5] = "more";
 		make_payloads();
 		tsec s[] = {{2, pay_profile, 8},
-			    {99, junk, sizeof junk},
-			    {4, pay_threads, sizeof pay_threads},
-			    {5, pay_windows, sizeof pay_windows},
-			    {6, pay_samples, sizeof pay_samples}};
+		            {99, junk, sizeof junk},
+		            {4, pay_threads, sizeof pay_threads},
+		            {5, pay_windows, sizeof pay_windows},
+		            {6, pay_samples, sizeof pay_samples}};
 		tbuf t = build_file(s, 5);
 		snprintf(path, sizeof path, "%s/seed-unknown-section", dir);
 		write_file(path, t.b, t.len);
@@ -903,22 +911,22 @@ static void test_write_corpus(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_roundtrip_buffer),
-		cmocka_unit_test(test_roundtrip_file),
-		cmocka_unit_test(test_minimal_handbuilt),
-		cmocka_unit_test(test_truncation),
-		cmocka_unit_test(test_byte_flips),
-		cmocka_unit_test(test_unknown_section_skipped),
-		cmocka_unit_test(test_bad_header),
-		cmocka_unit_test(test_bad_table_entries),
-		cmocka_unit_test(test_duplicate_and_missing),
-		cmocka_unit_test(test_counts_and_lengths),
-		cmocka_unit_test(test_semantic_errors),
-		cmocka_unit_test(test_save_replaces_atomically),
-		cmocka_unit_test(test_save_failures),
-		cmocka_unit_test(test_load_errors),
-		cmocka_unit_test(test_large),
-		cmocka_unit_test(test_write_corpus),
+	    cmocka_unit_test(test_roundtrip_buffer),
+	    cmocka_unit_test(test_roundtrip_file),
+	    cmocka_unit_test(test_minimal_handbuilt),
+	    cmocka_unit_test(test_truncation),
+	    cmocka_unit_test(test_byte_flips),
+	    cmocka_unit_test(test_unknown_section_skipped),
+	    cmocka_unit_test(test_bad_header),
+	    cmocka_unit_test(test_bad_table_entries),
+	    cmocka_unit_test(test_duplicate_and_missing),
+	    cmocka_unit_test(test_counts_and_lengths),
+	    cmocka_unit_test(test_semantic_errors),
+	    cmocka_unit_test(test_save_replaces_atomically),
+	    cmocka_unit_test(test_save_failures),
+	    cmocka_unit_test(test_load_errors),
+	    cmocka_unit_test(test_large),
+	    cmocka_unit_test(test_write_corpus),
 	};
 	return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -47,7 +47,7 @@ enum pattern { PAT_CYCLIC, PAT_RANDOM, PAT_MIX };
 static bool scatter; /* spread line numbers over a large range */
 
 static void gen(ref *r, size_t n, enum pattern pat, uint64_t lines, const uint64_t *tids,
-		size_t ntids)
+                size_t ntids)
 {
 	uint64_t cyc = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -192,7 +192,7 @@ static void forward_truth(const ref *r, size_t n, uint32_t line_size, size_t *ne
  * Returns the number of samples; all_sampled demands one sample per reference.
  */
 static size_t check_exact(const lomas_profile *p, const ref *r, size_t n, uint32_t line_size,
-			  double weight, bool all_sampled)
+                          double weight, bool all_sampled)
 {
 	truth g;
 	char *seen = calloc(n ? n : 1, 1);
@@ -396,13 +396,13 @@ static void test_deterministic(void **state)
 	p3 = run(b, r, n);
 	assert_int_equal(p1->samples.n, p2->samples.n);
 	assert_memory_equal(p1->samples.items, p2->samples.items,
-			    p1->samples.n * sizeof(lomas_sample));
+	                    p1->samples.n * sizeof(lomas_sample));
 	assert_int_equal(p1->windows.n, p2->windows.n);
 	assert_memory_equal(p1->windows.items, p2->windows.items,
-			    p1->windows.n * sizeof(lomas_window));
+	                    p1->windows.n * sizeof(lomas_window));
 	assert_false(p1->samples.n == p3->samples.n &&
-		     memcmp(p1->samples.items, p3->samples.items,
-			    p1->samples.n * sizeof(lomas_sample)) == 0);
+	             memcmp(p1->samples.items, p3->samples.items,
+	                    p1->samples.n * sizeof(lomas_sample)) == 0);
 	lomas_profile_free(p1);
 	lomas_profile_free(p2);
 	lomas_profile_free(p3);
@@ -566,7 +566,7 @@ static void check_censoring(const char *period, uint64_t max_live, const ref *r,
 					w->state = LOMAS_SAMPLE_REUSED;
 					w->end = g.clock[i];
 					memmove(open + k, open + k + 1,
-						(nopen - k - 1) * sizeof *open);
+					        (nopen - k - 1) * sizeof *open);
 					nopen--;
 					continue;
 				}
@@ -731,9 +731,9 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_exact_period1),    cmocka_unit_test(test_exact_sampled),
-	    cmocka_unit_test(test_threads),	     cmocka_unit_test(test_small_known),
+	    cmocka_unit_test(test_threads),          cmocka_unit_test(test_small_known),
 	    cmocka_unit_test(test_deterministic),    cmocka_unit_test(test_gaps_geometric),
-	    cmocka_unit_test(test_auto_period),	     cmocka_unit_test(test_windows),
+	    cmocka_unit_test(test_auto_period),      cmocka_unit_test(test_windows),
 	    cmocka_unit_test(test_max_samples_live), cmocka_unit_test(test_errors),
 	    cmocka_unit_test(test_large_footprint),
 	};

@@ -46,7 +46,7 @@ static void test_table_random(void **state)
 			watch_entry old;
 			bool disp;
 			assert_int_equal(watch_table_add(&t, addr, th, (uint64_t)op, &old, &disp),
-					 LOMAS_OK);
+			                 LOMAS_OK);
 			assert_int_equal(disp, found != NULL);
 			if (found) {
 				assert_int_equal(old.sample, found->sample);
@@ -96,7 +96,8 @@ static void test_table_capacity(void **state)
 	(void)state;
 	assert_int_equal(watch_table_init(&t, 64, 4096, 3), LOMAS_OK);
 	for (uint64_t i = 0; i < 3; i++) {
-		assert_int_equal(watch_table_add(&t, 0x10000 + i * 64, 0, i, &old, &disp), LOMAS_OK);
+		assert_int_equal(watch_table_add(&t, 0x10000 + i * 64, 0, i, &old, &disp),
+		                 LOMAS_OK);
 		assert_false(disp);
 	}
 	/* Full: the oldest (sample 0) is evicted for the caller to censor. */
@@ -217,9 +218,9 @@ static void test_engine(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_table_random),
-		cmocka_unit_test(test_table_capacity),
-		cmocka_unit_test(test_engine),
+	    cmocka_unit_test(test_table_random),
+	    cmocka_unit_test(test_table_capacity),
+	    cmocka_unit_test(test_engine),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

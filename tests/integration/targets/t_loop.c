@@ -18,15 +18,15 @@ int main(int argc, char **argv)
 		char *p = buf;
 		long i = n;
 		__asm__ volatile("1:\n\t"
-				 "movq (%0), %%rax\n\t"   /* one load */
-				 "incq %%rax\n\t"
-				 "movq %%rax, 8(%0)\n\t"  /* one store, same line */
-				 "addq %2, %0\n\t"
-				 "decq %1\n\t"
-				 "jnz 1b\n\t"
-				 : "+r"(p), "+r"(i)
-				 : "r"(stride)
-				 : "rax", "memory", "cc");
+		                 "movq (%0), %%rax\n\t" /* one load */
+		                 "incq %%rax\n\t"
+		                 "movq %%rax, 8(%0)\n\t" /* one store, same line */
+		                 "addq %2, %0\n\t"
+		                 "decq %1\n\t"
+		                 "jnz 1b\n\t"
+		                 : "+r"(p), "+r"(i)
+		                 : "r"(stride)
+		                 : "rax", "memory", "cc");
 	}
 	if (write(1, "loop done\n", 10) != 10)
 		return 1;

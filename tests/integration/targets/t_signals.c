@@ -43,8 +43,8 @@ static void on_alt(int sig)
 	char local[64];
 	(void)sig;
 	memset(local, 1, sizeof local);
-	got_alt = (local[5] == 1) && ((char *)&local >= altstack &&
-				      (char *)&local < altstack + sizeof altstack);
+	got_alt = (local[5] == 1) &&
+	          ((char *)&local >= altstack && (char *)&local < altstack + sizeof altstack);
 }
 
 int main(void)
