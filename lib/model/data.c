@@ -244,3 +244,15 @@ out:
 		model_data_free(m);
 	return st;
 }
+
+void model_totals(const model_data *m, double *refs, double *sw)
+{
+	*refs = 0.0;
+	*sw = 0.0;
+	for (size_t gi = 0; gi < m->ngroups; gi++) {
+		if (m->groups[gi].S > 0.0) {
+			*refs += m->groups[gi].refs;
+			*sw += m->groups[gi].S;
+		}
+	}
+}

@@ -58,6 +58,12 @@ lomas_status model_data_build(const struct lomas_profile *p, size_t block, bool 
 void model_data_free(model_data *m);
 
 /*
+ * The reference count and the sample weight summed over the groups that have
+ * samples: the denominators of the reference-weighted mean over windows.
+ */
+void model_totals(const model_data *m, double *refs, double *sw);
+
+/*
  * Miss ratios of the random-replacement model (StatCache) for n sizes in
  * lines (ascending order required), into ratios. cold: count cold misses.
  */

@@ -154,17 +154,12 @@ lomas_status statcache_curve(const model_data *m, const double *lines, size_t n,
                              double *ratios)
 {
 	gsl_root_fsolver *s = gsl_root_fsolver_alloc(gsl_root_fsolver_brent);
-	double refs = 0.0, sw = 0.0;
+	double refs, sw;
 	if (!s)
 		return error_set(LOMAS_ENOMEM, "out of memory allocating the root solver");
 	for (size_t j = 0; j < n; j++)
 		ratios[j] = 0.0;
-	for (size_t gi = 0; gi < m->ngroups; gi++) {
-		if (m->groups[gi].S > 0.0) {
-			refs += m->groups[gi].refs;
-			sw += m->groups[gi].S;
-		}
-	}
+	model_totals(m, &refs, &sw);
 	for (size_t gi = 0; gi < m->ngroups; gi++) {
 		const model_group *g = &m->groups[gi];
 		/* Windows without a reference count fall back to sample weight. */

@@ -215,7 +215,7 @@ lomas_status statcache_curve_grid(const model_data *m, const double *lines, size
 {
 	grid *G = malloc(sizeof *G);
 	double *lams = malloc((n ? n : 1) * sizeof *lams);
-	double refs = 0.0, sw = 0.0;
+	double refs, sw;
 	if (!G || !lams) {
 		free(G);
 		free(lams);
@@ -227,12 +227,7 @@ lomas_status statcache_curve_grid(const model_data *m, const double *lines, size
 		G->x[j] = exp2((double)j / K - X0);
 	for (size_t j = 0; j < n; j++)
 		ratios[j] = 0.0;
-	for (size_t gi = 0; gi < m->ngroups; gi++) {
-		if (m->groups[gi].S > 0.0) {
-			refs += m->groups[gi].refs;
-			sw += m->groups[gi].S;
-		}
-	}
+	model_totals(m, &refs, &sw);
 	for (size_t gi = 0; gi < m->ngroups; gi++) {
 		const model_group *g = &m->groups[gi];
 		double wt = refs > 0.0 ? g->refs : g->S;

@@ -22,17 +22,12 @@ lomas_status statstack_curve(const model_data *m, const double *lines, size_t n,
                              double *ratios)
 {
 	double *sd = malloc((m->n ? m->n : 1) * sizeof *sd);
-	double refs = 0.0, sw = 0.0;
+	double refs, sw;
 	if (!sd)
 		return error_set(LOMAS_ENOMEM, "out of memory building stack distances");
 	for (size_t j = 0; j < n; j++)
 		ratios[j] = 0.0;
-	for (size_t gi = 0; gi < m->ngroups; gi++) {
-		if (m->groups[gi].S > 0.0) {
-			refs += m->groups[gi].refs;
-			sw += m->groups[gi].S;
-		}
-	}
+	model_totals(m, &refs, &sw);
 	for (size_t gi = 0; gi < m->ngroups; gi++) {
 		const model_group *g = &m->groups[gi];
 		double wt = refs > 0.0 ? g->refs : g->S;
