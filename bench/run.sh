@@ -6,5 +6,9 @@ build=${BUILD:-$root/build-bench}
 if [ ! -d "$build" ]; then
 	meson setup "$build" "$root" --buildtype=release -Dtests=false >/dev/null
 fi
-ninja -C "$build" bench/bench_model >/dev/null || ninja -C "$build" bench/bench_model
+targets="bench/bench_model bench/bench_monitor bench/monitor_target"
+# shellcheck disable=SC2086
+ninja -C "$build" $targets >/dev/null || ninja -C "$build" $targets
 "$build/bench/bench_model"
+echo
+"$build/bench/bench_monitor" "$build/bench/monitor_target"

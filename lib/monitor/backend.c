@@ -296,7 +296,7 @@ static lomas_status new_monitor(const struct lomas_config *cfg, monitor **out)
 lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *program_path,
                                    char *const argv[], const session_ops **ops, void **impl)
 {
-	monitor *m;
+	monitor *m = NULL;
 	lomas_status st;
 	if ((st = new_monitor(cfg, &m)))
 		return st;
@@ -319,7 +319,7 @@ lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *p
 lomas_status monitor_backend_attach(const struct lomas_config *cfg, int pid,
                                     const session_ops **ops, void **impl)
 {
-	monitor *m;
+	monitor *m = NULL;
 	lomas_status st;
 	char path[64], buf[4096];
 	FILE *f;
