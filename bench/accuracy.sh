@@ -33,7 +33,7 @@ for entry in "${progs[@]}"; do
 	"$demo" curve "$tmp/$name.lomas" > "$tmp/$name.model.csv"
 	sizes=$(tail -n +2 "$tmp/$name.model.csv" | cut -d, -f1 | paste -sd,)
 	"$sim" --sizes "$sizes" "$tmp/$name.trace" > "$tmp/$name.exact.csv"
-	refs=$(grep -c '^ [LSM]' "$tmp/$name.trace" || true)
+	refs=$(awk '/^ [LS] /{n++} /^ M /{n+=2} END{print n+0}' "$tmp/$name.trace")
 	samples=$("$demo" export --csv "$tmp/$name.lomas" | tail -n +2 | wc -l)
 	/usr/bin/python3 - "$name" "$refs" "$samples" "$tmp/$name.model.csv" "$tmp/$name.exact.csv" <<'PY'
 import csv, sys
