@@ -149,3 +149,24 @@ def test_auto_clock_picks_inline_for_instrumented_programs(tmp_path):
     prof = export(out)
     assert prof["meta"]["clock"] == "inline"
     assert len(prof["samples"]) > 100
+
+
+@needs_targets
+def test_target_killed_under_us_keeps_partial_profile(tmp_path):
+    t = subprocess.Popen([target("t_spin")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert t.stdout.readline() == "ready\n"
+        out = tmp_path / "k.lomas"
+        p = subprocess.Popen([DEMO, "record", "--period", "100", "-o", str(out), "-p",
+                              str(t.pid)], stderr=subprocess.PIPE, text=True)
+        time.sleep(2)
+        t.kill()
+        rc = p.wait(timeout=60)
+        err = p.stderr.read()
+        assert rc == 128 + signal.SIGKILL, err
+        prof = export(out)
+        assert prof["meta"]["clock"] == "step"
+        assert len(prof["threads"]) == 1
+    finally:
+        t.kill()
+        t.wait()
