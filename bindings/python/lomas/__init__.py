@@ -256,11 +256,48 @@ def version_number():
     return _lomas_version_number()
 
 
+# ------------------------------------------------------------------ handles
+
+class _Handle:
+    """An owned C handle: freed by close(), by garbage collection, or at the
+    end of a with block. Subclasses name the C function that frees it and the
+    message for use after close."""
+
+    _free = None
+    _closed_message = "the object is closed"
+
+    def _live(self):
+        h = getattr(self, "_h", None)
+        if not h:
+            raise ValueError(self._closed_message)
+        return h
+
+    def close(self):
+        if getattr(self, "_h", None):
+            type(self)._free(self._h)
+            self._h = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 # ------------------------------------------------------------------- config
 
-class Config:
+class Config(_Handle):
     """A set of string options (period, seed, line_size, window,
     max_samples_live). Keyword arguments are set in order; None is skipped."""
+
+    _free = staticmethod(_config_free)
+    _closed_message = "the config is closed"
 
     def __init__(self, **options):
         h = ctypes.c_void_p()
@@ -283,26 +320,6 @@ class Config:
         _check(_config_get(self._h, _bytes(key, "key"), buf, len(buf)))
         return buf.value.decode()
 
-    def _live(self):
-        if not self._h:
-            raise ValueError("the config is closed")
-
-    def close(self):
-        if getattr(self, "_h", None):
-            _config_free(self._h)
-            self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # pragma: no cover - interpreter shutdown
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def _config_of(config, **options):
@@ -316,7 +333,7 @@ def _config_of(config, **options):
 
 # ------------------------------------------------------------------ profile
 
-class Profile:
+class Profile(_Handle):
     """A profile: samples with their reuse, and the metadata of the run.
 
     Create with Profile.load(path), Profile.new(line_size), Trace.finish() or
@@ -424,31 +441,14 @@ class Profile:
                             MODEL_COLD if cold else 0, out))
         return list(out[:n])
 
-    def _handle(self):
-        if not self._h:
-            raise ValueError("the profile is closed")
-        return self._h
+    _free = staticmethod(_profile_free)
+    _closed_message = "the profile is closed"
+    _handle = _Handle._live
 
     @property
     def closed(self):
         return not self._h
 
-    def close(self):
-        if getattr(self, "_h", None):
-            _profile_free(self._h)
-            self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # pragma: no cover - interpreter shutdown
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __repr__(self):
         if not self._h:
@@ -459,10 +459,13 @@ class Profile:
 
 # -------------------------------------------------------------------- trace
 
-class Trace:
+class Trace(_Handle):
     """The trace clock, fed from Python: ref() every reference in order,
     then finish() for the Profile. Options as for Config (period=1 samples
     every reference)."""
+
+    _free = staticmethod(_trace_free)
+    _closed_message = "the trace is finished"
 
     def __init__(self, config=None, **options):
         cfg, owned = _config_of(config, **options)
@@ -476,15 +479,13 @@ class Trace:
 
     def ref(self, addr, thread=0, pc=0, kind="load"):
         """One reference to addr by thread, made by the instruction at pc."""
-        if not self._h:
-            raise ValueError("the trace is finished")
+        self._live()
         k = _KINDS[kind] if isinstance(kind, str) else kind
         _check(_trace_ref(self._h, thread, addr, pc, k))
 
     def refs(self, addrs, thread=0, pc=0, kind="load"):
         """Many loads (or stores) by one thread, in order."""
-        if not self._h:
-            raise ValueError("the trace is finished")
+        self._live()
         k = _KINDS[kind] if isinstance(kind, str) else kind
         h = self._h
         for a in addrs:
@@ -494,8 +495,7 @@ class Trace:
 
     def finish(self):
         """End the run and return its Profile; the trace is closed after."""
-        if not self._h:
-            raise ValueError("the trace is finished")
+        self._live()
         p = ctypes.c_void_p()
         try:
             _check(_trace_finish(self._h, ctypes.byref(p)))
@@ -503,22 +503,6 @@ class Trace:
             self.close()
         return Profile(p)
 
-    def close(self):
-        if getattr(self, "_h", None):
-            _trace_free(self._h)
-            self._h = None
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:  # pragma: no cover - interpreter shutdown
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
 
 def analyze_lackey(path, period=None, seed=None, line_size=None, window=None, config=None):
