@@ -15,67 +15,26 @@
 
 #include "watch.h"
 
-static inline size_t phash(uint64_t x)
-{
-	x ^= x >> 29;
-	x *= 0xbf58476d1ce4e5b9ull;
-	x ^= x >> 32;
-	return (size_t)x;
-}
-
-static mprot_page *pfind(const mprot_engine *e, uint64_t page, bool *found)
-{
-	size_t m = e->pcap - 1, i = phash(page) & m;
-	while (e->pages[i].used) {
-		if (e->pages[i].page == page) {
-			*found = true;
-			return &e->pages[i];
-		}
-		i = (i + 1) & m;
-	}
-	*found = false;
-	return &e->pages[i];
-}
-
-static lomas_status pgrow(mprot_engine *e)
-{
-	mprot_page *old = e->pages;
-	size_t ocap = e->pcap;
-	mprot_page *n = calloc(ocap * 2, sizeof *n);
-	if (!n)
-		return error_set(LOMAS_ENOMEM, "out of memory");
-	e->pages = n;
-	e->pcap = ocap * 2;
-	for (size_t i = 0; i < ocap; i++) {
-		bool f;
-		if (old[i].used)
-			*pfind(e, old[i].page, &f) = old[i];
-	}
-	free(old);
-	return LOMAS_OK;
-}
-
-/* Drop a page entry that is neither watched nor protected (rebuilds the probe runs). */
+/* Drop page entries that are neither watched nor protected (rebuilds the map). */
 static void pcompact(mprot_engine *e)
 {
-	mprot_page *old = e->pages;
-	size_t cap = e->pcap;
-	mprot_page *n = calloc(cap, sizeof *n);
-	if (!n)
+	pagemap n;
+	if (pagemap_init(&n, sizeof(mprot_page)))
 		return; /* keep the stale entries: harmless */
-	e->pages = n;
-	e->pn = 0;
-	for (size_t i = 0; i < cap; i++) {
-		bool f;
-		if (!old[i].used)
+	for (size_t i = 0; i < e->pages.cap; i++) {
+		const mprot_page *p = pagemap_at(&e->pages, i);
+		void *dst;
+		if (!p || (!p->prot_none && p->temp_owner < 0 &&
+		           !watch_table_page_count(&e->table, p->page)))
 			continue;
-		if (!old[i].prot_none && old[i].temp_owner < 0 &&
-		    !watch_table_page_count(&e->table, old[i].page))
-			continue;
-		*pfind(e, old[i].page, &f) = old[i];
-		e->pn++;
+		if (pagemap_insert(&n, p->page, &dst, NULL)) {
+			pagemap_free(&n);
+			return;
+		}
+		memcpy(dst, p, sizeof *p);
 	}
-	free(old);
+	pagemap_free(&e->pages);
+	e->pages = n;
 }
 
 lomas_status mprot_init(mprot_engine *e, const mprot_ops *ops, uint32_t line_size,
@@ -87,11 +46,9 @@ lomas_status mprot_init(mprot_engine *e, const mprot_ops *ops, uint32_t line_siz
 		return st;
 	e->ops = *ops;
 	e->page_size = page_size;
-	e->pcap = 64;
-	e->pages = calloc(e->pcap, sizeof *e->pages);
-	if (!e->pages) {
+	if ((st = pagemap_init(&e->pages, sizeof(mprot_page)))) {
 		watch_table_free(&e->table);
-		return error_set(LOMAS_ENOMEM, "out of memory");
+		return st;
 	}
 	return LOMAS_OK;
 }
@@ -99,9 +56,7 @@ lomas_status mprot_init(mprot_engine *e, const mprot_ops *ops, uint32_t line_siz
 void mprot_free(mprot_engine *e)
 {
 	watch_table_free(&e->table);
-	free(e->pages);
-	e->pages = NULL;
-	e->pcap = e->pn = 0;
+	pagemap_free(&e->pages);
 }
 
 static bool want_none(const mprot_engine *e, const mprot_page *p)
@@ -148,24 +103,21 @@ lomas_status mprot_watch(mprot_engine *e, uint64_t addr, uint32_t thread, uint64
                          watch_entry *displaced, bool *did_displace)
 {
 	uint64_t page = addr & e->table.page_mask;
-	bool f;
-	mprot_page *p;
 	lomas_status st;
 	*did_displace = false;
-	p = pfind(e, page, &f);
-	if (!f) {
+	if (!pagemap_find(&e->pages, page)) {
 		int orig = e->ops.page_prot(e->ops.ctx, page);
+		void *v;
 		if (orig < 0)
 			return error_set(LOMAS_EPERM, "page %#llx is not mapped",
 			                 (unsigned long long)page);
-		if ((e->pn + 1) * 2 > e->pcap) {
-			if ((st = pgrow(e)))
-				return st;
-			p = pfind(e, page, &f);
-		}
-		*p = (mprot_page){.page = page, .orig = orig, .temp_owner = -1, .used = true};
-		p->pinned = e->ops.may_protect && !e->ops.may_protect(e->ops.ctx, page);
-		e->pn++;
+		if ((st = pagemap_insert(&e->pages, page, &v, NULL)))
+			return st;
+		*(mprot_page *)v = (mprot_page){.page = page,
+		                                .orig = orig,
+		                                .temp_owner = -1,
+		                                .pinned = e->ops.may_protect &&
+		                                          !e->ops.may_protect(e->ops.ctx, page)};
 	}
 	return watch_table_add(&e->table, addr, thread, sample, displaced, did_displace);
 }
@@ -177,30 +129,26 @@ bool mprot_unwatch(mprot_engine *e, uint64_t addr, uint32_t thread, watch_entry 
 
 bool mprot_is_ours(const mprot_engine *e, uint64_t addr)
 {
-	bool f;
-	const mprot_page *p = pfind(e, addr & e->table.page_mask, &f);
-	return f && p->prot_none;
+	const mprot_page *p = pagemap_find(&e->pages, addr & e->table.page_mask);
+	return p && p->prot_none;
 }
 
 bool mprot_is_lifted(const mprot_engine *e, uint64_t addr)
 {
-	bool f;
-	const mprot_page *p = pfind(e, addr & e->table.page_mask, &f);
-	return f && !p->prot_none;
+	const mprot_page *p = pagemap_find(&e->pages, addr & e->table.page_mask);
+	return p && !p->prot_none;
 }
 
 bool mprot_is_pinned(const mprot_engine *e, uint64_t addr)
 {
-	bool f;
-	const mprot_page *p = pfind(e, addr & e->table.page_mask, &f);
-	return f && p->pinned;
+	const mprot_page *p = pagemap_find(&e->pages, addr & e->table.page_mask);
+	return p && p->pinned;
 }
 
 lomas_status mprot_fault_lift(mprot_engine *e, uint64_t addr, uint32_t thread)
 {
-	bool f;
-	mprot_page *p = pfind(e, addr & e->table.page_mask, &f);
-	if (!f || !p->prot_none)
+	mprot_page *p = pagemap_find(&e->pages, addr & e->table.page_mask);
+	if (!p || !p->prot_none)
 		return error_set(LOMAS_EINVAL, "fault on a page that is not ours");
 	e->stats.faults++;
 	p->temp_owner = (int)thread;
@@ -209,9 +157,9 @@ lomas_status mprot_fault_lift(mprot_engine *e, uint64_t addr, uint32_t thread)
 
 void mprot_fault_done(mprot_engine *e, uint32_t thread)
 {
-	for (size_t i = 0; i < e->pcap; i++) {
-		mprot_page *p = &e->pages[i];
-		if (p->used && p->temp_owner == (int)thread) {
+	for (size_t i = 0; i < e->pages.cap; i++) {
+		mprot_page *p = pagemap_at(&e->pages, i);
+		if (p && p->temp_owner == (int)thread) {
 			p->temp_owner = -1;
 			apply(e, p, true);
 		}
@@ -222,9 +170,9 @@ lomas_status mprot_sync(mprot_engine *e)
 {
 	lomas_status st = LOMAS_OK, s2;
 	size_t stale = 0;
-	for (size_t i = 0; i < e->pcap; i++) {
-		mprot_page *p = &e->pages[i];
-		if (!p->used)
+	for (size_t i = 0; i < e->pages.cap; i++) {
+		mprot_page *p = pagemap_at(&e->pages, i);
+		if (!p)
 			continue;
 		if ((s2 = apply(e, p, false)) && !st)
 			st = s2;
@@ -232,7 +180,7 @@ lomas_status mprot_sync(mprot_engine *e)
 		    !watch_table_page_count(&e->table, p->page))
 			stale++;
 	}
-	if (stale > 16 && stale * 2 > e->pn)
+	if (stale > 16 && stale * 2 > e->pages.n)
 		pcompact(e);
 	return st;
 }
@@ -256,9 +204,9 @@ lomas_status mprot_unlift(mprot_engine *e)
 
 void mprot_maps_changed(mprot_engine *e)
 {
-	for (size_t i = 0; i < e->pcap; i++) {
-		mprot_page *p = &e->pages[i];
-		if (!p->used)
+	for (size_t i = 0; i < e->pages.cap; i++) {
+		mprot_page *p = pagemap_at(&e->pages, i);
+		if (!p)
 			continue;
 		if (!p->prot_none)
 			p->orig = e->ops.page_prot(e->ops.ctx, p->page);
@@ -270,9 +218,11 @@ lomas_status mprot_restore_all(mprot_engine *e)
 {
 	lomas_status st;
 	watch_table_clear(&e->table);
-	for (size_t i = 0; i < e->pcap; i++)
-		if (e->pages[i].used)
-			e->pages[i].temp_owner = -1;
+	for (size_t i = 0; i < e->pages.cap; i++) {
+		mprot_page *p = pagemap_at(&e->pages, i);
+		if (p)
+			p->temp_owner = -1;
+	}
 	st = mprot_sync(e);
 	pcompact(e);
 	return st;
@@ -281,15 +231,16 @@ lomas_status mprot_restore_all(mprot_engine *e)
 void mprot_forget_all(mprot_engine *e)
 {
 	watch_table_clear(&e->table);
-	memset(e->pages, 0, e->pcap * sizeof *e->pages);
-	e->pn = 0;
+	pagemap_clear(&e->pages);
 	e->lift_depth = 0;
 }
 
 size_t mprot_protected_pages(const mprot_engine *e)
 {
 	size_t n = 0;
-	for (size_t i = 0; i < e->pcap; i++)
-		n += e->pages[i].used && e->pages[i].prot_none;
+	for (size_t i = 0; i < e->pages.cap; i++) {
+		const mprot_page *p = pagemap_at(&e->pages, i);
+		n += p && p->prot_none;
+	}
 	return n;
 }

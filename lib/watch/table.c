@@ -8,16 +8,6 @@
 
 #include "watch.h"
 
-static inline size_t hash64(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	x *= 0xc4ceb9fe1a85ec53ull;
-	x ^= x >> 33;
-	return (size_t)x;
-}
-
 lomas_status watch_table_init(watch_table *t, uint32_t line_size, uint32_t page_size,
                               uint64_t capacity)
 {
@@ -30,10 +20,8 @@ lomas_status watch_table_init(watch_table *t, uint32_t line_size, uint32_t page_
 	t->page_mask = ~(uint64_t)(page_size - 1);
 	t->capacity = capacity;
 	t->cap = 64;
-	t->pcap = 64;
 	t->slots = calloc(t->cap, sizeof *t->slots);
-	t->pages = calloc(t->pcap, sizeof *t->pages);
-	if (!t->slots || !t->pages) {
+	if (!t->slots || pagemap_init(&t->pages, sizeof(watch_page_count))) {
 		watch_table_free(t);
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	}
@@ -43,112 +31,48 @@ lomas_status watch_table_init(watch_table *t, uint32_t line_size, uint32_t page_
 void watch_table_free(watch_table *t)
 {
 	free(t->slots);
-	free(t->pages);
+	pagemap_free(&t->pages);
 	t->slots = NULL;
-	t->pages = NULL;
-	t->n = t->pn = t->cap = t->pcap = 0;
+	t->n = t->cap = 0;
 }
 
 void watch_table_clear(watch_table *t)
 {
 	memset(t->slots, 0, t->cap * sizeof *t->slots);
-	memset(t->pages, 0, t->pcap * sizeof *t->pages);
-	t->n = t->pn = 0;
+	pagemap_clear(&t->pages);
+	t->n = 0;
 }
 
 /* ---- per-page counts */
 
-static watch_page_count *page_slot(const watch_table *t, uint64_t page, bool *found)
-{
-	size_t m = t->pcap - 1, i = hash64(page) & m;
-	while (t->pages[i].used) {
-		if (t->pages[i].page == page) {
-			*found = true;
-			return &t->pages[i];
-		}
-		i = (i + 1) & m;
-	}
-	*found = false;
-	return &t->pages[i];
-}
-
-static lomas_status page_grow(watch_table *t)
-{
-	watch_page_count *old = t->pages;
-	size_t ocap = t->pcap;
-	watch_page_count *n = calloc(ocap * 2, sizeof *n);
-	if (!n)
-		return error_set(LOMAS_ENOMEM, "out of memory growing the page table");
-	t->pages = n;
-	t->pcap = ocap * 2;
-	for (size_t i = 0; i < ocap; i++) {
-		if (old[i].used) {
-			bool f;
-			*page_slot(t, old[i].page, &f) = old[i];
-		}
-	}
-	free(old);
-	return LOMAS_OK;
-}
-
 static lomas_status page_inc(watch_table *t, uint64_t page)
 {
-	bool f;
-	watch_page_count *p;
-	lomas_status st;
-	if ((t->pn + 1) * 2 > t->pcap && (st = page_grow(t)))
+	void *v;
+	lomas_status st = pagemap_insert(&t->pages, page, &v, NULL);
+	if (st)
 		return st;
-	p = page_slot(t, page, &f);
-	if (!f) {
-		p->used = 1;
-		p->page = page;
-		p->count = 0;
-		t->pn++;
-	}
-	p->count++;
+	((watch_page_count *)v)->count++;
 	return LOMAS_OK;
 }
 
 static void page_dec(watch_table *t, uint64_t page)
 {
-	bool f;
-	size_t m = t->pcap - 1, i, j;
-	watch_page_count *p = page_slot(t, page, &f);
-	if (!f)
-		return;
-	if (--p->count)
-		return;
-	/* Backward-shift deletion keeps every probe run unbroken. */
-	i = (size_t)(p - t->pages);
-	t->pages[i].used = 0;
-	t->pn--;
-	j = i;
-	for (;;) {
-		j = (j + 1) & m;
-		if (!t->pages[j].used)
-			break;
-		size_t home = hash64(t->pages[j].page) & m;
-		/* Move j into the hole i if its home is not in (i, j]. */
-		if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
-			t->pages[i] = t->pages[j];
-			t->pages[j].used = 0;
-			i = j;
-		}
-	}
+	watch_page_count *p = pagemap_find(&t->pages, page);
+	if (p && !--p->count)
+		pagemap_remove(&t->pages, page);
 }
 
 uint32_t watch_table_page_count(const watch_table *t, uint64_t addr)
 {
-	bool f;
-	watch_page_count *p = page_slot(t, addr & t->page_mask, &f);
-	return f ? p->count : 0;
+	const watch_page_count *p = pagemap_find(&t->pages, addr & t->page_mask);
+	return p ? p->count : 0;
 }
 
 /* ---- entries */
 
 static size_t entry_find(const watch_table *t, uint64_t line, uint32_t thread, bool *found)
 {
-	size_t m = t->cap - 1, i = hash64(line) & m;
+	size_t m = t->cap - 1, i = watch_hash64(line) & m;
 	while (t->slots[i].used) {
 		if (t->slots[i].line == line && t->slots[i].thread == thread) {
 			*found = true;
@@ -189,7 +113,7 @@ static void entry_delete(watch_table *t, size_t i)
 		j = (j + 1) & m;
 		if (!t->slots[j].used)
 			break;
-		size_t home = hash64(t->slots[j].line) & m;
+		size_t home = watch_hash64(t->slots[j].line) & m;
 		if ((j > i && (home <= i || home > j)) || (j < i && (home <= i && home > j))) {
 			t->slots[i] = t->slots[j];
 			t->slots[j].used = 0;
@@ -262,7 +186,7 @@ size_t watch_table_others(const watch_table *t, uint64_t addr, uint32_t thread, 
                           size_t max)
 {
 	uint64_t line = addr & t->line_mask;
-	size_t m = t->cap - 1, i = hash64(line) & m, n = 0;
+	size_t m = t->cap - 1, i = watch_hash64(line) & m, n = 0;
 	while (t->slots[i].used) {
 		if (t->slots[i].line == line && t->slots[i].thread != thread) {
 			if (samples && n < max)

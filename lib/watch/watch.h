@@ -12,6 +12,40 @@
 
 #include "core/core.h"
 
+/* A 64-bit mixer (murmur3's finalizer) for the open-addressing tables here. */
+static inline size_t watch_hash64(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	x *= 0xc4ceb9fe1a85ec53ull;
+	x ^= x >> 33;
+	return (size_t)x;
+}
+
+/* ---------------------------------------------------------------- page map */
+
+/*
+ * An open-addressing map keyed by page address; entries are esize bytes and
+ * must begin with their uint64_t page (pagemap.c).
+ */
+typedef struct pagemap {
+	unsigned char *items; /* cap entries */
+	uint8_t *used;        /* cap flags */
+	size_t cap, n, esize; /* cap is a power of two */
+} pagemap;
+
+lomas_status pagemap_init(pagemap *m, size_t esize);
+void pagemap_free(pagemap *m);
+void pagemap_clear(pagemap *m);
+/* The entry of page, or NULL. */
+void *pagemap_find(const pagemap *m, uint64_t page);
+/* The entry of page, created zeroed (but for its page) when absent. */
+lomas_status pagemap_insert(pagemap *m, uint64_t page, void **entry, bool *created);
+void pagemap_remove(pagemap *m, uint64_t page);
+/* Slot i (0 <= i < cap) when in use, else NULL: for iterating. */
+void *pagemap_at(const pagemap *m, size_t i);
+
 /* ------------------------------------------------------------- watch table */
 
 typedef struct watch_entry {
@@ -23,16 +57,14 @@ typedef struct watch_entry {
 } watch_entry;
 
 typedef struct watch_page_count {
-	uint64_t page;
+	uint64_t page;  /* first: the page map's key */
 	uint32_t count; /* watched lines on the page, all threads */
-	uint32_t used;
 } watch_page_count;
 
 typedef struct watch_table {
 	watch_entry *slots;
-	size_t cap, n; /* cap is a power of two */
-	watch_page_count *pages;
-	size_t pcap, pn;
+	size_t cap, n;     /* cap is a power of two */
+	pagemap pages;     /* watch_page_count by page */
 	uint64_t capacity; /* most live entries; 0 = unlimited */
 	uint64_t seq;
 	uint64_t line_mask, page_mask; /* ~(size - 1) */
@@ -89,12 +121,11 @@ typedef struct mprot_ops {
 } mprot_ops;
 
 typedef struct mprot_page {
-	uint64_t page;
+	uint64_t page;  /* first: the page map's key */
 	int orig;       /* the target's protection (restored when not ours) */
 	int temp_owner; /* thread lifting it for one step, or -1 */
 	bool prot_none; /* currently PROT_NONE because of us */
 	bool pinned;    /* never protected: reuse on it is found from decoded references */
-	bool used;
 } mprot_page;
 
 typedef struct mprot_stats {
@@ -109,8 +140,7 @@ typedef struct mprot_stats {
 typedef struct mprot_engine {
 	watch_table table;
 	mprot_ops ops;
-	mprot_page *pages; /* open addressing by page */
-	size_t pcap, pn;
+	pagemap pages; /* mprot_page by page */
 	uint32_t page_size;
 	int lift_depth;       /* > 0: every page has its own protection (syscalls, signals) */
 	uint64_t lift_events; /* times a watched page went back to its own protection */
