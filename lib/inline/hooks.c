@@ -28,9 +28,9 @@
 /* The whole fast path; info = size | REF_STORE_BIT for stores. */
 static inline __attribute__((always_inline)) void hook(const void *addr, unsigned info)
 {
-	inline_fast *f = &lomas__fast;
-	if (__builtin_expect(--f->countdown == 0, 0) ||
-	    __builtin_expect(f->filter[((uintptr_t)addr >> FILTER_SHIFT) & FILTER_MASK] != 0, 0))
+	if (__builtin_expect(--lomas__fast.countdown == 0, 0) ||
+	    __builtin_expect(lomas__filter[((uintptr_t)addr >> FILTER_SHIFT) & FILTER_MASK] != 0,
+	                     0))
 		lomas__slow(addr, info, PC_HINT);
 }
 

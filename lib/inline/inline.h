@@ -24,6 +24,8 @@
  * non-zero byte means some watched line may cover the block; the byte counts
  * the watched lines that map there (saturating at 255, then never decremented).
  * Its granularity is fixed (not the line size) so the fast path uses constants.
+ * In the runtime it is the array lomas__filter in the thread's initial-exec
+ * TLS, so the hooks test it at a constant offset from %fs with no pointer load.
  */
 #define FILTER_SHIFT 6
 #define FILTER_BITS 16
@@ -115,14 +117,17 @@ typedef struct watch_table {
 	unsigned line_shift;
 	uint32_t *buckets; /* nbuckets heads */
 	wt_slot *slots;    /* capacity slots */
-	uint8_t *filter;   /* FILTER_SIZE bytes */
+	uint8_t *filter;   /* FILTER_SIZE bytes, or NULL (the table's thread has exited) */
 } watch_table;
 
-/* Bytes wt_init needs in mem (slots, buckets and the filter, in that order). */
+/* Bytes wt_init needs in mem (slots, then buckets). */
 size_t wt_bytes(uint32_t capacity);
-/* Lay the table out in mem (zeroed, wt_bytes(capacity) long). */
-void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift);
-/* Forget every open sample and clear the filter. */
+/*
+ * Lay the table out in mem (zeroed, wt_bytes(capacity) long) with the filter
+ * (FILTER_SIZE zeroed bytes, kept in step with the open samples; NULL for none).
+ */
+void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift, uint8_t *filter);
+/* Forget every open sample and clear their filter bytes. */
 void wt_clear(watch_table *wt);
 
 /* Is the line of addr watched? (Read-only: no lock needed by the owner.) */
@@ -177,14 +182,13 @@ lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_dat
 
 /*
  * The hooks' per-thread state, in initial-exec TLS: a countdown to the next
- * slow-path visit and the filter. The thread's clock (references so far) is
- * zero_clock - countdown: zero_clock is the clock of the reference at which
- * the countdown reaches zero.
+ * slow-path visit (here) and the filter (lomas__filter). The thread's clock
+ * (references so far) is zero_clock - countdown: zero_clock is the clock of
+ * the reference at which the countdown reaches zero.
  */
 struct inline_thread;
 typedef struct inline_fast {
 	uint64_t countdown;
-	const uint8_t *filter;
 	uint64_t zero_clock;
 	struct inline_thread *state;
 	uint32_t busy;  /* inside the slow path (a signal handler may re-enter) */
@@ -272,7 +276,7 @@ typedef struct inline_runtime {
 /* runtime.c */
 extern __thread inline_fast lomas__fast __attribute__((tls_model("initial-exec")));
 extern inline_runtime rt RT_HIDDEN;
-extern uint8_t rt_zero_filter[FILTER_SIZE] RT_HIDDEN;
+extern __thread uint8_t lomas__filter[FILTER_SIZE] __attribute__((tls_model("initial-exec")));
 extern const inline_alloc rt_map_alloc RT_HIDDEN;
 RT_HIDDEN void rt_say(const char *fmt, ...) LOMAS_PRINTF(1, 2);
 RT_HIDDEN void rt_env_problem(const char *var, const char *value, const char *what);
@@ -282,6 +286,7 @@ RT_HIDDEN void rt_setup_trace(void);
 RT_HIDDEN void rt_spin_lock(atomic_flag *l);
 RT_HIDDEN bool rt_spin_lock_bounded(atomic_flag *l);
 RT_HIDDEN void rt_spin_unlock(atomic_flag *l);
+RT_HIDDEN void rt_filter_scrub(void);
 RT_HIDDEN void rt_fast_idle(inline_fast *f);
 RT_HIDDEN void rt_thread_release_data(inline_thread *t);
 RT_HIDDEN void rt_trace_flush(inline_thread *t);

@@ -28,8 +28,8 @@
 __thread inline_fast lomas__fast
     __attribute__((tls_model("initial-exec"))) = {.countdown = 1, .index = UINT32_MAX};
 
-/* An all-zero filter for threads that are not sampling (bss: never faulted in). */
-uint8_t rt_zero_filter[FILTER_SIZE];
+/* The thread's filter (see inline.h): all zero while the thread is not sampling. */
+__thread uint8_t lomas__filter[FILTER_SIZE] __attribute__((tls_model("initial-exec")));
 
 /* Marker for inline_backend_detect and `nm`: this program carries the runtime. */
 __attribute__((visibility("default"), used)) const char lomas_inline_marker[] =
@@ -238,6 +238,9 @@ void rt_setup_trace(void)
 
 void rt_thread_release_data(inline_thread *t)
 {
+	/* The filter is the owner's TLS: only the owner clears it (exited: NULL). */
+	if (t->fast == &lomas__fast)
+		rt_filter_scrub();
 	store_free(&t->done, &rt_map_alloc);
 	unmap_bytes(t->wt_mem, t->wt_size);
 	t->wt_mem = NULL;
@@ -265,10 +268,23 @@ void rt_trace_flush(inline_thread *t)
 	t->trace_len = 0;
 }
 
+/*
+ * Zero the calling thread's filter, including saturated bytes that the watch
+ * table no longer accounts for. Reads first and writes only non-zero words,
+ * so pages of the filter that were never touched stay unmapped.
+ */
+void rt_filter_scrub(void)
+{
+	uint64_t *w = (uint64_t *)(void *)lomas__filter;
+	for (size_t i = 0; i < FILTER_SIZE / sizeof *w; i++)
+		if (w[i])
+			w[i] = 0;
+}
+
 /* Make the calling thread idle: no sampling until it next checks for a session. */
 void rt_fast_idle(inline_fast *f)
 {
-	f->filter = rt_zero_filter;
+	rt_filter_scrub();
 	f->countdown = DISABLED_RECHECK;
 	f->zero_clock = DISABLED_RECHECK;
 }
@@ -331,7 +347,8 @@ static inline_thread *thread_attach(inline_fast *f)
 		rt_fast_idle(f);
 		return NULL;
 	}
-	wt_init(&t->wt, t->wt_mem, s.max_live, (unsigned)__builtin_ctz(s.line_size));
+	rt_filter_scrub();
+	wt_init(&t->wt, t->wt_mem, s.max_live, (unsigned)__builtin_ctz(s.line_size), lomas__filter);
 	rng_seed(&t->gaps, s.seed ^ (0x9e3779b97f4a7c15ull * t->index));
 	rng_seed(&t->thin, ~s.seed ^ (0xd1b54a32d192ed03ull * (t->index + 1)));
 	t->adaptive = s.period == 0;
@@ -342,7 +359,6 @@ static inline_thread *thread_attach(inline_fast *f)
 	t->next_sample = rng_gap(&t->gaps, t->base_period) - 1;
 	f->countdown = 0;
 	f->zero_clock = 0;
-	f->filter = t->wt.filter;
 	rt_spin_unlock(&t->lock);
 	pthread_mutex_unlock(&rt.mu);
 	return t;
@@ -465,6 +481,7 @@ void rt_key_destructor(void *arg)
 	t->final_refs = t->epoch == atomic_load(&rt.epoch) ? rt_thread_refs(t) : 0;
 	t->exited = true;
 	t->fast = NULL;
+	t->wt.filter = NULL; /* the TLS it lives in goes with the thread */
 	if (t->trace_len)
 		rt_trace_flush(t);
 	for (inline_thread **pp = &rt.threads; *pp; pp = &(*pp)->next)
@@ -479,7 +496,7 @@ void rt_key_destructor(void *arg)
 	/* Instrumented code in later destructors is not counted. */
 	f->busy = 1;
 	f->state = NULL;
-	f->filter = rt_zero_filter;
+	rt_filter_scrub();
 	f->countdown = UINT64_MAX / 2;
 }
 

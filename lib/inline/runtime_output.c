@@ -175,7 +175,7 @@ static void at_exit(void)
 	atomic_store(&rt.active, false);
 	atomic_fetch_add(&rt.epoch, 1);
 	pthread_mutex_unlock(&rt.mu);
-	f->filter = rt_zero_filter;
+	rt_filter_scrub();
 	f->countdown = UINT64_MAX / 2;
 }
 
@@ -281,7 +281,6 @@ lomas_status lomas_inline_start(const lomas_config *cfg)
 	atomic_fetch_add(&rt.epoch, 1);
 	pthread_mutex_unlock(&rt.mu);
 	/* The caller's next reference starts its clock. */
-	f->filter = rt_zero_filter;
 	f->countdown = 1;
 	f->zero_clock = 1;
 	error_clear();

@@ -112,10 +112,10 @@ static uint32_t pow2_at_least(uint32_t n)
 size_t wt_bytes(uint32_t capacity)
 {
 	uint32_t nb = pow2_at_least(capacity ? capacity : 1);
-	return (size_t)capacity * sizeof(wt_slot) + (size_t)nb * sizeof(uint32_t) + FILTER_SIZE;
+	return (size_t)capacity * sizeof(wt_slot) + (size_t)nb * sizeof(uint32_t);
 }
 
-void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift)
+void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift, uint8_t *filter)
 {
 	memset(wt, 0, sizeof *wt);
 	wt->capacity = capacity;
@@ -123,7 +123,7 @@ void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift)
 	wt->line_shift = line_shift;
 	wt->slots = mem;
 	wt->buckets = (uint32_t *)(wt->slots + capacity);
-	wt->filter = (uint8_t *)(wt->buckets + wt->nbuckets);
+	wt->filter = filter;
 	wt->oldest = wt->newest = WT_NONE;
 	wt_clear(wt);
 }
@@ -144,6 +144,8 @@ static inline void line_blocks(const watch_table *wt, uint64_t line, uint64_t *f
 static void filter_add(watch_table *wt, uint64_t line)
 {
 	uint64_t first, last;
+	if (!wt->filter)
+		return;
 	line_blocks(wt, line, &first, &last);
 	for (uint64_t b = first; b <= last; b++) {
 		uint8_t *f = &wt->filter[b & FILTER_MASK];
@@ -155,6 +157,8 @@ static void filter_add(watch_table *wt, uint64_t line)
 static void filter_remove(watch_table *wt, uint64_t line)
 {
 	uint64_t first, last;
+	if (!wt->filter)
+		return;
 	line_blocks(wt, line, &first, &last);
 	for (uint64_t b = first; b <= last; b++) {
 		uint8_t *f = &wt->filter[b & FILTER_MASK];
@@ -166,7 +170,7 @@ static void filter_remove(watch_table *wt, uint64_t line)
 void wt_clear(watch_table *wt)
 {
 	/* Clear only the filter bytes in use, so untouched pages stay unmapped. */
-	for (uint32_t i = wt->oldest; i != WT_NONE; i = wt->slots[i].newer) {
+	for (uint32_t i = wt->oldest; wt->filter && i != WT_NONE; i = wt->slots[i].newer) {
 		uint64_t first, last;
 		line_blocks(wt, wt->slots[i].line, &first, &last);
 		for (uint64_t b = first; b <= last; b++)
@@ -224,7 +228,7 @@ bool wt_watched(const watch_table *wt, uint64_t addr)
 bool wt_touch(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, isample *out)
 {
 	uint64_t line = addr >> wt->line_shift;
-	if (!wt->filter[filter_index(addr)])
+	if (wt->filter && !wt->filter[filter_index(addr)])
 		return false;
 	for (uint32_t i = wt->buckets[bucket_of(wt, line)]; i != WT_NONE; i = wt->slots[i].next) {
 		if (wt->slots[i].line != line)

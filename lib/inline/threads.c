@@ -1,15 +1,25 @@
 /*
- * Thread creation order for the inline clock: linked with
- * -Wl,--wrap=pthread_create (the lomas-inline recipe), every new thread gets
- * the next index when it is created, in the creating thread, so a program that
- * creates its threads in a fixed order gets the same per-thread seeds on
- * every run. (Without the wrapper a thread's index is the order in which it
- * first made a reference.) This file is its own archive member: a program
- * that never calls pthread_create does not pull it in.
+ * Thread creation for the inline clock, linked with -Wl,--wrap=pthread_create
+ * (the lomas-inline recipe):
+ *  - every new thread gets the next index when it is created, in the creating
+ *    thread, so a program that creates its threads in a fixed order gets the
+ *    same per-thread seeds on every run (without the wrapper a thread's index
+ *    is the order in which it first made a reference);
+ *  - the runtime's TLS (the 64 KiB filter) is carved out of each thread's
+ *    stack, so a thread asked for with a small stack size gets that much more:
+ *    pthread_create must not fail (EINVAL) where the program alone succeeds.
+ *    A stack the program supplies itself (pthread_attr_setstack) is left as
+ *    it is.
+ * This file is its own archive member: a program that never calls
+ * pthread_create does not pull it in.
  */
 #include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "inline.h"
 
@@ -32,19 +42,82 @@ static void *start_thread(void *p)
 	return tr.start(tr.arg);
 }
 
+/* Stack sizes below this get room for the runtime's TLS added. */
+#define ROOMY_STACK (4u * 1024u * 1024u)
+#define TLS_ROOM (FILTER_SIZE + 16384u)
+
+/*
+ * *out = a copy of attr with TLS_ROOM more stack, when attr asks for a stack
+ * size below ROOMY_STACK and supplies no stack of its own. False: use attr.
+ */
+static bool widen_stack(const pthread_attr_t *attr, pthread_attr_t *out)
+{
+	struct sched_param sp;
+	cpu_set_t cpus, all;
+	sigset_t mask;
+	size_t size, guard;
+	void *addr = NULL;
+	int v;
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+	/* The only query that says whether a stack address was set at all. */
+	if (pthread_attr_getstackaddr(attr, &addr) != 0 || addr)
+		return false;
+#pragma GCC diagnostic pop
+	if (pthread_attr_getstacksize(attr, &size) != 0 || size >= ROOMY_STACK)
+		return false;
+	if (pthread_attr_init(out) != 0)
+		return false;
+	if (pthread_attr_setstacksize(out, size + TLS_ROOM) != 0)
+		goto fail;
+	if (pthread_attr_getdetachstate(attr, &v) != 0 || pthread_attr_setdetachstate(out, v) != 0)
+		goto fail;
+	if (pthread_attr_getguardsize(attr, &guard) != 0 ||
+	    pthread_attr_setguardsize(out, guard) != 0)
+		goto fail;
+	if (pthread_attr_getinheritsched(attr, &v) != 0 ||
+	    pthread_attr_setinheritsched(out, v) != 0)
+		goto fail;
+	if (pthread_attr_getschedpolicy(attr, &v) != 0 || pthread_attr_setschedpolicy(out, v) != 0)
+		goto fail;
+	if (pthread_attr_getschedparam(attr, &sp) != 0 || pthread_attr_setschedparam(out, &sp) != 0)
+		goto fail;
+	if (pthread_attr_getscope(attr, &v) != 0 || pthread_attr_setscope(out, v) != 0)
+		goto fail;
+	/* An attr without an affinity reports every CPU: copy only a real one. */
+	memset(&all, 0xff, sizeof all);
+	if (pthread_attr_getaffinity_np(attr, sizeof cpus, &cpus) == 0 &&
+	    memcmp(&cpus, &all, sizeof cpus) != 0 &&
+	    pthread_attr_setaffinity_np(out, sizeof cpus, &cpus) != 0)
+		goto fail;
+	if (pthread_attr_getsigmask_np(attr, &mask) == 0 &&
+	    pthread_attr_setsigmask_np(out, &mask) != 0)
+		goto fail;
+	return true;
+fail:
+	pthread_attr_destroy(out);
+	return false;
+}
+
 __attribute__((visibility("default"))) int __wrap_pthread_create(pthread_t *thread,
                                                                  const pthread_attr_t *attr,
                                                                  void *(*start)(void *), void *arg)
 {
 	trampoline *tr = malloc(sizeof *tr);
+	pthread_attr_t wide;
+	bool widened = attr && widen_stack(attr, &wide);
 	int rc;
-	if (!tr)
-		return __real_pthread_create(thread, attr, start, arg);
-	tr->start = start;
-	tr->arg = arg;
-	tr->index = lomas__next_thread_index();
-	rc = __real_pthread_create(thread, attr, start_thread, tr);
-	if (rc != 0)
-		free(tr);
+	if (tr) {
+		tr->start = start;
+		tr->arg = arg;
+		tr->index = lomas__next_thread_index();
+		rc = __real_pthread_create(thread, widened ? &wide : attr, start_thread, tr);
+		if (rc != 0)
+			free(tr);
+	} else {
+		rc = __real_pthread_create(thread, widened ? &wide : attr, start, arg);
+	}
+	if (widened)
+		pthread_attr_destroy(&wide);
 	return rc;
 }

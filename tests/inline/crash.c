@@ -3,8 +3,10 @@
  * exit paths:  crash MODE  with MODE one of
  *   segv   a genuine invalid write (SIGSEGV)      abort  abort() (SIGABRT)
  *   term   kill(getpid(), SIGTERM)                 thread exit(3) from a second thread
+ *   small  join a thread created with the smallest stack size allowed, then return 0
  *   ok     return 0 from main
  */
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -34,6 +36,13 @@ static void *exit_thread(void *arg)
 	exit(3);
 }
 
+static void *small_thread(void *arg)
+{
+	(void)arg;
+	printf("small thread %ld\n", work(2000));
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "ok";
@@ -49,6 +58,19 @@ int main(int argc, char **argv)
 	else if (!strcmp(mode, "thread")) {
 		pthread_t t;
 		pthread_create(&t, NULL, exit_thread, NULL);
+		pthread_join(t, NULL);
+	} else if (!strcmp(mode, "small")) {
+		pthread_attr_t a;
+		pthread_t t;
+		int rc;
+		pthread_attr_init(&a);
+		pthread_attr_setstacksize(&a, PTHREAD_STACK_MIN);
+		rc = pthread_create(&t, &a, small_thread, NULL);
+		pthread_attr_destroy(&a);
+		if (rc != 0) {
+			printf("pthread_create: %s\n", strerror(rc));
+			return 4;
+		}
 		pthread_join(t, NULL);
 	}
 	return 0;

@@ -235,6 +235,18 @@ def test_exit_from_another_thread(tmp_path):
     assert d["threads"][0]["refs"] >= 225000 and d["threads"][1]["refs"] >= 45000
 
 
+def test_thread_with_the_smallest_stack(tmp_path):
+    """The runtime's TLS (the filter) must not make pthread_create fail for a program that
+    asks for a PTHREAD_STACK_MIN stack: the thread runs and gets its own clock."""
+    prof = str(tmp_path / "p.lomas")
+    r = run([CRASH, "small"], {"LOMAS_OUTPUT": prof, "LOMAS_PERIOD": "50"}, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "small thread" in r.stdout
+    d = export_json(prof)
+    assert len(d["threads"]) == 2
+    assert d["threads"][1]["refs"] >= 2000 * 4
+
+
 def pkg_config(*args):
     env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(BUILD, "meson-uninstalled"))
     return subprocess.run(["pkg-config"] + list(args), env=env, capture_output=True, text=True,

@@ -18,6 +18,7 @@
 typedef struct table_fixture {
 	watch_table wt;
 	void *mem;
+	uint8_t *filter;
 	size_t bytes;
 } table_fixture;
 
@@ -26,12 +27,15 @@ static void table_new(table_fixture *f, uint32_t capacity, unsigned line_shift)
 	f->bytes = wt_bytes(capacity);
 	f->mem = calloc(1, f->bytes);
 	assert_non_null(f->mem);
-	wt_init(&f->wt, f->mem, capacity, line_shift);
+	f->filter = calloc(1, FILTER_SIZE);
+	assert_non_null(f->filter);
+	wt_init(&f->wt, f->mem, capacity, line_shift, f->filter);
 }
 
 static void table_free(table_fixture *f)
 {
 	free(f->mem);
+	free(f->filter);
 }
 
 /* Every filter byte is zero. */
