@@ -168,5 +168,12 @@ lomas_status profile_load_buffer(const void *data, size_t len, const char *name,
                                  lomas_profile **out);
 /* Encode p as a profile file image: a malloc'd buffer in *data of *len bytes. */
 lomas_status profile_save_buffer(const lomas_profile *p, void **data, size_t *len);
+/*
+ * Save p to path atomically (a temporary file renamed over path, keeping an
+ * existing file's mode). durable: also fsync the file and its directory
+ * (lomas_profile_save); the inline runtime's exit path skips that, as perf
+ * record does, since the program's own exit is what it delays.
+ */
+lomas_status profile_save_file(const lomas_profile *p, const char *path, bool durable);
 
 #endif /* LOMAS_CORE_H */

@@ -126,6 +126,11 @@ static void sync_parent(const char *path)
 
 lomas_status lomas_profile_save(const lomas_profile *p, const char *path)
 {
+	return profile_save_file(p, path, true);
+}
+
+lomas_status profile_save_file(const lomas_profile *p, const char *path, bool durable)
+{
 	void *data;
 	size_t len;
 	char *tmp;
@@ -157,7 +162,7 @@ lomas_status lomas_profile_save(const lomas_profile *p, const char *path)
 	/* mkstemp makes the file 0600; keep an existing target's permissions. */
 	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
 		mode = sb.st_mode & 07777;
-	if (fchmod(fd, mode) != 0 || write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+	if (fchmod(fd, mode) != 0 || write_all(fd, data, len) != 0 || (durable && fsync(fd) != 0)) {
 		e = errno;
 		close(fd);
 		goto fail;
@@ -170,7 +175,8 @@ lomas_status lomas_profile_save(const lomas_profile *p, const char *path)
 		e = errno;
 		goto fail;
 	}
-	sync_parent(path);
+	if (durable)
+		sync_parent(path);
 	free(tmp);
 	free(data);
 	return LOMAS_OK;

@@ -63,7 +63,8 @@ typedef struct store_chunk {
 
 typedef struct sample_store {
 	store_chunk *head, *tail;
-	uint64_t n; /* samples in all chunks */
+	uint64_t n;         /* samples in all chunks */
+	store_chunk *spare; /* emptied by thinning, kept for reuse (no map/unmap churn) */
 } sample_store;
 
 /* Allocation functions the pure code uses (mmap in the runtime, malloc in tests). */

@@ -157,7 +157,7 @@ static void write_output(const char *ending)
 	rt.written = true;
 	st = collect(&p, ending);
 	if (!st)
-		st = lomas_profile_save(p, rt.output);
+		st = profile_save_file(p, rt.output, false);
 	if (st)
 		rt_say("cannot write the profile %s: %s", rt.output, lomas_error_message());
 	lomas_profile_free(p);

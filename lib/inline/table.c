@@ -29,9 +29,14 @@ bool store_push(sample_store *st, const inline_alloc *a, const isample *s)
 {
 	store_chunk *c = st->tail;
 	if (!c || c->n == STORE_CHUNK) {
-		store_chunk *n = a->alloc(sizeof *n);
-		if (!n)
+		store_chunk *n = st->spare;
+		if (n) {
+			st->spare = n->next;
+			n->next = NULL;
+			n->n = 0;
+		} else if (!(n = a->alloc(sizeof *n))) {
 			return false;
+		}
 		if (c)
 			c->next = n;
 		else
@@ -45,11 +50,13 @@ bool store_push(sample_store *st, const inline_alloc *a, const isample *s)
 
 void store_free(sample_store *st, const inline_alloc *a)
 {
-	store_chunk *c = st->head;
-	while (c) {
-		store_chunk *next = c->next;
-		a->release(c, sizeof *c);
-		c = next;
+	for (int list = 0; list < 2; list++) {
+		store_chunk *c = list ? st->spare : st->head;
+		while (c) {
+			store_chunk *next = c->next;
+			a->release(c, sizeof *c);
+			c = next;
+		}
 	}
 	memset(st, 0, sizeof *st);
 }
@@ -82,19 +89,22 @@ void store_thin(sample_store *st, const inline_alloc *a, rng *r)
 		}
 	if (!wc)
 		return;
-	/* Free the chunks after the write cursor. */
+	/* Keep the chunks after the write cursor for the next pushes. */
 	store_chunk *rest = wc->next;
+	(void)a;
 	wc->n = wi;
 	wc->next = NULL;
 	while (rest) {
 		store_chunk *next = rest->next;
-		a->release(rest, sizeof *rest);
+		rest->next = st->spare;
+		st->spare = rest;
 		rest = next;
 	}
 	st->tail = wc;
 	st->n = kept;
 	if (kept == 0) {
-		a->release(wc, sizeof *wc);
+		wc->next = st->spare;
+		st->spare = wc;
 		st->head = st->tail = NULL;
 	}
 }

@@ -226,6 +226,53 @@ static void test_store_thin_keeps_half(void **state)
 	assert_null(st.head);
 }
 
+/* Counting allocator: thinning keeps the emptied chunks and pushes reuse them. */
+static size_t chunk_allocs, chunk_releases;
+
+static void *counting_alloc(size_t bytes)
+{
+	chunk_allocs++;
+	return calloc(1, bytes);
+}
+
+static void counting_release(void *mem, size_t bytes)
+{
+	(void)bytes;
+	chunk_releases++;
+	free(mem);
+}
+
+static void test_store_reuses_thinned_chunks(void **state)
+{
+	const inline_alloc counting = {counting_alloc, counting_release};
+	sample_store st = {0};
+	rng r;
+	uint64_t n = 8 * STORE_CHUNK;
+	(void)state;
+	chunk_allocs = chunk_releases = 0;
+	for (uint64_t i = 0; i < n; i++) {
+		isample s = {.start = i};
+		assert_true(store_push(&st, &counting, &s));
+	}
+	assert_int_equal(chunk_allocs, 8);
+	rng_seed(&r, 9);
+	store_thin(&st, &counting, &r);
+	assert_int_equal(chunk_releases, 0);
+	/* Back to 8 full chunks' worth: the spare ones (about 4) come first. */
+	for (uint64_t i = st.n; i < n; i++) {
+		isample s = {.start = n + i};
+		assert_true(store_push(&st, &counting, &s));
+	}
+	assert_int_equal(st.n, n);
+	assert_true(chunk_allocs <= 9);
+	uint64_t count = 0;
+	for (store_chunk *c = st.head; c; c = c->next)
+		count += c->n;
+	assert_int_equal(count, n);
+	store_free(&st, &counting);
+	assert_int_equal(chunk_releases, chunk_allocs);
+}
+
 static void test_table_thin_drops_half(void **state)
 {
 	table_fixture f;
@@ -331,6 +378,7 @@ int main(void)
 	    cmocka_unit_test(test_random_streams_match_naive_model),
 	    cmocka_unit_test(test_zero_capacity_censors_at_once),
 	    cmocka_unit_test(test_store_thin_keeps_half),
+	    cmocka_unit_test(test_store_reuses_thinned_chunks),
 	    cmocka_unit_test(test_table_thin_drops_half),
 	    cmocka_unit_test(test_window_accounting),
 	    cmocka_unit_test(test_profile_assembly),
