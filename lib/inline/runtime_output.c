@@ -94,6 +94,9 @@ static lomas_status collect(lomas_profile **out, const char *ending)
 		td.open = &t->wt;
 		lost += t->lost;
 		st = inline_profile_add_thread(p, &td, window);
+		/* Every caller ends the session after this: give the memory back now,
+		 * so the profile and its file image are not held on top of it. */
+		store_free(&t->done, &rt_map_alloc);
 		rt_spin_unlock(&t->lock);
 		if (st)
 			goto done;
