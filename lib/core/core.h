@@ -157,6 +157,8 @@ uint64_t rng_gap(rng *r, double mean);
 
 /* CRC-32 (IEEE 802.3, as zlib's crc32); start with crc = 0. */
 uint32_t crc32_update(uint32_t crc, const void *data, size_t len);
+/* Tests: on = use only the tables (never PCLMULQDQ); off = detect again. */
+void crc32_force_portable(int on);
 
 /* ------------------------------------------------------------ profile file */
 

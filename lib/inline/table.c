@@ -400,6 +400,10 @@ lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_dat
 		return st;
 	if ((st = vec_reserve(&p->windows, p->windows.n + nw)))
 		return st;
+	/* All the thread's samples at once: no growing (copying, faulting) on the way. */
+	if ((st = vec_reserve(&p->samples, p->samples.n + (td->done ? td->done->n : 0) +
+	                                       (td->open ? td->open->live : 0))))
+		return st;
 	for (uint64_t k = 0; k < nw; k++) {
 		lomas_window w = window_at(td->refs, window_refs, k, thread);
 		if ((st = profile_add_window(p, &w)))

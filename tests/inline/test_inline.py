@@ -189,7 +189,9 @@ def test_invalid_environment_value(var, value, tmp_path):
 def test_unwritable_output_reported_at_start_up(tmp_path):
     ro = tmp_path / "ro"
     ro.mkdir()
-    for target in ("/nonexistent-dir/p.lomas", str(ro)):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for target in ("/nonexistent-dir/p.lomas", str(ro), str(afile / "p.lomas")):
         # stdout and stderr share one pipe: the report comes before the program's output.
         env = {k: v for k, v in os.environ.items() if not k.startswith("LOMAS_")}
         env["LOMAS_OUTPUT"] = target

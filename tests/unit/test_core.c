@@ -3,6 +3,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -104,6 +105,45 @@ static void test_crc32(void **state)
 	uint32_t c = crc32_update(0, "1234", 4);
 	assert_int_equal(crc32_update(c, "56789", 5), 0xCBF43926u);
 	assert_int_equal(crc32_update(0, "", 0), 0);
+}
+
+/* Bit at a time, straight from the definition: the ground truth for both paths. */
+static uint32_t crc32_bitwise(uint32_t crc, const unsigned char *p, size_t len)
+{
+	crc = ~crc;
+	while (len--) {
+		crc ^= *p++;
+		for (int k = 0; k < 8; k++)
+			crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+	}
+	return ~crc;
+}
+
+static void test_crc32_paths_agree_with_the_definition(void **state)
+{
+	enum { MAX = 5000 };
+	unsigned char *buf = malloc(MAX + 16);
+	uint64_t x = 0x9e3779b97f4a7c15ull;
+	(void)state;
+	assert_non_null(buf);
+	for (size_t i = 0; i < MAX + 16; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		buf[i] = (unsigned char)x;
+	}
+	for (int portable = 0; portable < 2; portable++) {
+		crc32_force_portable(portable);
+		for (size_t len = 0; len <= MAX; len += len < 300 ? 1 : 97)
+			for (size_t off = 0; off < 16; off += 5) {
+				uint32_t want = crc32_bitwise(0, buf + off, len);
+				assert_int_equal(crc32_update(0, buf + off, len), want);
+				/* Chained in two pieces, the split anywhere. */
+				size_t cut = len / 3;
+				uint32_t c = crc32_update(0, buf + off, cut);
+				assert_int_equal(crc32_update(c, buf + off + cut, len - cut), want);
+			}
+	}
+	crc32_force_portable(0);
+	free(buf);
 }
 
 /* A profile with one thread, two windows and three samples. */
@@ -221,9 +261,13 @@ static void test_merge(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_errors),  cmocka_unit_test(test_config),
-	    cmocka_unit_test(test_rng),     cmocka_unit_test(test_crc32),
-	    cmocka_unit_test(test_profile), cmocka_unit_test(test_merge),
+	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_config),
+	    cmocka_unit_test(test_rng),
+	    cmocka_unit_test(test_crc32),
+	    cmocka_unit_test(test_crc32_paths_agree_with_the_definition),
+	    cmocka_unit_test(test_profile),
+	    cmocka_unit_test(test_merge),
 	};
 	return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }
