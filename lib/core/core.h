@@ -152,6 +152,10 @@ double rng_uniform(rng *r);
  * probability 1/mean (a geometric variate >= 1; exactly 1 when mean <= 1).
  */
 uint64_t rng_gap(rng *r, double mean);
+/* rng_gap in two steps for a mean used many times (same draws, same results):
+ * rng_gap_with(r, rng_gap_log(mean)) == rng_gap(r, mean). */
+double rng_gap_log(double mean);
+uint64_t rng_gap_with(rng *r, double gap_log);
 
 /* ------------------------------------------------------------------- crc32 */
 

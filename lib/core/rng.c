@@ -43,13 +43,23 @@ double rng_uniform(rng *r)
 	return ((double)(rng_next(r) >> 11) + 1.0) * 0x1.0p-53;
 }
 
-uint64_t rng_gap(rng *r, double mean)
+double rng_gap_log(double mean)
 {
-	if (!(mean > 1.0))
+	return mean > 1.0 ? log1p(-1.0 / mean) : 0.0;
+}
+
+uint64_t rng_gap_with(rng *r, double gap_log)
+{
+	if (!(gap_log < 0.0))
 		return 1;
 	/* Inverse CDF of the geometric distribution with p = 1/mean, support >= 1. */
-	double g = floor(log(rng_uniform(r)) / log1p(-1.0 / mean)) + 1.0;
+	double g = floor(log(rng_uniform(r)) / gap_log) + 1.0;
 	if (!(g < 1.8e19))
 		return UINT64_MAX;
 	return g < 1.0 ? 1 : (uint64_t)g;
+}
+
+uint64_t rng_gap(rng *r, double mean)
+{
+	return rng_gap_with(r, rng_gap_log(mean));
 }

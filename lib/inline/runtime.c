@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -361,7 +362,8 @@ static inline_thread *thread_attach(inline_fast *f)
 	t->level = 0;
 	t->lost = 0;
 	/* The reference being handled gets clock 0. */
-	t->next_sample = rng_gap(&t->gaps, t->base_period) - 1;
+	t->gap_log = rng_gap_log(t->base_period);
+	t->next_sample = rng_gap_with(&t->gaps, t->gap_log) - 1;
 	f->countdown = 0;
 	f->zero_clock = 0;
 	rt_spin_unlock(&t->lock);
@@ -382,7 +384,8 @@ static void thin(inline_thread *t, uint64_t clock)
 	wt_thin(&t->wt, &t->thin);
 	t->level++;
 	/* Sampling is memoryless: draw the next gap afresh at the new rate. */
-	t->next_sample = clock + rng_gap(&t->gaps, t->base_period * (double)(1u << t->level));
+	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
+	t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
 }
 
 static void trace_put(inline_thread *t, const void *addr, unsigned info)
@@ -414,14 +417,9 @@ static void trace_put(inline_thread *t, const void *addr, unsigned info)
 	t->trace_len += (size_t)(e - q);
 }
 
-/*
- * The slow path: the countdown reached zero (a sample is due, or full-trace
- * mode) or the filter flagged the reference's block. Never inlined, so its
- * return address is next to the reference in the instrumented function.
- */
-__attribute__((noinline, cold)) void lomas__slow(const void *addr, unsigned info, uintptr_t pc_hint)
+/* A full visit of the slow path (see lomas__slow); pc is the reference's. */
+static __attribute__((noinline)) void slow_visit(const void *addr, unsigned info, uintptr_t pc)
 {
-	uintptr_t pc = pc_hint ? pc_hint : (uintptr_t)__builtin_return_address(0);
 	inline_fast *f = &lomas__fast;
 	inline_thread *t = f->state;
 	uint64_t clock;
@@ -455,8 +453,7 @@ __attribute__((noinline, cold)) void lomas__slow(const void *addr, unsigned info
 		lomas_ref_kind kind = (info & REF_STORE_BIT) ? LOMAS_REF_STORE : LOMAS_REF_LOAD;
 		if (wt_start(&t->wt, (uintptr_t)addr, clock, pc, kind, t->level, &s))
 			push_sample(t, &s);
-		t->next_sample =
-		    clock + rng_gap(&t->gaps, t->base_period * (double)(1u << t->level));
+		t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
 		if (t->adaptive && t->done.n + t->wt.live >= 2u * AUTO_TARGET && t->level < 40)
 			thin(t, clock);
 	}
@@ -467,6 +464,26 @@ __attribute__((noinline, cold)) void lomas__slow(const void *addr, unsigned info
 	}
 	rt_spin_unlock(&t->lock);
 	f->busy = 0;
+}
+
+/*
+ * The hooks' way out of the fast path: the countdown reached zero (a sample
+ * is due, or full-trace mode) or the filter flagged the reference's block.
+ * Never inlined, so its return address is next to the reference in the
+ * instrumented function. Kept small: a filter hit on a line that is not
+ * watched (an alias in the filter, the common case while many samples are
+ * open) returns from here after one table lookup, without the lock or the
+ * register saves of the full visit.
+ */
+__attribute__((noinline, cold)) void lomas__slow(const void *addr, unsigned info, uintptr_t pc_hint)
+{
+	const inline_fast *f = &lomas__fast;
+	const inline_thread *t = f->state;
+	if (f->countdown != 0 && t && !f->busy && !t->trace &&
+	    t->epoch == atomic_load_explicit(&rt.epoch, memory_order_relaxed) &&
+	    !wt_watched(&t->wt, (uintptr_t)addr))
+		return;
+	slow_visit(addr, info, pc_hint ? pc_hint : (uintptr_t)__builtin_return_address(0));
 }
 
 /* References the thread has made in its session (exact for the caller). */

@@ -66,6 +66,7 @@ struct lomas_trace {
 	struct lomas_config cfg;
 	bool auto_period;
 	uint64_t period; /* mean period in force */
+	double gap_log;  /* rng_gap_log(period) */
 	rng rng;
 
 	VEC(trace_thread) threads;

@@ -240,6 +240,7 @@ static void thin(struct lomas_trace *t)
 	if (t->period > UINT64_MAX / 2)
 		return;
 	t->period *= 2;
+	t->gap_log = rng_gap_log((double)t->period);
 	for (size_t i = 0; i < t->samples.n; i++) {
 		lomas_sample s = t->samples.items[i];
 		if (rng_next(&t->rng) >> 63) {
@@ -255,7 +256,7 @@ static void thin(struct lomas_trace *t)
 	t->samples.n = j;
 	t->oldest = 0;
 	/* Geometric gaps are memoryless: redraw the pending one at the new mean. */
-	t->countdown = rng_gap(&t->rng, (double)t->period);
+	t->countdown = rng_gap_with(&t->rng, t->gap_log);
 }
 
 /* Start a sample at the reference (thread ti, clock). */
@@ -269,7 +270,7 @@ static lomas_status start_sample(struct lomas_trace *t, uint32_t ti, uint64_t cl
 	uint32_t w;
 	lomas_sample *s;
 
-	t->countdown = rng_gap(&t->rng, (double)t->period);
+	t->countdown = rng_gap_with(&t->rng, t->gap_log);
 	/* Take every resource first so a failure changes nothing. */
 	if ((st = vec_reserve(&t->samples, t->samples.n + 1)))
 		return st;
@@ -391,10 +392,11 @@ lomas_status lomas_trace_new(const lomas_config *cfg, lomas_trace **out)
 	t->line_shift = log2_u64(t->cfg.line_size);
 	t->auto_period = t->cfg.period_refs == CONFIG_AUTO;
 	t->period = t->auto_period ? 1 : t->cfg.period_refs;
+	t->gap_log = rng_gap_log((double)t->period);
 	t->last_idx = TRACE_NONE;
 	t->free_watch = TRACE_NONE;
 	rng_seed(&t->rng, t->cfg.seed);
-	t->countdown = rng_gap(&t->rng, (double)t->period);
+	t->countdown = rng_gap_with(&t->rng, t->gap_log);
 	if ((st = table_alloc(t, TABLE_MIN_BITS)) || (st = tmap_grow(t)) ||
 	    (st = watches_grow(t))) {
 		lomas_trace_free(t);
