@@ -98,6 +98,22 @@ static void test_rng(void **state)
 	assert_int_equal(rng_gap(&a, 0.5), 1);
 }
 
+/* The two-step gap draws exactly what rng_gap draws, mean <= 1 included (no draw). */
+static void test_rng_gap_with(void **state)
+{
+	const double means[] = {0.5, 1.0, 1.5, 64.0, 1000.0, 3.3e6, 1e18};
+	(void)state;
+	for (size_t m = 0; m < sizeof means / sizeof *means; m++) {
+		rng a, b;
+		double l = rng_gap_log(means[m]);
+		rng_seed(&a, 7 + m);
+		rng_seed(&b, 7 + m);
+		for (int i = 0; i < 5000; i++)
+			assert_true(rng_gap(&a, means[m]) == rng_gap_with(&b, l));
+		assert_true(rng_next(&a) == rng_next(&b)); /* same number of draws */
+	}
+}
+
 static void test_crc32(void **state)
 {
 	(void)state;
@@ -266,6 +282,7 @@ int main(void)
 	    cmocka_unit_test(test_rng),
 	    cmocka_unit_test(test_crc32),
 	    cmocka_unit_test(test_crc32_paths_agree_with_the_definition),
+	    cmocka_unit_test(test_rng_gap_with),
 	    cmocka_unit_test(test_profile),
 	    cmocka_unit_test(test_merge),
 	};
