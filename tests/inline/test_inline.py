@@ -249,6 +249,27 @@ def test_thread_with_the_smallest_stack(tmp_path):
     assert d["threads"][1]["refs"] >= 2000 * 4
 
 
+@pytest.mark.skipif(SANITIZERS, reason="liblomas-inline.so is sanitized in this build")
+def test_shared_library_without_lto(tmp_path):
+    """liblomas-inline.so: the hooks as real calls (no LTO). The clock counts every
+    reference the program's trace holds, and the program's output is unchanged."""
+    exe, trace, prof = (str(tmp_path / n) for n in ("crash-shared", "t.trace", "p.lomas"))
+    libdir = os.path.join(BUILD, "lib", "inline")
+    subprocess.run(["clang-16", "-O2", "-fsanitize-coverage=func,trace-loads,trace-stores",
+                    os.path.join(SOURCE, "tests", "inline", "crash.c"), "-o", exe,
+                    "-fno-sanitize-link-runtime", "-L" + libdir, "-llomas-inline",
+                    "-Wl,-rpath," + libdir, "-pthread"],
+                   check=True, capture_output=True, text=True)
+    r = run([exe, "ok"], {"LOMAS_TRACE": trace, "LOMAS_OUTPUT": prof, "LOMAS_PERIOD": "50"})
+    assert r.stdout == run([exe, "ok"], {"LOMAS_OUTPUT": "/nonexistent-dir/p.lomas"}).stdout
+    with open(trace) as f:
+        nrefs = sum(1 for _ in f)
+    d = export_json(prof)
+    assert nrefs > 100000
+    assert sum(t["refs"] for t in d["threads"]) == nrefs
+    assert len(d["samples"]) > nrefs // 50 // 2
+
+
 def pkg_config(*args):
     env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(BUILD, "meson-uninstalled"))
     return subprocess.run(["pkg-config"] + list(args), env=env, capture_output=True, text=True,
