@@ -52,11 +52,13 @@ uint64_t rng_gap_with(rng *r, double gap_log)
 {
 	if (!(gap_log < 0.0))
 		return 1;
-	/* Inverse CDF of the geometric distribution with p = 1/mean, support >= 1. */
-	double g = floor(log(rng_uniform(r)) / gap_log) + 1.0;
-	if (!(g < 1.8e19))
+	/* Inverse CDF of the geometric distribution with p = 1/mean, support >= 1:
+	 * floor(q) + 1 with q = log(u) / log1p(-p) >= 0, so the conversion to an
+	 * integer truncates exactly as floor would (and calls no libm). */
+	double q = log(rng_uniform(r)) / gap_log;
+	if (!(q < 1.8e19))
 		return UINT64_MAX;
-	return g < 1.0 ? 1 : (uint64_t)g;
+	return q < 0.0 ? 1 : (uint64_t)q + 1;
 }
 
 uint64_t rng_gap(rng *r, double mean)
