@@ -3,8 +3,10 @@
 # RSS of the instrumented build with the sampler at its default settings
 # (LOMAS_PERIOD=auto) against the same program built by clang-16 -O2 -flto
 # without instrumentation. The two builds run side by side, alternating,
-# REPS times (default 5); the figures are medians. Goals (DESIGN §9): time
-# ratio <= 1.5x (geometric mean), peak RSS ratio <= 1.1x.
+# REPS times (default 5); times are the fastest run of each (the least
+# disturbed: on a shared 2-core VM the median still moves by 10%), peak RSS
+# the median. Goals (DESIGN §9): time ratio <= 1.5x (geometric mean), peak
+# RSS ratio <= 1.1x.
 #   bench/inline.sh [BUILD_DIR] [REPS]      (extra env, e.g. LOMAS_PERIOD, is passed on)
 set -euo pipefail
 build=${1:-build}
@@ -56,7 +58,7 @@ for w in "${order[@]}"; do
 		read -r t m < <(LOMAS_OUTPUT="$tmp/p.lomas" one "$dir/$w-inline" ${args[$w]})
 		echo "$t" >>"$tmp/it"; echo "$m" >>"$tmp/im"
 	done
-	pt=$(median <"$tmp/pt"); it=$(median <"$tmp/it")
+	pt=$(sort -n "$tmp/pt" | head -1); it=$(sort -n "$tmp/it" | head -1)
 	pm=$(median <"$tmp/pm"); im=$(median <"$tmp/im")
 	samples=?
 	if [ -x "$build/examples/lomas-demo/lomas-demo" ]; then
