@@ -212,7 +212,8 @@ typedef struct inline_fast {
  * at 64 the bundled workloads ran 7% slower, geometric mean).
  */
 #define AUTO_START_PERIOD 128.0
-#define AUTO_TARGET 20000u      /* ... and halves its samples at 2 x this */
+#define AUTO_TARGET 20000u      /* ... and halves the samples at 2 x this (all threads together) */
+#define AUTO_PUBLISH 128u       /* a thread's count reaches rt.auto_weighted in steps of this */
 #define DEFAULT_MAX_LIVE 8192u  /* watch-table slots per thread */
 #define DISABLED_RECHECK 65536u /* references between checks while idle */
 #define TRACE_BUF (64u * 1024u)
@@ -235,6 +236,7 @@ typedef struct inline_thread {
 	bool adaptive;
 	uint64_t next_sample;
 	uint64_t lost;
+	uint64_t published; /* period auto: (done.n + wt.live) << level, as added to rt */
 	sample_store done;
 	watch_table wt;
 	void *wt_mem;
@@ -272,6 +274,11 @@ typedef struct inline_runtime {
 	int trace_fd;
 	atomic_flag trace_lock;
 	_Atomic uint32_t next_index;
+	/* Period auto, one budget for the process: the threads' samples, each
+	 * thread's count scaled to level 0 (count << level), and the level every
+	 * thread is brought to at its next sample. */
+	_Atomic uint64_t auto_weighted;
+	_Atomic uint32_t auto_level;
 	_Atomic int dumping;
 	inline_thread *threads, *exited;
 	struct sigaction old[NSIG];

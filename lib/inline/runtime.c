@@ -359,10 +359,12 @@ static inline_thread *thread_attach(inline_fast *f)
 	rng_seed(&t->thin, ~s.seed ^ (0xd1b54a32d192ed03ull * (t->index + 1)));
 	t->adaptive = s.period == 0;
 	t->base_period = t->adaptive ? AUTO_START_PERIOD : (double)s.period;
-	t->level = 0;
+	/* A thread joining a running session samples at the process's current rate. */
+	t->level = t->adaptive ? (uint8_t)atomic_load(&rt.auto_level) : 0;
+	t->published = 0;
 	t->lost = 0;
 	/* The reference being handled gets clock 0. */
-	t->gap_log = rng_gap_log(t->base_period);
+	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
 	t->next_sample = rng_gap_with(&t->gaps, t->gap_log) - 1;
 	f->countdown = 0;
 	f->zero_clock = 0;
@@ -386,6 +388,44 @@ static void thin(inline_thread *t, uint64_t clock)
 	/* Sampling is memoryless: draw the next gap afresh at the new rate. */
 	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
 	t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
+}
+
+/* Add the change in the thread's (scaled) sample count to the process's total. */
+static void auto_publish(inline_thread *t, bool now)
+{
+	uint64_t mine = (t->done.n + t->wt.live) << t->level;
+	uint64_t step = (uint64_t)AUTO_PUBLISH << t->level;
+	if (!now && mine < t->published + step && mine + step > t->published)
+		return;
+	/* Unsigned arithmetic: a decrease wraps and the sum comes out right. */
+	atomic_fetch_add_explicit(&rt.auto_weighted, mine - t->published, memory_order_relaxed);
+	t->published = mine;
+}
+
+/*
+ * Period auto after a sample start: catch up with the process's level, or
+ * raise it (halving every thread's samples, each at its next sample) when all
+ * threads together hold 2 x AUTO_TARGET. A thread behind counts as if it had
+ * caught up already (its count << its level >> the process's level), so one
+ * busy thread cannot raise the level again before the others have thinned.
+ */
+static void auto_budget(inline_thread *t, uint64_t clock)
+{
+	uint32_t level = atomic_load_explicit(&rt.auto_level, memory_order_relaxed);
+	auto_publish(t, false);
+	if (t->level < level) {
+		while (t->level < level && t->level < 40)
+			thin(t, clock);
+		auto_publish(t, true);
+		return;
+	}
+	if (level < 40 &&
+	    (atomic_load_explicit(&rt.auto_weighted, memory_order_relaxed) >> level) >=
+	        2u * AUTO_TARGET &&
+	    atomic_compare_exchange_strong(&rt.auto_level, &level, level + 1)) {
+		thin(t, clock);
+		auto_publish(t, true);
+	}
 }
 
 static void trace_put(inline_thread *t, const void *addr, unsigned info)
@@ -454,8 +494,8 @@ static __attribute__((noinline)) void slow_visit(const void *addr, unsigned info
 		if (wt_start(&t->wt, (uintptr_t)addr, clock, pc, kind, t->level, &s))
 			push_sample(t, &s);
 		t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
-		if (t->adaptive && t->done.n + t->wt.live >= 2u * AUTO_TARGET && t->level < 40)
-			thin(t, clock);
+		if (t->adaptive)
+			auto_budget(t, clock);
 	}
 	if (f->countdown == 0 || t->trace) {
 		uint64_t k = t->trace ? 1 : t->next_sample - clock;

@@ -280,6 +280,8 @@ lomas_status lomas_inline_start(const lomas_config *cfg)
 	}
 	rt.explicit_mode = true;
 	rt.written = false;
+	atomic_store(&rt.auto_weighted, 0);
+	atomic_store(&rt.auto_level, 0);
 	atomic_store(&rt.active, true);
 	atomic_fetch_add(&rt.epoch, 1);
 	pthread_mutex_unlock(&rt.mu);

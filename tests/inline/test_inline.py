@@ -170,6 +170,24 @@ def test_four_threads_get_their_own_clocks(tmp_path):
             assert abs(len(mine) - t["refs"] / 100) < 6 * (t["refs"] / 100) ** 0.5 + 10
 
 
+def test_period_auto_is_one_budget_for_all_threads(tmp_path):
+    """Period auto halves the samples when all threads together hold 40k (each thread
+    thins at its next sample), and every thread's samples still stand for its
+    references: the weights of a thread's samples add up to its clock."""
+    prof = str(tmp_path / "p.lomas")
+    nodes, steps = 4096, 1000000
+    run([inline("threads"), str(nodes), str(steps)], {"LOMAS_OUTPUT": prof})
+    d = export_json(prof)
+    refs = sum(t["refs"] for t in d["threads"])
+    assert refs > 10_000_000
+    # At the start period (128) this run would take 80k samples; per-thread budgets
+    # would keep them all.
+    assert 20000 <= len(d["samples"]) <= 50000, len(d["samples"])
+    for i, t in enumerate(d["threads"][1:], start=1):
+        w = sum(s["weight"] for s in d["samples"] if s["thread"] == i)
+        assert abs(w - t["refs"]) < 0.06 * t["refs"], (i, w, t["refs"])
+
+
 @pytest.mark.parametrize("var,value", [("LOMAS_PERIOD", "abc"), ("LOMAS_SEED", "-3"),
                                        ("LOMAS_LINE_SIZE", "100"), ("LOMAS_WINDOW", "0"),
                                        ("LOMAS_MAX_LIVE", "0")])
