@@ -116,7 +116,8 @@ typedef struct watch_table {
 	uint32_t bump;      /* slots [bump, capacity) were never used */
 	uint32_t oldest, newest;
 	unsigned line_shift;
-	uint32_t *buckets; /* nbuckets heads */
+	uint32_t *buckets; /* nbuckets chain heads, stored as ~index: 0 is empty, so
+	                      zeroed memory is an empty table and is never written */
 	wt_slot *slots;    /* capacity slots */
 	uint8_t *filter;   /* FILTER_SIZE bytes, or NULL (the table's thread has exited) */
 } watch_table;

@@ -544,6 +544,17 @@ void rt_key_destructor(void *arg)
 	t->exited = true;
 	t->fast = NULL;
 	t->wt.filter = NULL; /* the TLS it lives in goes with the thread */
+	/* Its open samples are dangling from now on: keep them with the finished
+	 * ones and give the watch table back (a program that runs many threads
+	 * one after another must not hold a table per thread it ever ran). */
+	if (t->wt_mem) {
+		if (!wt_collect(&t->wt, &t->done, &rt_map_alloc))
+			t->lost += t->wt.live;
+		unmap_bytes(t->wt_mem, t->wt_size);
+		t->wt_mem = NULL;
+		memset(&t->wt, 0, sizeof t->wt);
+		t->wt.oldest = t->wt.newest = t->wt.free_head = WT_NONE;
+	}
 	if (t->trace_len)
 		rt_trace_flush(t);
 	for (inline_thread **pp = &rt.threads; *pp; pp = &(*pp)->next)

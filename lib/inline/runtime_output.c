@@ -91,7 +91,7 @@ static lomas_status collect(lomas_profile **out, const char *ending)
 		td.refs = rt_thread_refs(t);
 		td.base_period = t->base_period;
 		td.done = &t->done;
-		td.open = &t->wt;
+		td.open = t->wt_mem ? &t->wt : NULL; /* an exited thread's are in done */
 		lost += t->lost;
 		st = inline_profile_add_thread(p, &td, window);
 		/* Every caller ends the session after this: give the memory back now,

@@ -186,8 +186,9 @@ void wt_clear(watch_table *wt)
 		for (uint64_t b = first; b <= last; b++)
 			wt->filter[b & FILTER_MASK] = 0;
 	}
-	for (uint32_t b = 0; b < wt->nbuckets; b++)
-		wt->buckets[b] = WT_NONE;
+	/* Empty only the buckets in use (0 is empty: heads are stored as ~index). */
+	for (uint32_t i = wt->oldest; i != WT_NONE; i = wt->slots[i].newer)
+		wt->buckets[bucket_of(wt, wt->slots[i].line)] = 0;
 	wt->live = 0;
 	wt->bump = 0;
 	wt->free_head = WT_NONE;
@@ -198,10 +199,15 @@ void wt_clear(watch_table *wt)
 static void slot_remove(watch_table *wt, uint32_t i)
 {
 	wt_slot *s = &wt->slots[i];
-	uint32_t *link = &wt->buckets[bucket_of(wt, s->line)];
-	while (*link != i)
-		link = &wt->slots[*link].next;
-	*link = s->next;
+	uint32_t b = bucket_of(wt, s->line);
+	if (~wt->buckets[b] == i) {
+		wt->buckets[b] = ~s->next;
+	} else {
+		uint32_t j = ~wt->buckets[b];
+		while (wt->slots[j].next != i)
+			j = wt->slots[j].next;
+		wt->slots[j].next = s->next;
+	}
 	if (s->older != WT_NONE)
 		wt->slots[s->older].newer = s->newer;
 	else
@@ -229,7 +235,7 @@ static void slot_to_sample(const wt_slot *s, isample *out)
 bool wt_watched(const watch_table *wt, uint64_t addr)
 {
 	uint64_t line = addr >> wt->line_shift;
-	for (uint32_t i = wt->buckets[bucket_of(wt, line)]; i != WT_NONE; i = wt->slots[i].next)
+	for (uint32_t i = ~wt->buckets[bucket_of(wt, line)]; i != WT_NONE; i = wt->slots[i].next)
 		if (wt->slots[i].line == line)
 			return true;
 	return false;
@@ -240,7 +246,7 @@ bool wt_touch(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, isamp
 	uint64_t line = addr >> wt->line_shift;
 	if (wt->filter && !wt->filter[filter_index(addr)])
 		return false;
-	for (uint32_t i = wt->buckets[bucket_of(wt, line)]; i != WT_NONE; i = wt->slots[i].next) {
+	for (uint32_t i = ~wt->buckets[bucket_of(wt, line)]; i != WT_NONE; i = wt->slots[i].next) {
 		if (wt->slots[i].line != line)
 			continue;
 		slot_to_sample(&wt->slots[i], out);
@@ -290,8 +296,8 @@ bool wt_start(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, lomas
 	s->start_pc = pc;
 	s->kind = (uint8_t)kind;
 	s->level = level;
-	s->next = wt->buckets[bucket_of(wt, s->line)];
-	wt->buckets[bucket_of(wt, s->line)] = i;
+	s->next = ~wt->buckets[bucket_of(wt, s->line)];
+	wt->buckets[bucket_of(wt, s->line)] = ~i;
 	s->older = wt->newest;
 	s->newer = WT_NONE;
 	if (wt->newest != WT_NONE)
