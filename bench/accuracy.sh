@@ -35,15 +35,6 @@ for entry in "${progs[@]}"; do
 	"$sim" --sizes "$sizes" "$tmp/$name.trace" > "$tmp/$name.exact.csv"
 	refs=$(awk '/^ [LS] /{n++} /^ M /{n+=2} END{print n+0}' "$tmp/$name.trace")
 	samples=$("$demo" export --csv "$tmp/$name.lomas" | tail -n +2 | wc -l)
-	/usr/bin/python3 - "$name" "$refs" "$samples" "$tmp/$name.model.csv" "$tmp/$name.exact.csv" <<'PY'
-import csv, sys
-name, refs, samples, model, exact = sys.argv[1:]
-m = {int(r["size_bytes"]): r for r in csv.DictReader(open(model))}
-e = {int(r["size_bytes"]): r for r in csv.DictReader(open(exact))}
-sizes = [s for s in m if 4096 <= s <= 64 << 20 and s in e]
-mae = {pol: 100 * sum(abs(float(m[s][pol]) - float(e[s][pol])) for s in sizes) / len(sizes)
-       for pol in ("random", "lru")}
-print(f"{name:8s} {refs:>10s} {samples:>9s} {mae['random']:10.3f}pp {mae['lru']:10.3f}pp")
-PY
+	/usr/bin/python3 bench/mae.py "$name" "$refs" "$samples" "$tmp/$name.model.csv" "$tmp/$name.exact.csv"
 	rm -f "$tmp/$name.trace"
 done

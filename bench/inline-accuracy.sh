@@ -45,15 +45,6 @@ for w in stream stride random chase matmul tiled phases; do
 	"$sim" --sizes "$sizes" --runs 3 "$tmp/t.trace" >"$tmp/exact.csv"
 	refs=$(wc -l <"$tmp/t.trace")
 	samples=$("$demo" export --csv "$tmp/p.lomas" | tail -n +2 | wc -l)
-	/usr/bin/python3 - "$w" "$refs" "$samples" "$tmp/model.csv" "$tmp/exact.csv" <<'PY'
-import csv, sys
-name, refs, samples, model, exact = sys.argv[1:]
-m = {int(r["size_bytes"]): r for r in csv.DictReader(open(model))}
-e = {int(r["size_bytes"]): r for r in csv.DictReader(open(exact))}
-sizes = [s for s in m if s in e]
-mae = {pol: 100 * sum(abs(float(m[s][pol]) - float(e[s][pol])) for s in sizes) / len(sizes)
-       for pol in ("random", "lru")}
-print(f"{name:8s} {refs:>10s} {samples:>9s} {mae['random']:10.3f}pp {mae['lru']:10.3f}pp")
-PY
+	/usr/bin/python3 bench/mae.py "$w" "$refs" "$samples" "$tmp/model.csv" "$tmp/exact.csv"
 	rm -f "$tmp/t.trace"
 done
