@@ -390,6 +390,15 @@ static void thin(inline_thread *t, uint64_t clock)
 	t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
 }
 
+void rt_thread_thin_to(inline_thread *t, uint32_t level)
+{
+	while (t->level < level && t->level < 40) {
+		store_thin(&t->done, &rt_map_alloc, &t->thin);
+		wt_thin(&t->wt, &t->thin);
+		t->level++;
+	}
+}
+
 /* Add the change in the thread's (scaled) sample count to the process's total. */
 static void auto_publish(inline_thread *t, bool now)
 {

@@ -71,6 +71,19 @@ static lomas_status collect(lomas_profile **out, const char *ending)
 			list[n++] = t;
 		}
 	qsort(list, n, sizeof *list, by_index);
+	/* Period auto: a thread that exited (or the caller) before the process
+	 * level last rose has not thinned to it; do it now, so the profile holds
+	 * the budget and not the budget plus what finished threads kept. Other
+	 * live threads read their tables without a lock: leave them be. */
+	for (size_t i = 0; i < n; i++) {
+		inline_thread *t = list[i];
+		uint32_t level = atomic_load(&rt.auto_level);
+		if (t->adaptive && t->level < level && (t->exited || t->fast == &lomas__fast) &&
+		    rt_spin_lock_bounded(&t->lock)) {
+			rt_thread_thin_to(t, level);
+			rt_spin_unlock(&t->lock);
+		}
+	}
 	if ((st = lomas_profile_new(rt.set.line_size, &p)))
 		goto done;
 	for (size_t i = 0; i < n; i++) {

@@ -183,8 +183,9 @@ def test_period_auto_is_one_budget_for_all_threads(tmp_path):
     refs = sum(t["refs"] for t in d["threads"])
     assert refs > 10_000_000
     # At the start period (128) this run would take 80k samples; per-thread budgets
-    # would keep them all.
-    assert 20000 <= len(d["samples"]) <= 50000, len(d["samples"])
+    # would keep them all. Threads that exited before the level last rose are
+    # thinned when the profile is taken.
+    assert 18000 <= len(d["samples"]) <= 45000, len(d["samples"])
     for i, t in enumerate(d["threads"][1:], start=1):
         w = sum(s["weight"] for s in d["samples"] if s["thread"] == i)
         assert abs(w - t["refs"]) < 0.06 * t["refs"], (i, w, t["refs"])
