@@ -53,7 +53,12 @@ typedef struct isample {
 	uint32_t reserved2;
 } isample;
 
-/* Finished samples in chunks, so growing never moves (or copies) them. */
+/*
+ * Finished samples: the newest (up to STORE_CHUNK) as plain records in one
+ * chunk; when it fills, it is delta-encoded into a packed block (varints,
+ * about 12-20 bytes a sample instead of 48) and reused. That keeps a thread's
+ * 20k-40k samples in well under a megabyte.
+ */
 #define STORE_CHUNK 1024
 typedef struct store_chunk {
 	struct store_chunk *next;
@@ -61,11 +66,33 @@ typedef struct store_chunk {
 	isample items[STORE_CHUNK];
 } store_chunk;
 
+typedef struct packed_block {
+	struct packed_block *next;
+	size_t bytes; /* allocation size */
+	uint32_t n;   /* samples */
+	uint32_t len; /* bytes of data used */
+	uint8_t data[];
+} packed_block;
+
 typedef struct sample_store {
-	store_chunk *head, *tail;
-	uint64_t n;         /* samples in all chunks */
-	store_chunk *spare; /* emptied by thinning, kept for reuse (no map/unmap churn) */
+	packed_block *packed, *packed_tail; /* oldest first */
+	store_chunk *head, *tail;           /* the plain chunk (head == tail), or NULL */
+	uint64_t n;                         /* samples in all */
 } sample_store;
+
+/* Walks a store's samples in the order they were pushed. */
+typedef struct store_iter {
+	const sample_store *st;
+	const packed_block *b;
+	const uint8_t *p;
+	uint32_t left; /* samples left in b */
+	isample prev;
+	const store_chunk *c;
+	size_t i;
+} store_iter;
+
+void store_iter_init(store_iter *it, const sample_store *st);
+bool store_iter_next(store_iter *it, isample *out);
 
 /* Allocation functions the pure code uses (mmap in the runtime, malloc in tests). */
 typedef struct inline_alloc {
@@ -81,8 +108,9 @@ void store_free(sample_store *st, const inline_alloc *a);
 /*
  * Keep each sample with probability 1/2 (random bits from r), raising the
  * level of the kept ones: the adaptive thinning step of period "auto".
+ * Returns the kept samples lost for want of memory.
  */
-void store_thin(sample_store *st, const inline_alloc *a, rng *r);
+uint64_t store_thin(sample_store *st, const inline_alloc *a, rng *r);
 
 /* ----------------------------------------------------------- watch table */
 

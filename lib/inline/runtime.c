@@ -382,7 +382,7 @@ static void push_sample(inline_thread *t, const isample *s)
 /* Halve the samples (done and open) and double the period: period "auto". */
 static void thin(inline_thread *t, uint64_t clock)
 {
-	store_thin(&t->done, &rt_map_alloc, &t->thin);
+	t->lost += store_thin(&t->done, &rt_map_alloc, &t->thin);
 	wt_thin(&t->wt, &t->thin);
 	t->level++;
 	/* Sampling is memoryless: draw the next gap afresh at the new rate. */
@@ -393,7 +393,7 @@ static void thin(inline_thread *t, uint64_t clock)
 void rt_thread_thin_to(inline_thread *t, uint32_t level)
 {
 	while (t->level < level && t->level < 40) {
-		store_thin(&t->done, &rt_map_alloc, &t->thin);
+		t->lost += store_thin(&t->done, &rt_map_alloc, &t->thin);
 		wt_thin(&t->wt, &t->thin);
 		t->level++;
 	}

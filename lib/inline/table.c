@@ -25,23 +25,110 @@ const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes};
 
 /* ----------------------------------------------------------------- store */
 
+/* Worst case of one encoded sample: five 10-byte varints and a 3-byte one. */
+#define PACKED_MAX_SAMPLE 53u
+
+static inline uint64_t zigzag(uint64_t delta)
+{
+	return (delta << 1) ^ (uint64_t)((int64_t)delta >> 63);
+}
+
+static inline uint64_t unzigzag(uint64_t v)
+{
+	return (v >> 1) ^ (0 - (v & 1));
+}
+
+static inline uint8_t *put_varint(uint8_t *q, uint64_t v)
+{
+	while (v >= 0x80) {
+		*q++ = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	*q++ = (uint8_t)v;
+	return q;
+}
+
+static inline const uint8_t *get_varint(const uint8_t *p, uint64_t *v)
+{
+	uint64_t x = 0;
+	for (unsigned shift = 0;; shift += 7) {
+		uint8_t b = *p++;
+		x |= (uint64_t)(b & 0x7f) << shift;
+		if (!(b & 0x80))
+			break;
+	}
+	*v = x;
+	return p;
+}
+
+/* s relative to prev (the previous sample of the block, zero at its start). */
+static uint8_t *encode_sample(uint8_t *q, const isample *s, const isample *prev)
+{
+	q = put_varint(q, zigzag(s->start - prev->start));
+	q = put_varint(q, s->end == LOMAS_CLOCK_NONE ? 0 : zigzag(s->end - s->start) + 1);
+	q = put_varint(q, zigzag(s->addr - prev->addr));
+	q = put_varint(q, zigzag(s->start_pc - prev->start_pc));
+	q = put_varint(q, zigzag(s->end_pc - s->start_pc));
+	return put_varint(q, (uint64_t)s->kind | (uint64_t)s->state << 4 | (uint64_t)s->level << 8);
+}
+
+static const uint8_t *decode_sample(const uint8_t *p, isample *s, const isample *prev)
+{
+	uint64_t v;
+	memset(s, 0, sizeof *s);
+	p = get_varint(p, &v);
+	s->start = prev->start + unzigzag(v);
+	p = get_varint(p, &v);
+	s->end = v == 0 ? LOMAS_CLOCK_NONE : s->start + unzigzag(v - 1);
+	p = get_varint(p, &v);
+	s->addr = prev->addr + unzigzag(v);
+	p = get_varint(p, &v);
+	s->start_pc = prev->start_pc + unzigzag(v);
+	p = get_varint(p, &v);
+	s->end_pc = s->start_pc + unzigzag(v);
+	p = get_varint(p, &v);
+	s->kind = (uint8_t)(v & 0xf);
+	s->state = (uint8_t)((v >> 4) & 0xf);
+	s->level = (uint8_t)(v >> 8);
+	return p;
+}
+
+/* Encode the n samples at items into a new block at the end of st->packed. */
+static bool pack(sample_store *st, const inline_alloc *a, const isample *items, size_t n)
+{
+	size_t bytes = sizeof(packed_block) + n * PACKED_MAX_SAMPLE;
+	packed_block *b = a->alloc(bytes); /* zeroed pages past len are never touched */
+	isample prev = {0};
+	uint8_t *q;
+	if (!b)
+		return false;
+	b->bytes = bytes;
+	q = b->data;
+	for (size_t i = 0; i < n; i++) {
+		q = encode_sample(q, &items[i], &prev);
+		prev = items[i];
+	}
+	b->n = (uint32_t)n;
+	b->len = (uint32_t)(q - b->data);
+	if (st->packed_tail)
+		st->packed_tail->next = b;
+	else
+		st->packed = b;
+	st->packed_tail = b;
+	return true;
+}
+
 bool store_push(sample_store *st, const inline_alloc *a, const isample *s)
 {
-	store_chunk *c = st->tail;
-	if (!c || c->n == STORE_CHUNK) {
-		store_chunk *n = st->spare;
-		if (n) {
-			st->spare = n->next;
-			n->next = NULL;
-			n->n = 0;
-		} else if (!(n = a->alloc(sizeof *n))) {
+	store_chunk *c = st->head;
+	if (!c) {
+		if (!(c = a->alloc(sizeof *c)))
 			return false;
-		}
-		if (c)
-			c->next = n;
-		else
-			st->head = n;
-		st->tail = c = n;
+		st->head = st->tail = c;
+	} else if (c->n == STORE_CHUNK) {
+		if (!pack(st, a, c->items, c->n))
+			return false;
+		c->n = 0;
 	}
 	c->items[c->n++] = *s;
 	st->n++;
@@ -50,63 +137,100 @@ bool store_push(sample_store *st, const inline_alloc *a, const isample *s)
 
 void store_free(sample_store *st, const inline_alloc *a)
 {
-	for (int list = 0; list < 2; list++) {
-		store_chunk *c = list ? st->spare : st->head;
-		while (c) {
-			store_chunk *next = c->next;
-			a->release(c, sizeof *c);
-			c = next;
-		}
+	packed_block *b = st->packed;
+	while (b) {
+		packed_block *next = b->next;
+		a->release(b, b->bytes);
+		b = next;
 	}
+	if (st->head)
+		a->release(st->head, sizeof *st->head);
 	memset(st, 0, sizeof *st);
 }
 
-void store_thin(sample_store *st, const inline_alloc *a, rng *r)
+void store_iter_init(store_iter *it, const sample_store *st)
 {
-	/* Compact in place: a write cursor (wc, wi) trails the read cursor. */
-	store_chunk *wc = st->head;
-	size_t wi = 0;
-	uint64_t kept = 0, bits = 0;
-	unsigned nbits = 0;
-	for (store_chunk *c = st->head; c; c = c->next)
-		for (size_t i = 0; i < c->n; i++) {
-			if (nbits == 0) {
-				bits = rng_next(r);
-				nbits = 64;
-			}
-			bool keep = bits & 1;
-			bits >>= 1, nbits--;
-			if (!keep)
-				continue;
-			if (wi == STORE_CHUNK) {
-				wc = wc->next;
-				wi = 0;
-			}
-			wc->items[wi] = c->items[i];
-			wc->items[wi].level++;
-			wi++;
-			kept++;
+	memset(it, 0, sizeof *it);
+	it->st = st;
+	it->b = st->packed;
+	if (it->b) {
+		it->p = it->b->data;
+		it->left = it->b->n;
+	}
+	it->c = st->head;
+}
+
+bool store_iter_next(store_iter *it, isample *out)
+{
+	while (it->b) {
+		if (it->left) {
+			it->p = decode_sample(it->p, out, &it->prev);
+			it->prev = *out;
+			it->left--;
+			return true;
 		}
-	if (!wc)
+		it->b = it->b->next;
+		memset(&it->prev, 0, sizeof it->prev);
+		if (it->b) {
+			it->p = it->b->data;
+			it->left = it->b->n;
+		}
+	}
+	if (it->c && it->i < it->c->n) {
+		*out = it->c->items[it->i++];
+		return true;
+	}
+	return false;
+}
+
+/* Keep s with probability 1/2 (one bit of *bits), raised a level, in *kept. */
+static void thin_one(sample_store *kept, const inline_alloc *a, isample *s, rng *r, uint64_t *bits,
+                     unsigned *nbits, uint64_t *lost)
+{
+	if (*nbits == 0) {
+		*bits = rng_next(r);
+		*nbits = 64;
+	}
+	bool keep = *bits & 1;
+	*bits >>= 1, (*nbits)--;
+	if (!keep)
 		return;
-	/* Keep the chunks after the write cursor for the next pushes. */
-	store_chunk *rest = wc->next;
-	(void)a;
-	wc->n = wi;
-	wc->next = NULL;
-	while (rest) {
-		store_chunk *next = rest->next;
-		rest->next = st->spare;
-		st->spare = rest;
-		rest = next;
+	s->level++;
+	if (!store_push(kept, a, s))
+		(*lost)++;
+}
+
+uint64_t store_thin(sample_store *st, const inline_alloc *a, rng *r)
+{
+	/* Re-push the kept samples, in order, into a fresh store, giving each old
+	 * block back as soon as it is read (the peak stays near the old size). */
+	sample_store kept = {0};
+	uint64_t bits = 0, lost = 0;
+	unsigned nbits = 0;
+	isample s, prev;
+	packed_block *b = st->packed;
+	while (b) {
+		packed_block *next = b->next;
+		const uint8_t *p = b->data;
+		memset(&prev, 0, sizeof prev);
+		for (uint32_t i = 0; i < b->n; i++) {
+			p = decode_sample(p, &s, &prev);
+			prev = s;
+			thin_one(&kept, a, &s, r, &bits, &nbits, &lost);
+		}
+		a->release(b, b->bytes);
+		b = next;
 	}
-	st->tail = wc;
-	st->n = kept;
-	if (kept == 0) {
-		wc->next = st->spare;
-		st->spare = wc;
-		st->head = st->tail = NULL;
+	st->packed = st->packed_tail = NULL;
+	if (st->head) {
+		for (size_t i = 0; i < st->head->n; i++) {
+			s = st->head->items[i];
+			thin_one(&kept, a, &s, r, &bits, &nbits, &lost);
+		}
 	}
+	store_free(st, a);
+	*st = kept;
+	return lost;
 }
 
 /* ----------------------------------------------------------- watch table */
@@ -415,12 +539,15 @@ lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_dat
 		if ((st = profile_add_window(p, &w)))
 			return st;
 	}
-	if (td->done)
-		for (const store_chunk *c = td->done->head; c; c = c->next)
-			for (size_t i = 0; i < c->n; i++)
-				if ((st = add_sample(p, &c->items[i], td->base_period, window_refs,
-				                     thread, first_window, nw)))
-					return st;
+	if (td->done) {
+		store_iter it;
+		isample s;
+		store_iter_init(&it, td->done);
+		while (store_iter_next(&it, &s))
+			if ((st = add_sample(p, &s, td->base_period, window_refs, thread,
+			                     first_window, nw)))
+				return st;
+	}
 	if (td->open) {
 		const watch_table *wt = td->open;
 		for (uint32_t i = wt->oldest; i != WT_NONE; i = wt->slots[i].newer) {

@@ -202,12 +202,14 @@ static void test_zero_capacity_censors_at_once(void **state)
 static void test_store_thin_keeps_half(void **state)
 {
 	sample_store st = {0};
+	store_iter it;
+	isample s;
 	rng r;
 	uint64_t kept_sum = 0, n = 5 * STORE_CHUNK + 17;
 	(void)state;
 	for (uint64_t i = 0; i < n; i++) {
-		isample s = {.start = i, .state = LOMAS_SAMPLE_REUSED};
-		assert_true(store_push(&st, &inline_malloc_alloc, &s));
+		isample x = {.start = i, .end = i + 3, .state = LOMAS_SAMPLE_REUSED};
+		assert_true(store_push(&st, &inline_malloc_alloc, &x));
 	}
 	assert_int_equal(st.n, n);
 	rng_seed(&r, 3);
@@ -215,67 +217,74 @@ static void test_store_thin_keeps_half(void **state)
 	/* Binomial(n, 1/2): within 5 standard deviations. */
 	assert_true(st.n > n / 2 - 5 * 45 && st.n < n / 2 + 5 * 45);
 	uint64_t count = 0, last = 0;
-	for (store_chunk *c = st.head; c; c = c->next)
-		for (size_t i = 0; i < c->n; i++) {
-			assert_int_equal(c->items[i].level, 1);
-			if (count)
-				assert_true(c->items[i].start >
-				            last); /* order kept, no duplicates */
-			last = c->items[i].start;
-			kept_sum += c->items[i].start;
-			count++;
-		}
+	store_iter_init(&it, &st);
+	while (store_iter_next(&it, &s)) {
+		assert_int_equal(s.level, 1);
+		assert_int_equal(s.end, s.start + 3);
+		if (count)
+			assert_true(s.start > last); /* order kept, no duplicates */
+		last = s.start;
+		kept_sum += s.start;
+		count++;
+	}
 	assert_int_equal(count, st.n);
 	assert_true(kept_sum > 0);
 	store_free(&st, &inline_malloc_alloc);
 	assert_null(st.head);
+	assert_null(st.packed);
 }
 
-/* Counting allocator: thinning keeps the emptied chunks and pushes reuse them. */
-static size_t chunk_allocs, chunk_releases;
-
-static void *counting_alloc(size_t bytes)
+/* Packed blocks give back exactly what was pushed, whatever the values. */
+static void test_store_packs_losslessly(void **state)
 {
-	chunk_allocs++;
-	return calloc(1, bytes);
-}
-
-static void counting_release(void *mem, size_t bytes)
-{
-	(void)bytes;
-	chunk_releases++;
-	free(mem);
-}
-
-static void test_store_reuses_thinned_chunks(void **state)
-{
-	const inline_alloc counting = {counting_alloc, counting_release};
 	sample_store st = {0};
+	store_iter it;
+	isample *want, got;
 	rng r;
-	uint64_t n = 8 * STORE_CHUNK;
+	const size_t n = 3 * STORE_CHUNK + 500;
 	(void)state;
-	chunk_allocs = chunk_releases = 0;
-	for (uint64_t i = 0; i < n; i++) {
-		isample s = {.start = i};
-		assert_true(store_push(&st, &counting, &s));
-	}
-	assert_int_equal(chunk_allocs, 8);
-	rng_seed(&r, 9);
-	store_thin(&st, &counting, &r);
-	assert_int_equal(chunk_releases, 0);
-	/* Back to 8 full chunks' worth: the spare ones (about 4) come first. */
-	for (uint64_t i = st.n; i < n; i++) {
-		isample s = {.start = n + i};
-		assert_true(store_push(&st, &counting, &s));
+	want = calloc(n, sizeof *want);
+	assert_non_null(want);
+	rng_seed(&r, 77);
+	for (size_t i = 0; i < n; i++) {
+		isample *w = &want[i];
+		uint64_t x = rng_next(&r);
+		/* Small deltas mostly, and every so often the extremes. */
+		w->start = i % 97 == 0 ? x : (i ? want[i - 1].start : 0) + (x & 0xffff);
+		w->end = i % 13 == 0   ? LOMAS_CLOCK_NONE
+		         : i % 31 == 0 ? w->start
+		                       : w->start + (x >> 40);
+		w->addr = i % 7 == 0 ? rng_next(&r) : 0x7f0000000000ull + (x & 0xfffff) * 8;
+		w->start_pc = i % 11 == 0 ? UINT64_MAX - (x & 0xff) : 0x401000 + (x & 0xfff);
+		w->end_pc = i % 5 == 0 ? 0 : w->start_pc + (x >> 60);
+		w->kind = (uint8_t)(x & 1);
+		w->state = (uint8_t)(i % 3);
+		w->level = (uint8_t)(i % 41);
+		assert_true(store_push(&st, &inline_malloc_alloc, w));
 	}
 	assert_int_equal(st.n, n);
-	assert_true(chunk_allocs <= 9);
-	uint64_t count = 0;
-	for (store_chunk *c = st.head; c; c = c->next)
-		count += c->n;
-	assert_int_equal(count, n);
-	store_free(&st, &counting);
-	assert_int_equal(chunk_releases, chunk_allocs);
+	assert_non_null(st.packed); /* three full chunks went into blocks */
+	size_t k = 0, packed_bytes = 0;
+	for (const packed_block *b = st.packed; b; b = b->next)
+		packed_bytes += b->len;
+	store_iter_init(&it, &st);
+	while (store_iter_next(&it, &got)) {
+		assert_true(k < n);
+		assert_true(got.start == want[k].start);
+		assert_true(got.end == want[k].end);
+		assert_true(got.addr == want[k].addr);
+		assert_true(got.start_pc == want[k].start_pc);
+		assert_true(got.end_pc == want[k].end_pc);
+		assert_int_equal(got.kind, want[k].kind);
+		assert_int_equal(got.state, want[k].state);
+		assert_int_equal(got.level, want[k].level);
+		k++;
+	}
+	assert_int_equal(k, n);
+	/* Smaller than the plain records, even with these extremes mixed in. */
+	assert_true(packed_bytes < 3 * STORE_CHUNK * sizeof(isample));
+	store_free(&st, &inline_malloc_alloc);
+	free(want);
 }
 
 static void test_table_thin_drops_half(void **state)
@@ -383,7 +392,7 @@ int main(void)
 	    cmocka_unit_test(test_random_streams_match_naive_model),
 	    cmocka_unit_test(test_zero_capacity_censors_at_once),
 	    cmocka_unit_test(test_store_thin_keeps_half),
-	    cmocka_unit_test(test_store_reuses_thinned_chunks),
+	    cmocka_unit_test(test_store_packs_losslessly),
 	    cmocka_unit_test(test_table_thin_drops_half),
 	    cmocka_unit_test(test_window_accounting),
 	    cmocka_unit_test(test_profile_assembly),
