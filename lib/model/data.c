@@ -245,14 +245,14 @@ out:
 	return st;
 }
 
-void model_totals(const model_data *m, double *refs, double *sw)
+model_mean model_mean_of(const model_data *m)
 {
-	*refs = 0.0;
-	*sw = 0.0;
+	double refs = 0.0, sw = 0.0;
 	for (size_t gi = 0; gi < m->ngroups; gi++) {
 		if (m->groups[gi].S > 0.0) {
-			*refs += m->groups[gi].refs;
-			*sw += m->groups[gi].S;
+			refs += m->groups[gi].refs;
+			sw += m->groups[gi].S;
 		}
 	}
+	return (model_mean){.by_refs = refs > 0.0, .total = refs > 0.0 ? refs : sw};
 }

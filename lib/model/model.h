@@ -58,10 +58,22 @@ lomas_status model_data_build(const struct lomas_profile *p, size_t block, bool 
 void model_data_free(model_data *m);
 
 /*
- * The reference count and the sample weight summed over the groups that have
- * samples: the denominators of the reference-weighted mean over windows.
+ * How the curves average their per-window miss ratios: weighted by the
+ * windows' reference counts when the profile has them, else by sample weight.
+ * total is the denominator, summed over the groups that have samples.
  */
-void model_totals(const model_data *m, double *refs, double *sw);
+typedef struct model_mean {
+	bool by_refs;
+	double total;
+} model_mean;
+
+model_mean model_mean_of(const model_data *m);
+
+/* A group's weight in that mean. */
+static inline double model_mean_weight(const model_mean *w, const model_group *g)
+{
+	return w->by_refs ? g->refs : g->S;
+}
 
 /*
  * Miss ratios of the random-replacement model (StatCache) for n sizes in

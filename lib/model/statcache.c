@@ -154,16 +154,16 @@ lomas_status statcache_curve(const model_data *m, const double *lines, size_t n,
                              double *ratios)
 {
 	gsl_root_fsolver *s = gsl_root_fsolver_alloc(gsl_root_fsolver_brent);
-	double refs, sw;
+	model_mean mean;
 	if (!s)
 		return error_set(LOMAS_ENOMEM, "out of memory allocating the root solver");
 	for (size_t j = 0; j < n; j++)
 		ratios[j] = 0.0;
-	model_totals(m, &refs, &sw);
+	mean = model_mean_of(m);
 	for (size_t gi = 0; gi < m->ngroups; gi++) {
 		const model_group *g = &m->groups[gi];
 		/* Windows without a reference count fall back to sample weight. */
-		double wt = refs > 0.0 ? g->refs : g->S;
+		double wt = model_mean_weight(&mean, g);
 		double hi = 1.0;
 		if (!(g->S > 0.0) || !(wt > 0.0))
 			continue;
@@ -177,7 +177,7 @@ lomas_status statcache_curve(const model_data *m, const double *lines, size_t n,
 		}
 	}
 	for (size_t j = 0; j < n; j++)
-		ratios[j] /= refs > 0.0 ? refs : sw;
+		ratios[j] /= mean.total;
 	gsl_root_fsolver_free(s);
 	return LOMAS_OK;
 }

@@ -215,7 +215,7 @@ lomas_status statcache_curve_grid(const model_data *m, const double *lines, size
 {
 	grid *G = malloc(sizeof *G);
 	double *lams = malloc((n ? n : 1) * sizeof *lams);
-	double refs, sw;
+	model_mean mean;
 	if (!G || !lams) {
 		free(G);
 		free(lams);
@@ -227,10 +227,10 @@ lomas_status statcache_curve_grid(const model_data *m, const double *lines, size
 		G->x[j] = exp2((double)j / K - X0);
 	for (size_t j = 0; j < n; j++)
 		ratios[j] = 0.0;
-	model_totals(m, &refs, &sw);
+	mean = model_mean_of(m);
 	for (size_t gi = 0; gi < m->ngroups; gi++) {
 		const model_group *g = &m->groups[gi];
-		double wt = refs > 0.0 ? g->refs : g->S;
+		double wt = model_mean_weight(&mean, g);
 		double extra = g->C + (cold ? g->D : 0.0);
 		double mom[4] = {g->Wd, g->Wd2, 0.0, 0.0}, dmax;
 		size_t j0 = 0;
@@ -282,7 +282,7 @@ lomas_status statcache_curve_grid(const model_data *m, const double *lines, size
 		}
 	}
 	for (size_t j = 0; j < n; j++)
-		ratios[j] /= refs > 0.0 ? refs : sw;
+		ratios[j] /= mean.total;
 	free(G);
 	free(lams);
 	return LOMAS_OK;

@@ -22,15 +22,15 @@ lomas_status statstack_curve(const model_data *m, const double *lines, size_t n,
                              double *ratios)
 {
 	double *sd = malloc((m->n ? m->n : 1) * sizeof *sd);
-	double refs, sw;
+	model_mean mean;
 	if (!sd)
 		return error_set(LOMAS_ENOMEM, "out of memory building stack distances");
 	for (size_t j = 0; j < n; j++)
 		ratios[j] = 0.0;
-	model_totals(m, &refs, &sw);
+	mean = model_mean_of(m);
 	for (size_t gi = 0; gi < m->ngroups; gi++) {
 		const model_group *g = &m->groups[gi];
-		double wt = refs > 0.0 ? g->refs : g->S;
+		double wt = model_mean_weight(&mean, g);
 		double acc = 0.0, prev = 0.0, fixed;
 		if (!(g->S > 0.0) || !(wt > 0.0))
 			continue;
@@ -58,7 +58,7 @@ lomas_status statstack_curve(const model_data *m, const double *lines, size_t n,
 		}
 	}
 	for (size_t j = 0; j < n; j++)
-		ratios[j] /= refs > 0.0 ? refs : sw;
+		ratios[j] /= mean.total;
 	free(sd);
 	return LOMAS_OK;
 }
