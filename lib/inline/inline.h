@@ -334,7 +334,7 @@ RT_HIDDEN void rt_fast_idle(inline_fast *f);
 RT_HIDDEN void rt_thread_release_data(inline_thread *t);
 RT_HIDDEN void rt_trace_flush(inline_thread *t);
 RT_HIDDEN uint64_t rt_thread_refs(const inline_thread *t);
-/* Thin t's samples up to level (period auto), t locked: its owner or exited. */
+/* Halve t's samples up to level (period auto), t locked: its owner or exited. */
 RT_HIDDEN void rt_thread_thin_to(inline_thread *t, uint32_t level);
 RT_HIDDEN void rt_key_destructor(void *arg);
 RT_HIDDEN void lomas__slow(const void *addr, unsigned info, uintptr_t pc_hint);

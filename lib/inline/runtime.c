@@ -379,17 +379,7 @@ static void push_sample(inline_thread *t, const isample *s)
 		t->lost++;
 }
 
-/* Halve the samples (done and open) and double the period: period "auto". */
-static void thin(inline_thread *t, uint64_t clock)
-{
-	t->lost += store_thin(&t->done, &rt_map_alloc, &t->thin);
-	wt_thin(&t->wt, &t->thin);
-	t->level++;
-	/* Sampling is memoryless: draw the next gap afresh at the new rate. */
-	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
-	t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
-}
-
+/* Halve the samples (done and open), one level up: period "auto". */
 void rt_thread_thin_to(inline_thread *t, uint32_t level)
 {
 	while (t->level < level && t->level < 40) {
@@ -397,6 +387,13 @@ void rt_thread_thin_to(inline_thread *t, uint32_t level)
 		wt_thin(&t->wt, &t->thin);
 		t->level++;
 	}
+}
+
+/* After a thinning: sampling is memoryless, so draw the next gap afresh at the new rate. */
+static void redraw_gap(inline_thread *t, uint64_t clock)
+{
+	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
+	t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
 }
 
 /* Add the change in the thread's (scaled) sample count to the process's total. */
@@ -423,8 +420,8 @@ static void auto_budget(inline_thread *t, uint64_t clock)
 	uint32_t level = atomic_load_explicit(&rt.auto_level, memory_order_relaxed);
 	auto_publish(t, false);
 	if (t->level < level) {
-		while (t->level < level && t->level < 40)
-			thin(t, clock);
+		rt_thread_thin_to(t, level);
+		redraw_gap(t, clock);
 		auto_publish(t, true);
 		return;
 	}
@@ -432,7 +429,8 @@ static void auto_budget(inline_thread *t, uint64_t clock)
 	    (atomic_load_explicit(&rt.auto_weighted, memory_order_relaxed) >> level) >=
 	        2u * AUTO_TARGET &&
 	    atomic_compare_exchange_strong(&rt.auto_level, &level, level + 1)) {
-		thin(t, clock);
+		rt_thread_thin_to(t, level + 1);
+		redraw_gap(t, clock);
 		auto_publish(t, true);
 	}
 }
@@ -467,7 +465,8 @@ static void trace_put(inline_thread *t, const void *addr, unsigned info)
 }
 
 /* A full visit of the slow path (see lomas__slow); pc is the reference's. */
-static __attribute__((noinline)) void slow_visit(const void *addr, unsigned info, uintptr_t pc)
+static __attribute__((noinline)) void slow_visit(const void *addr, unsigned info, uintptr_t pc,
+                                                 bool screened)
 {
 	inline_fast *f = &lomas__fast;
 	inline_thread *t = f->state;
@@ -487,9 +486,9 @@ static __attribute__((noinline)) void slow_visit(const void *addr, unsigned info
 		if (!t)
 			return;
 	}
-	/* A filter hit on an unwatched line (an alias), the common case of a
-	 * full table: only the owner writes the table, so look without the lock. */
-	if (f->countdown != 0 && !t->trace && !wt_watched(&t->wt, (uintptr_t)addr))
+	/* A filter hit on an unwatched line (an alias), unless lomas__slow looked
+	 * already: only the owner writes the table, so look without the lock. */
+	if (!screened && f->countdown != 0 && !t->trace && !wt_watched(&t->wt, (uintptr_t)addr))
 		return;
 	f->busy = 1;
 	rt_spin_lock(&t->lock);
@@ -528,11 +527,12 @@ __attribute__((noinline, cold)) void lomas__slow(const void *addr, unsigned info
 {
 	const inline_fast *f = &lomas__fast;
 	const inline_thread *t = f->state;
-	if (f->countdown != 0 && t && !f->busy && !t->trace &&
-	    t->epoch == atomic_load_explicit(&rt.epoch, memory_order_relaxed) &&
-	    !wt_watched(&t->wt, (uintptr_t)addr))
+	bool screened = f->countdown != 0 && t && !f->busy && !t->trace &&
+	                t->epoch == atomic_load_explicit(&rt.epoch, memory_order_relaxed);
+	if (screened && !wt_watched(&t->wt, (uintptr_t)addr))
 		return;
-	slow_visit(addr, info, pc_hint ? pc_hint : (uintptr_t)__builtin_return_address(0));
+	slow_visit(addr, info, pc_hint ? pc_hint : (uintptr_t)__builtin_return_address(0),
+	           screened);
 }
 
 /* References the thread has made in its session (exact for the caller). */
