@@ -20,21 +20,39 @@
 
 /*
  * The per-thread filter: one byte per 64-byte block, indexed by the block
- * number modulo FILTER_SIZE (so 4 MiB of contiguous memory never alias). A
- * non-zero byte means some watched line may cover the block; the byte counts
- * the watched lines that map there (saturating at 255, then never decremented).
- * Its granularity is fixed (not the line size) so the fast path uses constants.
- * In the runtime it is the array lomas__filter in the thread's initial-exec
- * TLS, so the hooks test it at a constant offset from %fs with no pointer load.
+ * number modulo FILTER_SIZE (so 4 MiB of contiguous memory never alias). Zero
+ * means no watched line covers a block that maps there; otherwise the byte is
+ * the tag (FILTER_TAG: 0x80 | the next 7 bits of the block number) that all
+ * such watched blocks share, or FILTER_ANY when their tags differ. The fast
+ * path only tests the byte for non-zero; the slow path's first look compares
+ * the tag, so a reference 4 MiB away from a watched line (an alias) costs no
+ * watch-table lookup in 127 cases of 128. The watch table keeps the count of
+ * watched blocks per byte beside it (wt.fcount; saturating at 255, then never
+ * decremented). The granularity is fixed (not the line size) so the fast
+ * path uses constants. In the runtime the filter is the array lomas__filter
+ * in the thread's initial-exec TLS, so the hooks test it at a constant
+ * offset from %fs with no pointer load.
  */
 #define FILTER_SHIFT 6
 #define FILTER_BITS 16
 #define FILTER_SIZE (1u << FILTER_BITS)
 #define FILTER_MASK (FILTER_SIZE - 1u)
+#define FILTER_ANY 1u
 
 static inline uint32_t filter_index(uint64_t addr)
 {
 	return (uint32_t)(addr >> FILTER_SHIFT) & FILTER_MASK;
+}
+
+static inline uint8_t filter_tag(uint64_t addr)
+{
+	return (uint8_t)(0x80u | ((addr >> (FILTER_SHIFT + FILTER_BITS)) & 0x7fu));
+}
+
+/* Can a watched line cover addr, by its filter byte? (No means certainly not.) */
+static inline bool filter_may_watch(uint8_t byte, uint64_t addr)
+{
+	return byte == FILTER_ANY || byte == filter_tag(addr);
 }
 
 /* ------------------------------------------------------------- samples */
@@ -147,10 +165,11 @@ typedef struct watch_table {
 	uint32_t *buckets; /* nbuckets chain heads, stored as ~index: 0 is empty, so
 	                      zeroed memory is an empty table and is never written */
 	wt_slot *slots;    /* capacity slots */
+	uint8_t *fcount;   /* FILTER_SIZE counts: watched blocks per filter byte */
 	uint8_t *filter;   /* FILTER_SIZE bytes, or NULL (the table's thread has exited) */
 } watch_table;
 
-/* Bytes wt_init needs in mem (slots, then buckets). */
+/* Bytes wt_init needs in mem (slots, buckets, then the filter counts). */
 size_t wt_bytes(uint32_t capacity);
 /*
  * Lay the table out in mem (zeroed, wt_bytes(capacity) long) with the filter

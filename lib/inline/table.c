@@ -246,7 +246,7 @@ static uint32_t pow2_at_least(uint32_t n)
 size_t wt_bytes(uint32_t capacity)
 {
 	uint32_t nb = pow2_at_least(capacity ? capacity : 1);
-	return (size_t)capacity * sizeof(wt_slot) + (size_t)nb * sizeof(uint32_t);
+	return (size_t)capacity * sizeof(wt_slot) + (size_t)nb * sizeof(uint32_t) + FILTER_SIZE;
 }
 
 void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift, uint8_t *filter)
@@ -257,6 +257,7 @@ void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift,
 	wt->line_shift = line_shift;
 	wt->slots = mem;
 	wt->buckets = (uint32_t *)(wt->slots + capacity);
+	wt->fcount = (uint8_t *)(wt->buckets + wt->nbuckets);
 	wt->filter = filter;
 	wt->oldest = wt->newest = WT_NONE;
 	wt_clear(wt);
@@ -282,9 +283,14 @@ static void filter_add(watch_table *wt, uint64_t line)
 		return;
 	line_blocks(wt, line, &first, &last);
 	for (uint64_t b = first; b <= last; b++) {
-		uint8_t *f = &wt->filter[b & FILTER_MASK];
-		if (*f != 255)
-			(*f)++;
+		uint32_t i = (uint32_t)b & FILTER_MASK;
+		uint8_t tag = filter_tag(b << FILTER_SHIFT);
+		if (!wt->fcount[i])
+			wt->filter[i] = tag;
+		else if (wt->filter[i] != tag)
+			wt->filter[i] = FILTER_ANY;
+		if (wt->fcount[i] != 255)
+			wt->fcount[i]++;
 	}
 }
 
@@ -295,9 +301,13 @@ static void filter_remove(watch_table *wt, uint64_t line)
 		return;
 	line_blocks(wt, line, &first, &last);
 	for (uint64_t b = first; b <= last; b++) {
-		uint8_t *f = &wt->filter[b & FILTER_MASK];
-		if (*f != 255 && *f != 0) /* a saturated count stays (a harmless false positive) */
-			(*f)--;
+		uint32_t i = (uint32_t)b & FILTER_MASK;
+		/* A saturated count stays (a harmless false positive); a byte that
+		 * became FILTER_ANY stays so until no watched block maps there. */
+		if (wt->fcount[i] == 255 || wt->fcount[i] == 0)
+			continue;
+		if (!--wt->fcount[i])
+			wt->filter[i] = 0;
 	}
 }
 
@@ -308,7 +318,7 @@ void wt_clear(watch_table *wt)
 		uint64_t first, last;
 		line_blocks(wt, wt->slots[i].line, &first, &last);
 		for (uint64_t b = first; b <= last; b++)
-			wt->filter[b & FILTER_MASK] = 0;
+			wt->filter[b & FILTER_MASK] = wt->fcount[b & FILTER_MASK] = 0;
 	}
 	/* Empty only the buckets in use (0 is empty: heads are stored as ~index). */
 	for (uint32_t i = wt->oldest; i != WT_NONE; i = wt->slots[i].newer)
@@ -359,6 +369,8 @@ static void slot_to_sample(const wt_slot *s, isample *out)
 bool wt_watched(const watch_table *wt, uint64_t addr)
 {
 	uint64_t line = addr >> wt->line_shift;
+	if (wt->filter && !filter_may_watch(wt->filter[filter_index(addr)], addr))
+		return false;
 	for (uint32_t i = ~wt->buckets[bucket_of(wt, line)]; i != WT_NONE; i = wt->slots[i].next)
 		if (wt->slots[i].line == line)
 			return true;
@@ -368,7 +380,7 @@ bool wt_watched(const watch_table *wt, uint64_t addr)
 bool wt_touch(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, isample *out)
 {
 	uint64_t line = addr >> wt->line_shift;
-	if (wt->filter && !wt->filter[filter_index(addr)])
+	if (wt->filter && !filter_may_watch(wt->filter[filter_index(addr)], addr))
 		return false;
 	for (uint32_t i = ~wt->buckets[bucket_of(wt, line)]; i != WT_NONE; i = wt->slots[i].next) {
 		if (wt->slots[i].line != line)

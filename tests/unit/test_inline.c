@@ -88,6 +88,56 @@ static void test_filter_aliases_are_not_reuses(void **state)
 	table_free(&f);
 }
 
+static void test_filter_tags_screen_aliases(void **state)
+{
+	table_fixture f;
+	isample s, c;
+	const uint64_t a = 0x10000000, alias = a + (1u << 22), same_tag = a + (1u << 29);
+	uint32_t i = filter_index(a);
+	(void)state;
+	table_new(&f, 512, 6);
+	assert_int_equal(filter_index(alias), i);
+	assert_int_equal(filter_index(same_tag), i);
+	assert_int_not_equal(filter_tag(alias), filter_tag(a));
+	assert_int_equal(filter_tag(same_tag), filter_tag(a));
+	/* One watched line: its byte is its tag; an alias 4 MiB away is screened out
+	 * by the tag alone, a line with the same tag is not (the table decides). */
+	wt_start(&f.wt, a, 1, 0, LOMAS_REF_LOAD, 0, &c);
+	assert_int_equal(f.wt.filter[i], filter_tag(a));
+	assert_false(filter_may_watch(f.wt.filter[i], alias));
+	assert_true(filter_may_watch(f.wt.filter[i], same_tag));
+	assert_false(wt_watched(&f.wt, alias));
+	assert_false(wt_watched(&f.wt, same_tag));
+	/* A second line with the same tag keeps the tag; one with another tag makes it "any". */
+	wt_start(&f.wt, same_tag, 2, 0, LOMAS_REF_LOAD, 0, &c);
+	assert_int_equal(f.wt.filter[i], filter_tag(a));
+	wt_start(&f.wt, alias, 3, 0, LOMAS_REF_LOAD, 0, &c);
+	assert_int_equal(f.wt.filter[i], FILTER_ANY);
+	assert_true(filter_may_watch(f.wt.filter[i], a + (2u << 22)));
+	assert_false(wt_touch(&f.wt, a + (2u << 22), 4, 0, &s));
+	/* Each line still ends its own sample; the byte clears with the last one. */
+	assert_true(wt_touch(&f.wt, alias + 8, 5, 0, &s));
+	assert_int_equal(s.start, 3);
+	assert_true(wt_touch(&f.wt, a + 8, 6, 0, &s));
+	assert_int_equal(s.start, 1);
+	assert_int_equal(f.wt.filter[i], FILTER_ANY);
+	assert_true(wt_touch(&f.wt, same_tag, 7, 0, &s));
+	assert_int_equal(s.start, 2);
+	assert_true(filter_clear(&f.wt));
+	/* 300 lines on one byte: the count saturates, the byte stays "any" (never a
+	 * missed reuse, at worst a harmless false positive). */
+	for (uint64_t k = 0; k < 300; k++)
+		wt_start(&f.wt, a + (k << 22), 10 + k, 0, LOMAS_REF_LOAD, 0, &c);
+	for (uint64_t k = 0; k < 300; k++) {
+		assert_int_equal(f.wt.filter[i], FILTER_ANY);
+		assert_true(wt_touch(&f.wt, a + (k << 22), 400 + k, 0, &s));
+		assert_int_equal(s.start, 10 + k);
+	}
+	assert_int_equal(f.wt.live, 0);
+	assert_int_equal(f.wt.filter[i], FILTER_ANY);
+	table_free(&f);
+}
+
 static void test_large_lines_mark_every_block(void **state)
 {
 	table_fixture f;
@@ -388,6 +438,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_touch_ends_sample_with_distance),
 	    cmocka_unit_test(test_filter_aliases_are_not_reuses),
+	    cmocka_unit_test(test_filter_tags_screen_aliases),
 	    cmocka_unit_test(test_large_lines_mark_every_block),
 	    cmocka_unit_test(test_random_streams_match_naive_model),
 	    cmocka_unit_test(test_zero_capacity_censors_at_once),
