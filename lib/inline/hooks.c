@@ -28,7 +28,7 @@
 /* The whole fast path; info = size | REF_STORE_BIT for stores. */
 static inline __attribute__((always_inline)) void hook(const void *addr, unsigned info)
 {
-	if (__builtin_expect(--lomas__fast.countdown == 0, 0) ||
+	if (__builtin_expect((int64_t)--lomas__fast.countdown <= 0, 0) ||
 	    __builtin_expect(lomas__filter[((uintptr_t)addr >> FILTER_SHIFT) & FILTER_MASK] != 0,
 	                     0))
 		lomas__slow(addr, info, PC_HINT);

@@ -231,21 +231,39 @@ lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_dat
 
 /*
  * The hooks' per-thread state, in initial-exec TLS: a countdown to the next
- * slow-path visit (here) and the filter (lomas__filter). The thread's clock
- * (references so far) is zero_clock - countdown: zero_clock is the clock of
- * the reference at which the countdown reaches zero.
+ * slow-path visit (here) and the filter (lomas__filter). The countdown is
+ * read as signed: a visit is due when it reaches zero or below. The thread's
+ * clock (references so far) is zero_clock - countdown: zero_clock is the
+ * clock of the reference at which the countdown reaches zero.
+ *
+ * Two kinds of instrumentation drive it. The sanitizer-coverage hooks
+ * (hooks.c) count each reference down by one. The pass plugin
+ * (pass/lomas-pass.cpp) charges a whole run of k references (a basic block's
+ * references with no call between them) when the run starts, and tells each
+ * slow-path visit how many references of the run come after it (info >>
+ * REF_AFTER_SHIFT): countdown + after is the countdown a per-reference
+ * decrement would have left, so both give the same clock.
  */
 struct inline_thread;
 typedef struct inline_fast {
-	uint64_t countdown;
+	uint64_t countdown; /* signed in effect (int64_t) */
 	uint64_t zero_clock;
 	struct inline_thread *state;
 	uint32_t busy;  /* inside the slow path (a signal handler may re-enter) */
 	uint32_t index; /* creation order (0 = the first thread), or UINT32_MAX */
 } inline_fast;
 
-/* Reference info passed to the slow path: size in bytes | kind bit. */
+/* Reference info passed to the slow path: size in bytes | kind bit | after. */
 #define REF_STORE_BIT 0x100u
+#define REF_AFTER_SHIFT 16
+/* A countdown that never comes due (an exited thread, the exit path). */
+#define COUNTDOWN_NEVER ((uint64_t)INT64_MAX / 2)
+
+/* The countdown as a per-reference decrement would have left it at a visit. */
+static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
+{
+	return (int64_t)f->countdown + (int64_t)(info >> REF_AFTER_SHIFT);
+}
 
 /* ------------------------------------------------------ runtime (slow path) */
 
@@ -334,11 +352,14 @@ typedef struct inline_runtime {
 } inline_runtime;
 
 #define RT_HIDDEN __attribute__((visibility("hidden")))
+/* What instrumented code uses directly: the fast path's TLS and the slow path. */
+#define RT_EXPORT __attribute__((visibility("default")))
 
 /* runtime.c */
-extern __thread inline_fast lomas__fast __attribute__((tls_model("initial-exec")));
+extern __thread inline_fast lomas__fast __attribute__((tls_model("initial-exec"))) RT_EXPORT;
 extern inline_runtime rt RT_HIDDEN;
-extern __thread uint8_t lomas__filter[FILTER_SIZE] __attribute__((tls_model("initial-exec")));
+extern __thread uint8_t lomas__filter[FILTER_SIZE] __attribute__((tls_model("initial-exec")))
+RT_EXPORT;
 extern const inline_alloc rt_map_alloc RT_HIDDEN;
 RT_HIDDEN void rt_say(const char *fmt, ...) LOMAS_PRINTF(1, 2);
 RT_HIDDEN void rt_env_problem(const char *var, const char *value, const char *what);
@@ -356,7 +377,8 @@ RT_HIDDEN uint64_t rt_thread_refs(const inline_thread *t);
 /* Halve t's samples up to level (period auto), t locked: its owner or exited. */
 RT_HIDDEN void rt_thread_thin_to(inline_thread *t, uint32_t level);
 RT_HIDDEN void rt_key_destructor(void *arg);
-RT_HIDDEN void lomas__slow(const void *addr, unsigned info, uintptr_t pc_hint);
+/* The slow path: called by the hooks and by code the pass plugin instrumented. */
+RT_EXPORT void lomas__slow(const void *addr, uint64_t info, uintptr_t pc_hint);
 RT_HIDDEN uint32_t lomas__next_thread_index(void);
 /* runtime_output.c */
 RT_HIDDEN void rt_global_init(void);

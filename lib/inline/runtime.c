@@ -295,8 +295,11 @@ void rt_fast_idle(inline_fast *f)
 	f->zero_clock = DISABLED_RECHECK;
 }
 
-/* Start or restart the calling thread in the current session; NULL when idle. */
-static inline_thread *thread_attach(inline_fast *f)
+/*
+ * Start or restart the calling thread in the current session (the reference
+ * being handled gets clock 0; after: see countdown_at); NULL when idle.
+ */
+static inline_thread *thread_attach(inline_fast *f, uint64_t after)
 {
 	inline_thread *t = f->state;
 	settings s;
@@ -366,7 +369,7 @@ static inline_thread *thread_attach(inline_fast *f)
 	/* The reference being handled gets clock 0. */
 	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
 	t->next_sample = rng_gap_with(&t->gaps, t->gap_log) - 1;
-	f->countdown = 0;
+	f->countdown = -after;
 	f->zero_clock = 0;
 	rt_spin_unlock(&t->lock);
 	pthread_mutex_unlock(&rt.mu);
@@ -435,12 +438,12 @@ static void auto_budget(inline_thread *t, uint64_t clock)
 	}
 }
 
-static void trace_put(inline_thread *t, const void *addr, unsigned info)
+static void trace_put(inline_thread *t, const void *addr, uint64_t info)
 {
 	static const char hex[] = "0123456789abcdef";
 	char tmp[32], *e = tmp + sizeof tmp, *q = e;
 	uintptr_t a = (uintptr_t)addr;
-	unsigned size = info & 0xffu;
+	unsigned size = (unsigned)(info & 0xffu);
 	int digits = 0;
 	if (!t->trace)
 		return;
@@ -465,34 +468,36 @@ static void trace_put(inline_thread *t, const void *addr, unsigned info)
 }
 
 /* A full visit of the slow path (see lomas__slow); pc is the reference's. */
-static __attribute__((noinline)) void slow_visit(const void *addr, unsigned info, uintptr_t pc,
+static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info, uintptr_t pc,
                                                  bool screened)
 {
 	inline_fast *f = &lomas__fast;
 	inline_thread *t = f->state;
-	uint64_t clock;
+	uint64_t after = info >> REF_AFTER_SHIFT, clock;
+	int64_t due = countdown_at(f, info);
 	isample s;
 	if (f->busy) {
 		/* Re-entered from a signal handler, or the thread has exited: count
 		 * the reference, visit again at the next one. */
-		if (f->countdown == 0) {
-			f->countdown = 1;
-			f->zero_clock++;
+		if (due <= 0) {
+			f->zero_clock = f->zero_clock - (uint64_t)due + 1;
+			f->countdown = 1 - after;
 		}
 		return;
 	}
 	if (!t || t->epoch != atomic_load_explicit(&rt.epoch, memory_order_acquire)) {
-		t = thread_attach(f);
+		t = thread_attach(f, after);
 		if (!t)
 			return;
+		due = countdown_at(f, info);
 	}
 	/* A filter hit on an unwatched line (an alias), unless lomas__slow looked
 	 * already: only the owner writes the table, so look without the lock. */
-	if (!screened && f->countdown != 0 && !t->trace && !wt_watched(&t->wt, (uintptr_t)addr))
+	if (!screened && due > 0 && !t->trace && !wt_watched(&t->wt, (uintptr_t)addr))
 		return;
 	f->busy = 1;
 	rt_spin_lock(&t->lock);
-	clock = f->zero_clock - f->countdown;
+	clock = f->zero_clock - (uint64_t)due;
 	if (t->trace)
 		trace_put(t, addr, info);
 	if (wt_touch(&t->wt, (uintptr_t)addr, clock, pc, &s))
@@ -505,9 +510,9 @@ static __attribute__((noinline)) void slow_visit(const void *addr, unsigned info
 		if (t->adaptive)
 			auto_budget(t, clock);
 	}
-	if (f->countdown == 0 || t->trace) {
+	if (due <= 0 || t->trace) {
 		uint64_t k = t->trace ? 1 : t->next_sample - clock;
-		f->countdown = k;
+		f->countdown = k - after;
 		f->zero_clock = clock + k;
 	}
 	rt_spin_unlock(&t->lock);
@@ -523,11 +528,11 @@ static __attribute__((noinline)) void slow_visit(const void *addr, unsigned info
  * open) returns from here after one table lookup, without the lock or the
  * register saves of the full visit.
  */
-__attribute__((noinline, cold)) void lomas__slow(const void *addr, unsigned info, uintptr_t pc_hint)
+__attribute__((noinline, cold)) void lomas__slow(const void *addr, uint64_t info, uintptr_t pc_hint)
 {
 	const inline_fast *f = &lomas__fast;
 	const inline_thread *t = f->state;
-	bool screened = f->countdown != 0 && t && !f->busy && !t->trace &&
+	bool screened = countdown_at(f, info) > 0 && t && !f->busy && !t->trace &&
 	                t->epoch == atomic_load_explicit(&rt.epoch, memory_order_relaxed);
 	if (screened && !wt_watched(&t->wt, (uintptr_t)addr))
 		return;
@@ -579,7 +584,7 @@ void rt_key_destructor(void *arg)
 	f->busy = 1;
 	f->state = NULL;
 	rt_filter_scrub();
-	f->countdown = UINT64_MAX / 2;
+	f->countdown = COUNTDOWN_NEVER;
 }
 
 uint32_t lomas__next_thread_index(void)

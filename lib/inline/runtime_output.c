@@ -192,7 +192,7 @@ static void at_exit(void)
 	atomic_fetch_add(&rt.epoch, 1);
 	pthread_mutex_unlock(&rt.mu);
 	rt_filter_scrub();
-	f->countdown = UINT64_MAX / 2;
+	f->countdown = COUNTDOWN_NEVER;
 }
 
 static void on_fatal(int sig)
