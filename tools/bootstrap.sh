@@ -6,9 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(meson ninja-build pkg-config gcc libc6-dev
+PKGS=(meson ninja-build pkg-config gcc g++ libc6-dev
       libgsl-dev libjansson-dev libcmocka-dev libcapstone-dev
-      clang-16 lld-16 llvm-16 libclang-rt-16-dev clang-format-16
+      clang-16 lld-16 llvm-16 llvm-16-dev libclang-rt-16-dev clang-format-16
       valgrind python3 python3-pytest)
 
 missing=()

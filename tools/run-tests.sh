@@ -3,7 +3,7 @@
 #   1. the normal build's suites (unit, fuzz corpus replay, Python bindings, CLI integration)
 #   2. the same under AddressSanitizer + UndefinedBehaviorSanitizer
 #   3. libFuzzer targets (clang-16, sanitized) for LOMAS_FUZZ_SECONDS each (default 60)
-#   4. clang-format check of all C sources
+#   4. clang-format check of all C and C++ sources
 # and end with one line "N passed, N failed".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,7 +63,7 @@ fi
 
 echo "=== clang-format"
 if command -v clang-format-16 >/dev/null; then
-	bad=$(git ls-files '*.c' '*.h' | xargs clang-format-16 --dry-run 2>&1 | grep -c 'warning:' || true)
+	bad=$(git ls-files '*.c' '*.h' '*.cpp' | xargs clang-format-16 --dry-run 2>&1 | grep -c 'warning:' || true)
 	if [ "$bad" -eq 0 ]; then
 		echo "clang-format: clean"
 		pass=$((pass + 1))

@@ -5,10 +5,12 @@
  *
  *   clang-16 -O2 $(pkg-config --cflags lomas-inline) prog.c $(pkg-config --libs lomas-inline)
  *
- * (-fsanitize-coverage=func,trace-loads,trace-stores -flto -fuse-ld=lld and
- * the static LTO runtime, so the hooks inline into the program). The program
- * then samples itself from its first reference and writes its profile at
- * exit; the environment controls it:
+ * (the lomas-pass clang plugin, which writes the fast path into the program,
+ * and the static runtime; or, with clang other than 16, sanitizer coverage
+ * -fsanitize-coverage=func,trace-loads,trace-stores with -flto, so the
+ * runtime's hooks inline into the program). The program then samples itself
+ * from its first reference and writes its profile at exit; the environment
+ * controls it:
  *
  *   LOMAS_OUTPUT     profile path (default lomas-<pid>.lomas in the working
  *                    directory at start-up)

@@ -23,6 +23,7 @@ DEMO = os.environ.get("LOMAS_DEMO", os.path.join(BUILD, "examples", "lomas-demo"
 EXACTSIM = os.environ.get("LOMAS_EXACTSIM", os.path.join(BUILD, "tests", "tools", "exactsim"))
 CRASH = os.environ.get("LOMAS_CRASH", os.path.join(BUILD, "tests", "inline", "crash-inline"))
 SANITIZERS = os.environ.get("LOMAS_SANITIZERS", "0") == "1"
+PASS = os.environ.get("LOMAS_PASS", "")  # the pass plugin, when built
 
 # Single-threaded workloads: arguments (full traces of 0.5-2.3M references)
 # and a period giving >= 10k samples (here 30k-40k).
@@ -113,6 +114,27 @@ def test_samples_equal_trace_clock_over_the_same_run(w, tmp_path):
     theirs = sorted(tuple(r[k] for k in key) for r in export_csv(ref))
     assert len(mine) > 1000
     assert mine == theirs
+
+
+@pytest.mark.skipif(not PASS, reason="the pass plugin is not built (no LLVM 16 headers)")
+@pytest.mark.parametrize("w,args", [("phases", ["400000", "8192", "3"]),
+                                    ("threads", ["4096", "20000"])])
+def test_pass_plugin_and_sanitizer_coverage_sample_alike(w, args, tmp_path):
+    """The pass plugin charges the countdown once per run of references and the
+    sanitizer-coverage hooks once per reference: with the same seed and period
+    the two builds of a program count the same references in every thread and
+    take the same samples, with the same reuse distances."""
+    got = []
+    for build in (inline(w), os.path.join(WORKLOADS, w + "-sancov")):
+        prof = str(tmp_path / (os.path.basename(build) + ".lomas"))
+        run([build] + args, {"LOMAS_OUTPUT": prof, "LOMAS_PERIOD": "40", "LOMAS_SEED": "3"})
+        d = export_json(prof)
+        samples = sorted((s["thread"], s["start"], s["end"], s["state"], s["kind"])
+                         for s in d["samples"])
+        got.append(([t["refs"] for t in d["threads"]], samples))
+    assert got[0][0] == got[1][0]
+    assert len(got[0][1]) > 2000
+    assert got[0][1] == got[1][1]
 
 
 def test_reproducible_with_a_fixed_seed(tmp_path):
@@ -304,7 +326,11 @@ def test_pkg_config_recipe_and_explicit_region(tmp_path):
     exe = str(tmp_path / "harness")
     cflags = pkg_config("--cflags", "lomas-inline", "lomas")
     libs = pkg_config("--libs", "lomas-inline", "lomas")
-    assert "-fsanitize-coverage=func,trace-loads,trace-stores" in cflags
+    if PASS:
+        assert "-fpass-plugin=" + PASS in cflags
+        assert "-flto" not in cflags + libs
+    else:
+        assert "-fsanitize-coverage=func,trace-loads,trace-stores" in cflags
     subprocess.run(["clang-16", "-O2"] + cflags +
                    [os.path.join(SOURCE, "tests", "inline", "harness.c"), "-o", exe] + libs,
                    check=True, capture_output=True, text=True)

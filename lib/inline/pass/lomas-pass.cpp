@@ -1,0 +1,258 @@
+// lomas-pass: the inline clock's compiler pass (an LLVM 16 pass plugin).
+//
+//   clang-16 -O2 -fpass-plugin=lomas-pass.so prog.c ...
+//
+// instruments every load and store that is left after optimization (the pass
+// runs last, after vectorization) with the inline clock's fast path, in IR,
+// so no hook call and no LTO are needed:
+//
+// * The per-thread countdown (lomas__fast.countdown, initial-exec TLS) is
+//   charged once per run of references: the references of a basic block that
+//   no call separates. A run of k references subtracts k when it starts; the
+//   run is "armed" when that brings the countdown to zero or below, i.e. when
+//   one of its references is due for a slow-path visit.
+// * Each reference tests one filter byte (lomas__filter[(addr >> 6) & 0xffff],
+//   initial-exec TLS) for its 64-byte block. When the byte is non-zero or its
+//   run is armed it leaves the fast path, and visits the slow path
+//   (lomas__slow) if the run is armed or the byte may stand for the
+//   reference's own line (its tag, or "any"; see lib/inline/inline.h).
+//
+// The slow path is told, with each visit, how many references of the run
+// come after this one ("after", bits 16.. of info): countdown + after is then
+// the countdown exactly as a per-reference decrement would have left it, so
+// the clock stays exact (see lib/inline/inline.h). Calls end runs, so a
+// callee's references are never charged inside its caller's run; only a
+// signal handler that interrupts a run sees the clock ahead by the rest of
+// the run (fewer than MaxRun references).
+//
+// The same references as clang's -fsanitize-coverage=trace-loads,trace-stores
+// are instrumented (loads and stores of 1 to 16 bytes in address space 0),
+// plus atomic read-modify-writes and compare-exchanges (as stores).
+
+#include "llvm/IR/Constants.h"
+#include "llvm/IR/Function.h"
+#include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InstIterator.h"
+#include "llvm/IR/Instructions.h"
+#include "llvm/IR/IntrinsicInst.h"
+#include "llvm/IR/MDBuilder.h"
+#include "llvm/IR/Module.h"
+#include "llvm/IR/PassManager.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Passes/PassPlugin.h"
+#include "llvm/Transforms/Utils/BasicBlockUtils.h"
+
+#include <vector>
+
+using namespace llvm;
+
+namespace
+{
+
+// Keep in step with lib/inline/inline.h.
+constexpr unsigned FilterShift = 6;
+constexpr unsigned FilterBits = 16;
+constexpr uint64_t FilterSize = 1u << FilterBits;
+constexpr uint64_t FilterAny = 1;
+constexpr uint64_t RefStoreBit = 0x100;
+constexpr unsigned AfterShift = 16;
+// Longest run charged at once: bounds the clock's lead inside a signal
+// handler and keeps "after" small.
+constexpr size_t MaxRun = 256;
+
+struct Ref {
+	Instruction *I;
+	Value *Addr;
+	uint64_t Size;
+	bool Store;
+};
+
+// The reference I makes, if it is one we count.
+bool refOf(const DataLayout &DL, Instruction &I, Ref &R)
+{
+	Value *Ptr = nullptr;
+	Type *Ty = nullptr;
+	bool Store = false;
+	if (auto *L = dyn_cast<LoadInst>(&I)) {
+		Ptr = L->getPointerOperand();
+		Ty = L->getType();
+	} else if (auto *S = dyn_cast<StoreInst>(&I)) {
+		Ptr = S->getPointerOperand();
+		Ty = S->getValueOperand()->getType();
+		Store = true;
+	} else if (auto *A = dyn_cast<AtomicRMWInst>(&I)) {
+		Ptr = A->getPointerOperand();
+		Ty = A->getValOperand()->getType();
+		Store = true;
+	} else if (auto *X = dyn_cast<AtomicCmpXchgInst>(&I)) {
+		Ptr = X->getPointerOperand();
+		Ty = X->getNewValOperand()->getType();
+		Store = true;
+	} else {
+		return false;
+	}
+	if (Ptr->getType()->getPointerAddressSpace() != 0 || Ptr->isSwiftError())
+		return false;
+	TypeSize Bits = DL.getTypeStoreSizeInBits(Ty);
+	if (Bits.isScalable())
+		return false;
+	uint64_t Bytes = Bits.getFixedValue() / 8;
+	if (Bytes != 1 && Bytes != 2 && Bytes != 4 && Bytes != 8 && Bytes != 16)
+		return false;
+	R = {&I, Ptr, Bytes, Store};
+	return true;
+}
+
+// Does I end a run (may it run instrumented code)? Intrinsics never call
+// back into the program; anything else that calls might.
+bool endsRun(const Instruction &I)
+{
+	const auto *C = dyn_cast<CallBase>(&I);
+	if (!C)
+		return false;
+	if (isa<IntrinsicInst>(C))
+		return false;
+	return true;
+}
+
+bool skipFunction(const Function &F)
+{
+	if (F.isDeclaration() || F.hasFnAttribute(Attribute::Naked) ||
+	    F.hasFnAttribute(Attribute::DisableSanitizerInstrumentation))
+		return true;
+	StringRef N = F.getName();
+	// The runtime's own entry points, should a program define them.
+	return N.startswith("lomas__") || N.startswith("__sanitizer_cov_");
+}
+
+class Instrumenter
+{
+      public:
+	explicit Instrumenter(Module &M) : M(M), C(M.getContext()), DL(M.getDataLayout())
+	{
+		I8 = Type::getInt8Ty(C);
+		I64 = Type::getInt64Ty(C);
+		Ptr = PointerType::getUnqual(C);
+		Fast = tlsGlobal("lomas__fast", I64);
+		Filter = tlsGlobal("lomas__filter", ArrayType::get(I8, FilterSize));
+		AttributeList Attrs = AttributeList().addFnAttribute(C, Attribute::NoUnwind);
+		Attrs = Attrs.addFnAttribute(C, Attribute::Cold);
+		Slow =
+		    M.getOrInsertFunction("lomas__slow", Attrs, Type::getVoidTy(C), Ptr, I64, I64);
+		Unlikely = MDBuilder(C).createBranchWeights(1, 1u << 20);
+	}
+
+	bool run(Function &F)
+	{
+		if (skipFunction(F))
+			return false;
+		std::vector<std::vector<Ref>> Runs;
+		for (BasicBlock &BB : F) {
+			std::vector<Ref> Cur;
+			for (Instruction &I : BB) {
+				Ref R;
+				if (endsRun(I) || Cur.size() == MaxRun) {
+					if (!Cur.empty())
+						Runs.push_back(std::move(Cur));
+					Cur.clear();
+				}
+				if (refOf(DL, I, R))
+					Cur.push_back(R);
+			}
+			if (!Cur.empty())
+				Runs.push_back(std::move(Cur));
+		}
+		for (const auto &Run : Runs)
+			instrument(Run);
+		return !Runs.empty();
+	}
+
+      private:
+	GlobalVariable *tlsGlobal(StringRef Name, Type *Ty)
+	{
+		if (GlobalVariable *G = M.getNamedGlobal(Name))
+			return G;
+		return new GlobalVariable(M, Ty, false, GlobalValue::ExternalLinkage, nullptr, Name,
+		                          nullptr, GlobalValue::InitialExecTLSModel);
+	}
+
+	void instrument(const std::vector<Ref> &Run)
+	{
+		const uint64_t K = Run.size();
+		IRBuilder<> B(Run.front().I);
+		// countdown -= k; armed = countdown <= 0 (signed)
+		LoadInst *Old = B.CreateLoad(I64, Fast, "lomas.cd");
+		Value *New = B.CreateSub(Old, ConstantInt::get(I64, K), "lomas.cd.run");
+		B.CreateStore(New, Fast);
+		// 0 or 1, or'ed into each filter byte: one branch per reference (two
+		// branches per reference, filter then armed, made the unrolled pointer
+		// chase of the threads workload ten times slower on AMD Zen).
+		Value *Armed =
+		    B.CreateZExt(B.CreateICmpSLT(New, ConstantInt::get(I64, 1)), I8, "lomas.armed");
+		for (uint64_t J = 0; J < K; J++) {
+			const Ref &R = Run[J];
+			IRBuilder<> IB(R.I);
+			Value *A = IB.CreatePtrToInt(R.Addr, I64);
+			Value *Idx = IB.CreateAnd(IB.CreateLShr(A, FilterShift), FilterSize - 1);
+			Value *Byte = IB.CreateLoad(I8, IB.CreateInBoundsGEP(I8, Filter, Idx));
+			Value *Go =
+			    IB.CreateICmpNE(IB.CreateOr(Byte, Armed), ConstantInt::get(I8, 0));
+			Instruction *Then = SplitBlockAndInsertIfThen(Go, R.I, false, Unlikely);
+			// Off the fast path: a byte whose tag is not the reference's
+			// (an alias 4 MiB away) needs no visit unless the run is armed.
+			IRBuilder<> TB(Then);
+			Value *Tag = TB.CreateOr(
+			    TB.CreateAnd(
+			        TB.CreateTrunc(TB.CreateLShr(A, FilterShift + FilterBits), I8),
+			        0x7f),
+			    0x80);
+			Value *Need = TB.CreateOr(
+			    TB.CreateOr(TB.CreateICmpNE(Armed, ConstantInt::get(I8, 0)),
+			                TB.CreateICmpEQ(Byte, ConstantInt::get(I8, FilterAny))),
+			    TB.CreateICmpEQ(Byte, Tag));
+			Then = SplitBlockAndInsertIfThen(Need, Then, false);
+			IRBuilder<> SB(Then);
+			uint64_t Info =
+			    R.Size | (R.Store ? RefStoreBit : 0) | ((K - 1 - J) << AfterShift);
+			CallInst *Call = SB.CreateCall(
+			    Slow, {R.Addr, ConstantInt::get(I64, Info), ConstantInt::get(I64, 0)});
+			Call->setDebugLoc(R.I->getDebugLoc());
+		}
+	}
+
+	Module &M;
+	LLVMContext &C;
+	const DataLayout &DL;
+	Type *I8, *I64;
+	PointerType *Ptr;
+	GlobalVariable *Fast, *Filter;
+	FunctionCallee Slow;
+	MDNode *Unlikely;
+};
+
+struct LomasPass : PassInfoMixin<LomasPass> {
+	PreservedAnalyses run(Module &M, ModuleAnalysisManager &)
+	{
+		Instrumenter Ins(M);
+		bool Changed = false;
+		for (Function &F : M)
+			Changed |= Ins.run(F);
+		return Changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
+	}
+	static bool isRequired()
+	{
+		return true;
+	}
+};
+
+} // namespace
+
+extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo()
+{
+	return {LLVM_PLUGIN_API_VERSION, "lomas-pass", "1", [](PassBuilder &PB) {
+		        PB.registerOptimizerLastEPCallback(
+		            [](ModulePassManager &MPM, OptimizationLevel) {
+			            MPM.addPass(LomasPass());
+		            });
+	        }};
+}
