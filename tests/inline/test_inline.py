@@ -118,7 +118,7 @@ def test_samples_equal_trace_clock_over_the_same_run(w, tmp_path):
 
 @pytest.mark.skipif(not PASS, reason="the pass plugin is not built (no LLVM 16 headers)")
 @pytest.mark.parametrize("w,args", [("phases", ["400000", "8192", "3"]),
-                                    ("threads", ["4096", "20000"])])
+                                    ("tiled", ["96", "16"])])
 def test_pass_plugin_and_sanitizer_coverage_sample_alike(w, args, tmp_path):
     """The pass plugin charges the countdown once per run of references and the
     sanitizer-coverage hooks once per reference: with the same seed and period

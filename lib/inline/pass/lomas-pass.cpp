@@ -29,6 +29,8 @@
 // are instrumented (loads and stores of 1 to 16 bytes in address space 0),
 // plus atomic read-modify-writes and compare-exchanges (as stores).
 
+#include "llvm/Analysis/ScalarEvolution.h"
+#include "llvm/Analysis/ScalarEvolutionExpressions.h"
 #include "llvm/IR/Constants.h"
 #include "llvm/IR/Function.h"
 #include "llvm/IR/IRBuilder.h"
@@ -42,6 +44,7 @@
 #include "llvm/Passes/PassPlugin.h"
 #include "llvm/Transforms/Utils/BasicBlockUtils.h"
 
+#include <algorithm>
 #include <vector>
 
 using namespace llvm;
@@ -65,6 +68,12 @@ struct Ref {
 	Value *Addr;
 	uint64_t Size;
 	bool Store;
+	// Grouping within a run (see Instrumenter::group): the leader's index
+	// (itself for a leader or a reference alone), and for a leader the span of
+	// its members' addresses relative to its own, [Lo, Hi], Hi - Lo < 64.
+	size_t Leader = 0;
+	int64_t Lo = 0, Hi = 0;
+	bool HasMembers = false;
 };
 
 // The reference I makes, if it is one we count.
@@ -142,7 +151,7 @@ class Instrumenter
 		Unlikely = MDBuilder(C).createBranchWeights(1, 1u << 20);
 	}
 
-	bool run(Function &F)
+	bool run(Function &F, ScalarEvolution &SE)
 	{
 		if (skipFunction(F))
 			return false;
@@ -162,6 +171,8 @@ class Instrumenter
 			if (!Cur.empty())
 				Runs.push_back(std::move(Cur));
 		}
+		for (auto &Run : Runs)
+			group(Run, SE);
 		for (const auto &Run : Runs)
 			instrument(Run);
 		return !Runs.empty();
@@ -174,6 +185,94 @@ class Instrumenter
 			return G;
 		return new GlobalVariable(M, Ty, false, GlobalValue::ExternalLinkage, nullptr, Name,
 		                          nullptr, GlobalValue::InitialExecTLSModel);
+	}
+
+	// References of a run whose addresses differ from an earlier one's by a
+	// constant (scalar evolution: the same pointer, unrolled or vector copies of
+	// one access) join its group while the group's addresses span less than 64
+	// bytes: they then lie in at most two filter blocks, those of the lowest and
+	// the highest address. The leader loads both bytes; a member takes the full
+	// check only if one of them is set or the slow path was visited since the
+	// run began (which may have changed the filter), so on the fast path it
+	// costs one test of two registers.
+	void group(std::vector<Ref> &Run, ScalarEvolution &SE)
+	{
+		std::vector<size_t> Leaders;
+		for (size_t J = 0; J < Run.size(); J++) {
+			Ref &R = Run[J];
+			R.Leader = J;
+			if (!SE.isSCEVable(R.Addr->getType()))
+				continue;
+			const SCEV *S = SE.getSCEV(R.Addr);
+			for (size_t L : Leaders) {
+				Ref &G = Run[L];
+				const auto *D =
+				    dyn_cast<SCEVConstant>(SE.getMinusSCEV(S, SE.getSCEV(G.Addr)));
+				if (!D || D->getAPInt().getSignificantBits() > 16)
+					continue;
+				int64_t Off = D->getAPInt().getSExtValue();
+				int64_t Lo = std::min(G.Lo, Off), Hi = std::max(G.Hi, Off);
+				if (Hi - Lo >= int64_t(1) << FilterShift)
+					continue;
+				G.Lo = Lo;
+				G.Hi = Hi;
+				G.HasMembers = true;
+				R.Leader = L;
+				break;
+			}
+			if (R.Leader == J)
+				Leaders.push_back(J);
+		}
+	}
+
+	Value *filterByte(IRBuilder<> &B, Value *A)
+	{
+		Value *Idx = B.CreateAnd(B.CreateLShr(A, FilterShift), FilterSize - 1);
+		return B.CreateLoad(I8, B.CreateInBoundsGEP(I8, Filter, Idx));
+	}
+
+	// Dirty after a diamond at Tail: the old value from Head, New from Other.
+	Value *joinDirty(BasicBlock *Tail, BasicBlock *Head, Value *Old, BasicBlock *Other,
+	                 Value *New)
+	{
+		PHINode *P = PHINode::Create(I8, 2, "lomas.dirty", &Tail->front());
+		P->addIncoming(Old, Head);
+		P->addIncoming(New, Other);
+		return P;
+	}
+
+	// The full check of R before At: its filter byte or the run's armed flag
+	// leaves the fast path, then a visit if armed or the byte may be R's line.
+	// Returns the dirty flag after it (1 once the slow path was called).
+	Value *emitFull(const Ref &R, Instruction *At, Value *Armed, Value *Dirty, uint64_t After)
+	{
+		IRBuilder<> IB(At);
+		BasicBlock *Head = At->getParent();
+		Value *A = IB.CreatePtrToInt(R.Addr, I64);
+		Value *Byte = filterByte(IB, A);
+		Value *Go = IB.CreateICmpNE(IB.CreateOr(Byte, Armed), ConstantInt::get(I8, 0));
+		Instruction *Then = SplitBlockAndInsertIfThen(Go, At, false, Unlikely);
+		BasicBlock *ThenBB = Then->getParent();
+		// Off the fast path: a byte whose tag is not the reference's (an
+		// alias 4 MiB away) needs no visit unless the run is armed.
+		IRBuilder<> TB(Then);
+		Value *Tag = TB.CreateOr(
+		    TB.CreateAnd(TB.CreateTrunc(TB.CreateLShr(A, FilterShift + FilterBits), I8),
+		                 0x7f),
+		    0x80);
+		Value *Need =
+		    TB.CreateOr(TB.CreateOr(TB.CreateICmpNE(Armed, ConstantInt::get(I8, 0)),
+		                            TB.CreateICmpEQ(Byte, ConstantInt::get(I8, FilterAny))),
+		                TB.CreateICmpEQ(Byte, Tag));
+		Instruction *CallAt = SplitBlockAndInsertIfThen(Need, Then, false);
+		IRBuilder<> SB(CallAt);
+		uint64_t Info = R.Size | (R.Store ? RefStoreBit : 0) | (After << AfterShift);
+		CallInst *Call = SB.CreateCall(
+		    Slow, {R.Addr, ConstantInt::get(I64, Info), ConstantInt::get(I64, 0)});
+		Call->setDebugLoc(R.I->getDebugLoc());
+		Value *D2 = joinDirty(Then->getParent(), ThenBB, Dirty, CallAt->getParent(),
+		                      ConstantInt::get(I8, 1));
+		return joinDirty(At->getParent(), Head, Dirty, Then->getParent(), D2);
 	}
 
 	void instrument(const std::vector<Ref> &Run)
@@ -189,34 +288,36 @@ class Instrumenter
 		// chase of the threads workload ten times slower on AMD Zen).
 		Value *Armed =
 		    B.CreateZExt(B.CreateICmpSLT(New, ConstantInt::get(I64, 1)), I8, "lomas.armed");
+		Value *Dirty = Armed;
+		std::vector<Value *> GroupBytes(K, nullptr);
 		for (uint64_t J = 0; J < K; J++) {
 			const Ref &R = Run[J];
-			IRBuilder<> IB(R.I);
-			Value *A = IB.CreatePtrToInt(R.Addr, I64);
-			Value *Idx = IB.CreateAnd(IB.CreateLShr(A, FilterShift), FilterSize - 1);
-			Value *Byte = IB.CreateLoad(I8, IB.CreateInBoundsGEP(I8, Filter, Idx));
-			Value *Go =
-			    IB.CreateICmpNE(IB.CreateOr(Byte, Armed), ConstantInt::get(I8, 0));
-			Instruction *Then = SplitBlockAndInsertIfThen(Go, R.I, false, Unlikely);
-			// Off the fast path: a byte whose tag is not the reference's
-			// (an alias 4 MiB away) needs no visit unless the run is armed.
-			IRBuilder<> TB(Then);
-			Value *Tag = TB.CreateOr(
-			    TB.CreateAnd(
-			        TB.CreateTrunc(TB.CreateLShr(A, FilterShift + FilterBits), I8),
-			        0x7f),
-			    0x80);
-			Value *Need = TB.CreateOr(
-			    TB.CreateOr(TB.CreateICmpNE(Armed, ConstantInt::get(I8, 0)),
-			                TB.CreateICmpEQ(Byte, ConstantInt::get(I8, FilterAny))),
-			    TB.CreateICmpEQ(Byte, Tag));
-			Then = SplitBlockAndInsertIfThen(Need, Then, false);
-			IRBuilder<> SB(Then);
-			uint64_t Info =
-			    R.Size | (R.Store ? RefStoreBit : 0) | ((K - 1 - J) << AfterShift);
-			CallInst *Call = SB.CreateCall(
-			    Slow, {R.Addr, ConstantInt::get(I64, Info), ConstantInt::get(I64, 0)});
-			Call->setDebugLoc(R.I->getDebugLoc());
+			uint64_t After = K - 1 - J;
+			if (R.Leader != J) {
+				IRBuilder<> IB(R.I);
+				BasicBlock *Head = R.I->getParent();
+				Value *Cond =
+				    IB.CreateICmpNE(IB.CreateOr(GroupBytes[R.Leader], Dirty),
+				                    ConstantInt::get(I8, 0));
+				Instruction *Then =
+				    SplitBlockAndInsertIfThen(Cond, R.I, false, Unlikely);
+				Value *D = emitFull(R, Then, Armed, Dirty, After);
+				Dirty =
+				    joinDirty(R.I->getParent(), Head, Dirty, Then->getParent(), D);
+				continue;
+			}
+			if (R.HasMembers) {
+				IRBuilder<> IB(R.I);
+				Value *A = IB.CreatePtrToInt(R.Addr, I64);
+				Value *G =
+				    filterByte(IB, IB.CreateAdd(A, ConstantInt::get(I64, R.Lo)));
+				if (R.Hi > R.Lo)
+					G = IB.CreateOr(
+					    G, filterByte(IB, IB.CreateAdd(
+					                          A, ConstantInt::get(I64, R.Hi))));
+				GroupBytes[J] = G;
+			}
+			Dirty = emitFull(R, R.I, Armed, Dirty, After);
 		}
 	}
 
@@ -231,12 +332,17 @@ class Instrumenter
 };
 
 struct LomasPass : PassInfoMixin<LomasPass> {
-	PreservedAnalyses run(Module &M, ModuleAnalysisManager &)
+	PreservedAnalyses run(Module &M, ModuleAnalysisManager &MAM)
 	{
+		auto &FAM = MAM.getResult<FunctionAnalysisManagerModuleProxy>(M).getManager();
 		Instrumenter Ins(M);
 		bool Changed = false;
-		for (Function &F : M)
-			Changed |= Ins.run(F);
+		for (Function &F : M) {
+			if (F.isDeclaration())
+				continue;
+			if (Ins.run(F, FAM.getResult<ScalarEvolutionAnalysis>(F)))
+				FAM.invalidate(F, PreservedAnalyses::none()), Changed = true;
+		}
 		return Changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
 	}
 	static bool isRequired()
