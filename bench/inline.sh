@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The inline clock's overhead: for each bundled workload, the run time and peak
 # RSS of the instrumented build with the sampler at its default settings
-# (LOMAS_PERIOD=auto) against the same program built by clang-16 -O2 -flto
-# without instrumentation. The two builds run side by side, alternating,
+# (LOMAS_PERIOD=auto) against the same program built by clang-16 with the same
+# flags (-O2 -g; -flto too with the sanitizer-coverage recipe) but without
+# instrumentation. The two builds run side by side, alternating,
 # REPS times (default 5); times are the fastest run of each (the least
 # disturbed: on a shared 2-core VM the median still moves by 10%), peak RSS
 # the median. Goals (DESIGN §9): time ratio <= 1.5x (geometric mean), peak
