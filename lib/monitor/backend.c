@@ -305,7 +305,7 @@ lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *p
 		if (m->pid > 0 && !m->ended) {
 			int status;
 			kill(m->pid, SIGKILL);
-			waitpid(m->pid, &status, __WALL);
+			mon_waitpid(m->pid, &status, __WALL);
 		}
 		m->ended = true;
 		mb_free(m);

@@ -120,6 +120,8 @@ size_t mon_live_threads(const monitor *m);
  * forever). 1 with *t and *status set, 0 on timeout, negative status on error.
  */
 int mon_wait(monitor *m, int timeout_ms, mon_thread **t, int *status);
+/* waitpid(2), retried when a signal of the caller interrupts it. */
+pid_t mon_waitpid(pid_t pid, int *status, int flags);
 /* The thread's process ended / the thread is gone: bookkeeping from a wait status. */
 void mon_reap(monitor *m, mon_thread *t, int status);
 

@@ -55,6 +55,20 @@ size_t mon_live_threads(const monitor *m)
 	return n;
 }
 
+/*
+ * waitpid, again when a signal interrupts it: the caller's handlers need not
+ * have SA_RESTART (lomas-demo's SIGINT handler has not), and a wait given up
+ * half-way leaves a thread in a state our bookkeeping does not describe.
+ */
+pid_t mon_waitpid(pid_t pid, int *status, int flags)
+{
+	pid_t r;
+	do
+		r = waitpid(pid, status, flags);
+	while (r < 0 && errno == EINTR);
+	return r;
+}
+
 static lomas_status ptrace_error(const char *what, pid_t pid, int err)
 {
 	if (err == EPERM)
@@ -95,21 +109,21 @@ lomas_status mon_spawn(monitor *m, const char *program_path, char *const argv[])
 	close(pipefd[1]);
 	m->pid = pid;
 	m->spawned = true;
-	if (waitpid(pid, &status, WSTOPPED) != pid || !WIFSTOPPED(status)) {
+	if (mon_waitpid(pid, &status, WSTOPPED) != pid || !WIFSTOPPED(status)) {
 		close(pipefd[0]);
 		return error_set(LOMAS_ETARGET, "the child did not stop before exec");
 	}
 	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)(TRACE_OPTS | PTRACE_O_EXITKILL)) < 0) {
 		err = errno;
 		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
+		mon_waitpid(pid, &status, 0);
 		close(pipefd[0]);
 		return ptrace_error("PTRACE_SEIZE", pid, err);
 	}
 	kill(pid, SIGCONT);
 	/* Run it to its exec, forwarding nothing of the start-up dance. */
 	for (;;) {
-		if (waitpid(pid, &status, __WALL) != pid) {
+		if (mon_waitpid(pid, &status, __WALL) != pid) {
 			err = errno;
 			close(pipefd[0]);
 			return error_set(LOMAS_ETARGET, "waitpid: %s", strerror(err));
@@ -186,7 +200,7 @@ lomas_status mon_attach(monitor *m, pid_t pid)
 		mon_thread *t = &m->threads.items[i];
 		int status;
 		while (t->state == MT_RUNNING) {
-			if (waitpid(t->tid, &status, __WALL) != t->tid)
+			if (mon_waitpid(t->tid, &status, __WALL) != t->tid)
 				return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)t->tid,
 				                 strerror(errno));
 			if (WIFEXITED(status) || WIFSIGNALED(status)) {
@@ -309,7 +323,7 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 		if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL) < 0)
 			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
 			                 strerror(errno));
-		if (waitpid(t->tid, &status, __WALL) != t->tid)
+		if (mon_waitpid(t->tid, &status, __WALL) != t->tid)
 			return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)t->tid,
 			                 strerror(errno));
 		if (WIFEXITED(status) || WIFSIGNALED(status)) {

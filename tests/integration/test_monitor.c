@@ -22,6 +22,7 @@
 #include <sys/personality.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -482,8 +483,21 @@ static char proc_state(pid_t pid)
 	return rp && rp[1] && rp[2] ? rp[2] : '?';
 }
 
-/* (e) Attach to a running program, sample, detach: protections as before, it runs on. */
-static void test_attach_detach(void **state)
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
+/*
+ * Attach to a running program, sample, detach: protections as before, it
+ * runs on. With interrupt_us > 0 the caller takes a signal every interrupt_us
+ * microseconds, its handler installed without SA_RESTART (as lomas-demo's
+ * SIGINT handler is): every blocking call of the library may end in EINTR.
+ */
+static void attach_detach(long interrupt_us)
 {
 	char path[4200], before[16384], after[16384], ready[16];
 	int p[2], status;
@@ -493,7 +507,8 @@ static void test_attach_detach(void **state)
 	lomas_stats st;
 	lomas_profile *prof;
 	int running = 1;
-	(void)state;
+	struct sigaction sa, old_sa;
+	struct itimerval it = {{0, interrupt_us}, {0, interrupt_us}}, off = {{0, 0}, {0, 0}};
 	target(path, sizeof path, "t_spin");
 	assert_int_equal(pipe(p), 0);
 	fflush(stdout);
@@ -511,6 +526,14 @@ static void test_attach_detach(void **state)
 	assert_int_equal(lomas_config_new(&cfg), LOMAS_OK);
 	assert_int_equal(lomas_config_set(cfg, "clock", "step"), LOMAS_OK);
 	assert_int_equal(lomas_config_set(cfg, "period", "20"), LOMAS_OK);
+	if (interrupt_us > 0) {
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_alarm;
+		sigemptyset(&sa.sa_mask);
+		assert_int_equal(sigaction(SIGALRM, &sa, &old_sa), 0);
+		alarms = 0;
+		assert_int_equal(setitimer(ITIMER_REAL, &it, NULL), 0);
+	}
 	assert_int_equal(lomas_session_attach(cfg, pid, &s), LOMAS_OK);
 	for (int i = 0; i < 6 && running; i++)
 		assert_int_equal(lomas_session_poll(s, 50, &running), LOMAS_OK);
@@ -520,6 +543,11 @@ static void test_attach_detach(void **state)
 	assert_true(st.samples > 0);
 	assert_true(st.injected_syscalls > 0);
 	assert_int_equal(lomas_session_stop(s), LOMAS_OK);
+	if (interrupt_us > 0) {
+		setitimer(ITIMER_REAL, &off, NULL);
+		sigaction(SIGALRM, &old_sa, NULL);
+		assert_true(alarms > 10);
+	}
 	assert_int_equal(lomas_session_profile(s, &prof), LOMAS_OK);
 	assert_int_equal(profile_validate(prof), LOMAS_OK);
 	lomas_profile_free(prof);
@@ -537,6 +565,26 @@ static void test_attach_detach(void **state)
 	assert_int_equal(waitpid(pid, &status, 0), pid);
 	assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 	close(p[0]);
+}
+
+/* (e) Attach to a running program, sample, detach. */
+static void test_attach_detach(void **state)
+{
+	(void)state;
+	attach_detach(0);
+}
+
+/*
+ * (e') The same while the caller's signals interrupt the library's waits: an
+ * interrupted wait for an injected call's step must not leave the thread with
+ * the injection's registers (it would run on in our scratch page: SIGTRAP while
+ * traced, or SIGSEGV once detached and the page is gone).
+ */
+static void test_attach_detach_interrupted(void **state)
+{
+	(void)state;
+	for (int i = 0; i < 3; i++)
+		attach_detach(200);
 }
 
 /* Errors: not found, not executable, no such process. */
@@ -583,6 +631,7 @@ int main(void)
 	    cmocka_unit_test(test_native_fork_exec),
 	    cmocka_unit_test(test_native_crash),
 	    cmocka_unit_test(test_attach_detach),
+	    cmocka_unit_test(test_attach_detach_interrupted),
 	    cmocka_unit_test(test_errors),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
