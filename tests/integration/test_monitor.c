@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/personality.h>
+#include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -514,6 +515,8 @@ static void attach_detach(long interrupt_us)
 	fflush(stdout);
 	pid = fork();
 	if (pid == 0) {
+		/* A failed assertion leaves the test early: the target must not outlive it. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(p[1], 1);
 		close(p[0]);
 		close(p[1]);
