@@ -379,6 +379,13 @@ RT_HIDDEN void rt_thread_thin_to(inline_thread *t, uint32_t level);
 RT_HIDDEN void rt_key_destructor(void *arg);
 /* The slow path: called by the hooks and by code the pass plugin instrumented. */
 RT_EXPORT void lomas__slow(const void *addr, uint64_t info, uintptr_t pc_hint);
+/* The plugin's entry (clang only: preserve_most; the plugin relies on it). */
+#if defined(__clang__) && defined(__x86_64__) && __has_attribute(preserve_most)
+#define LOMAS_HAVE_PRESERVE_MOST 1
+RT_EXPORT __attribute__((preserve_most)) void lomas__slow_pm(const void *addr, uint64_t info);
+#else
+#define LOMAS_HAVE_PRESERVE_MOST 0
+#endif
 RT_HIDDEN uint32_t lomas__next_thread_index(void);
 /* runtime_output.c */
 RT_HIDDEN void rt_global_init(void);

@@ -522,13 +522,13 @@ static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info
 /*
  * The hooks' way out of the fast path: the countdown reached zero (a sample
  * is due, or full-trace mode) or the filter flagged the reference's block.
- * Never inlined, so its return address is next to the reference in the
- * instrumented function. Kept small: a filter hit on a line that is not
- * watched (an alias in the filter, the common case while many samples are
- * open) returns from here after one table lookup, without the lock or the
- * register saves of the full visit.
+ * Kept small: a filter hit on a line that is not watched (an alias in the
+ * filter, the common case while many samples are open) returns from here
+ * after one table lookup, without the lock or the register saves of the full
+ * visit.
  */
-__attribute__((noinline, cold)) void lomas__slow(const void *addr, uint64_t info, uintptr_t pc_hint)
+static inline __attribute__((always_inline)) void slow_entry(const void *addr, uint64_t info,
+                                                             uintptr_t pc)
 {
 	const inline_fast *f = &lomas__fast;
 	const inline_thread *t = f->state;
@@ -536,9 +536,27 @@ __attribute__((noinline, cold)) void lomas__slow(const void *addr, uint64_t info
 	                t->epoch == atomic_load_explicit(&rt.epoch, memory_order_relaxed);
 	if (screened && !wt_watched(&t->wt, (uintptr_t)addr))
 		return;
-	slow_visit(addr, info, pc_hint ? pc_hint : (uintptr_t)__builtin_return_address(0),
-	           screened);
+	slow_visit(addr, info, pc, screened);
 }
+
+/* The sanitizer-coverage hooks' entry. Never inlined, so its return address
+ * is next to the reference in the instrumented function. */
+__attribute__((noinline, cold)) void lomas__slow(const void *addr, uint64_t info, uintptr_t pc_hint)
+{
+	slow_entry(addr, info, pc_hint ? pc_hint : (uintptr_t)__builtin_return_address(0));
+}
+
+#if LOMAS_HAVE_PRESERVE_MOST
+/*
+ * The pass plugin's entry: the same, in clang's preserve_most convention (all
+ * general registers but r11 survive the call), so a loop that may call it
+ * keeps its values in registers instead of spilling them around the call.
+ */
+__attribute__((noinline, cold, preserve_most)) void lomas__slow_pm(const void *addr, uint64_t info)
+{
+	slow_entry(addr, info, (uintptr_t)__builtin_return_address(0));
+}
+#endif
 
 /* References the thread has made in its session (exact for the caller). */
 uint64_t rt_thread_refs(const inline_thread *t)

@@ -14,7 +14,8 @@
 // * Each reference tests one filter byte (lomas__filter[(addr >> 6) & 0xffff],
 //   initial-exec TLS) for its 64-byte block. When the byte is non-zero or its
 //   run is armed it leaves the fast path, and visits the slow path
-//   (lomas__slow) if the run is armed or the byte may stand for the
+//   (lomas__slow_pm, in the preserve_most convention) if the run is armed or
+//   the byte may stand for the
 //   reference's own line (its tag, or "any"; see lib/inline/inline.h).
 //
 // The slow path is told, with each visit, how many references of the run
@@ -146,8 +147,11 @@ class Instrumenter
 		Filter = tlsGlobal("lomas__filter", ArrayType::get(I8, FilterSize));
 		AttributeList Attrs = AttributeList().addFnAttribute(C, Attribute::NoUnwind);
 		Attrs = Attrs.addFnAttribute(C, Attribute::Cold);
-		Slow =
-		    M.getOrInsertFunction("lomas__slow", Attrs, Type::getVoidTy(C), Ptr, I64, I64);
+		// preserve_most: the call clobbers only r11 (and the vector
+		// registers), so values live across it stay in registers.
+		Slow = M.getOrInsertFunction("lomas__slow_pm", Attrs, Type::getVoidTy(C), Ptr, I64);
+		if (auto *SF = dyn_cast<Function>(Slow.getCallee()))
+			SF->setCallingConv(CallingConv::PreserveMost);
 		Unlikely = MDBuilder(C).createBranchWeights(1, 1u << 20);
 	}
 
@@ -267,8 +271,8 @@ class Instrumenter
 		Instruction *CallAt = SplitBlockAndInsertIfThen(Need, Then, false);
 		IRBuilder<> SB(CallAt);
 		uint64_t Info = R.Size | (R.Store ? RefStoreBit : 0) | (After << AfterShift);
-		CallInst *Call = SB.CreateCall(
-		    Slow, {R.Addr, ConstantInt::get(I64, Info), ConstantInt::get(I64, 0)});
+		CallInst *Call = SB.CreateCall(Slow, {R.Addr, ConstantInt::get(I64, Info)});
+		Call->setCallingConv(CallingConv::PreserveMost);
 		Call->setDebugLoc(R.I->getDebugLoc());
 		Value *D2 = joinDirty(Then->getParent(), ThenBB, Dirty, CallAt->getParent(),
 		                      ConstantInt::get(I8, 1));
