@@ -14,8 +14,8 @@
 // * Each reference tests one filter byte (lomas__filter[(addr >> 6) & 0xffff],
 //   initial-exec TLS) for its 64-byte block. When the byte is non-zero or its
 //   run is armed it leaves the fast path, and visits the slow path
-//   (lomas__slow_pm, in the preserve_most convention) if the run is armed or
-//   the byte may stand for the
+//   (lomas__slow_pm, in the preserve_most convention) if the reference is
+//   due for one (see "after" below) or the byte may stand for the
 //   reference's own line (its tag, or "any"; see lib/inline/inline.h).
 //
 // The slow path is told, with each visit, how many references of the run
@@ -257,17 +257,22 @@ class Instrumenter
 		Value *Go = IB.CreateICmpNE(IB.CreateOr(Byte, Armed), ConstantInt::get(I8, 0));
 		Instruction *Then = SplitBlockAndInsertIfThen(Go, At, false, Unlikely);
 		BasicBlock *ThenBB = Then->getParent();
-		// Off the fast path: a byte whose tag is not the reference's (an
-		// alias 4 MiB away) needs no visit unless the run is armed.
+		// Off the fast path: visit only if this very reference is due (the
+		// countdown as it is now, after any visit earlier in the run, plus
+		// the references after it: <= 0), or the byte may stand for its line
+		// (its tag, or "any"). An armed run's other references, and a byte
+		// whose tag is another line's (an alias 4 MiB away), make no call.
 		IRBuilder<> TB(Then);
 		Value *Tag = TB.CreateOr(
 		    TB.CreateAnd(TB.CreateTrunc(TB.CreateLShr(A, FilterShift + FilterBits), I8),
 		                 0x7f),
 		    0x80);
-		Value *Need =
-		    TB.CreateOr(TB.CreateOr(TB.CreateICmpNE(Armed, ConstantInt::get(I8, 0)),
-		                            TB.CreateICmpEQ(Byte, ConstantInt::get(I8, FilterAny))),
-		                TB.CreateICmpEQ(Byte, Tag));
+		Value *Due = TB.CreateICmpSLT(
+		    TB.CreateAdd(TB.CreateLoad(I64, Fast), ConstantInt::get(I64, After)),
+		    ConstantInt::get(I64, 1));
+		Value *Need = TB.CreateOr(
+		    TB.CreateOr(Due, TB.CreateICmpEQ(Byte, ConstantInt::get(I8, FilterAny))),
+		    TB.CreateICmpEQ(Byte, Tag));
 		Instruction *CallAt = SplitBlockAndInsertIfThen(Need, Then, false);
 		IRBuilder<> SB(CallAt);
 		uint64_t Info = R.Size | (R.Store ? RefStoreBit : 0) | (After << AfterShift);
