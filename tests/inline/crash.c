@@ -4,6 +4,9 @@
  *   segv   a genuine invalid write (SIGSEGV)      abort  abort() (SIGABRT)
  *   term   kill(getpid(), SIGTERM)                 thread exit(3) from a second thread
  *   small  join a thread created with the smallest stack size allowed, then return 0
+ *   alarm  more work while a SIGALRM handler (64 references a call: 32 volatile
+ *          read-modify-writes) interrupts it every 100 us, then print the calls
+ *   quiet  the same work without the timer
  *   ok     return 0 from main
  */
 #include <limits.h>
@@ -12,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 static long work(long n)
@@ -34,6 +38,31 @@ static void *exit_thread(void *arg)
 	printf("thread exits %ld\n", work(10000));
 	fflush(stdout);
 	exit(3);
+}
+
+static volatile long alarm_buf[32];
+static long alarm_calls; /* the handler's own count; read once the timer is off */
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	for (int i = 0; i < 32; i++)
+		alarm_buf[i] += i;
+	alarm_calls++;
+}
+
+/* Work under (or without) a 100 us SIGALRM timer; prints the handler's calls. */
+static void alarmed_work(int with_timer)
+{
+	struct itimerval on = {{0, 100}, {0, 100}}, off = {{0, 0}, {0, 0}};
+	long s = 0;
+	signal(SIGALRM, on_alarm);
+	if (with_timer)
+		setitimer(ITIMER_REAL, &on, NULL);
+	for (int r = 0; r < 40; r++)
+		s += work(50000);
+	setitimer(ITIMER_REAL, &off, NULL);
+	printf("alarm work %ld calls %ld\n", s, alarm_calls);
 }
 
 static void *small_thread(void *arg)
@@ -59,6 +88,8 @@ int main(int argc, char **argv)
 		pthread_t t;
 		pthread_create(&t, NULL, exit_thread, NULL);
 		pthread_join(t, NULL);
+	} else if (!strcmp(mode, "alarm") || !strcmp(mode, "quiet")) {
+		alarmed_work(!strcmp(mode, "alarm"));
 	} else if (!strcmp(mode, "small")) {
 		pthread_attr_t a;
 		pthread_t t;

@@ -270,6 +270,29 @@ def test_fatal_signal_flushes_the_profile(mode, sig, tmp_path):
     assert len(d["samples"]) > 4000
 
 
+def test_signal_handler_interrupting_the_clock(tmp_path):
+    """A SIGALRM handler with references of its own (66 a call) interrupts loops
+    (the plugin keeps their countdown in a register) every 100 us, with a period
+    long enough that the loops charge thousands of references between slow-path
+    visits. The thread's clock must come out at the quiet run's count plus at
+    most the handler's references: none of the program's own references lost,
+    none counted twice, and every sample valid (end after start: the profile
+    reader checks). The handler's references can go uncounted when the signal
+    lands between the load and the store of a countdown update, in both
+    instrumentations."""
+    got = {}
+    for mode in ("quiet", "alarm"):
+        prof = str(tmp_path / (mode + ".lomas"))
+        r = run([CRASH, mode], {"LOMAS_OUTPUT": prof, "LOMAS_PERIOD": "3000"})
+        calls = int(r.stdout.split("calls ")[1].split()[0])
+        d = export_json(prof)
+        got[mode] = (d["threads"][0]["refs"], calls, len(d["samples"]))
+    (quiet, qcalls, _), (refs, calls, samples) = got["quiet"], got["alarm"]
+    assert qcalls == 0 and calls >= 20, got
+    assert samples > 1000
+    assert quiet < refs <= quiet + 66 * calls, got
+
+
 def test_exit_from_another_thread(tmp_path):
     prof = str(tmp_path / "p.lomas")
     r = run([CRASH, "thread"], {"LOMAS_OUTPUT": prof, "LOMAS_PERIOD": "50"}, check=False)

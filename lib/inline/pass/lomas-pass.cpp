@@ -26,13 +26,20 @@
 // signal handler that interrupts a run sees the clock ahead by the rest of
 // the run (fewer than MaxRun references).
 //
+// An innermost loop without calls keeps the countdown in a register instead
+// of thread-local memory (see LoopCount): a loop-carried chain through memory
+// (load, subtract, store, each iteration) was the critical path of short
+// vector loops.
+//
 // The same references as clang's -fsanitize-coverage=trace-loads,trace-stores
 // are instrumented (loads and stores of 1 to 16 bytes in address space 0),
 // plus atomic read-modify-writes and compare-exchanges (as stores).
 
+#include "llvm/Analysis/LoopInfo.h"
 #include "llvm/Analysis/ScalarEvolution.h"
 #include "llvm/Analysis/ScalarEvolutionExpressions.h"
 #include "llvm/IR/Constants.h"
+#include "llvm/IR/Dominators.h"
 #include "llvm/IR/Function.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/InstIterator.h"
@@ -44,8 +51,11 @@
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Passes/PassPlugin.h"
 #include "llvm/Transforms/Utils/BasicBlockUtils.h"
+#include "llvm/Transforms/Utils/LoopSimplify.h"
+#include "llvm/Transforms/Utils/PromoteMemToReg.h"
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 using namespace llvm;
@@ -155,11 +165,14 @@ class Instrumenter
 		Unlikely = MDBuilder(C).createBranchWeights(1, 1u << 20);
 	}
 
-	bool run(Function &F, ScalarEvolution &SE)
+	bool run(Function &F, ScalarEvolution &SE, LoopInfo &LI, DominatorTree &DT)
 	{
 		if (skipFunction(F))
 			return false;
 		std::vector<std::vector<Ref>> Runs;
+		std::vector<LoopCount *> RunLoop;
+		std::map<const BasicBlock *, Loop *> Promotable = promotableLoops(LI, DT, SE);
+		std::map<Loop *, LoopCount> Counts;
 		for (BasicBlock &BB : F) {
 			std::vector<Ref> Cur;
 			for (Instruction &I : BB) {
@@ -175,14 +188,108 @@ class Instrumenter
 			if (!Cur.empty())
 				Runs.push_back(std::move(Cur));
 		}
-		for (auto &Run : Runs)
+		for (auto &Run : Runs) {
 			group(Run, SE);
-		for (const auto &Run : Runs)
-			instrument(Run);
+			auto It = Promotable.find(Run.front().I->getParent());
+			LoopCount *LC = nullptr;
+			if (It != Promotable.end()) {
+				LC = &Counts[It->second];
+				if (!LC->Rem)
+					promote(F, It->second, *LC);
+			}
+			RunLoop.push_back(LC);
+		}
+		for (size_t I = 0; I < Runs.size(); I++)
+			instrument(Runs[I], RunLoop[I]);
+		if (!Counts.empty()) {
+			std::vector<AllocaInst *> Slots;
+			for (auto &KV : Counts)
+				Slots.push_back(KV.second.Rem), Slots.push_back(KV.second.Cd0);
+			DominatorTree DT(F);
+			PromoteMemToReg(Slots, DT);
+		}
 		return !Runs.empty();
 	}
 
       private:
+	// An innermost loop without calls keeps the countdown in a register
+	// (Rem), so no run of the loop loads or stores the TLS countdown. What
+	// the loop charged since it last synchronised, Cd0 - Rem (Cd0: the TLS
+	// countdown then), is subtracted from the TLS countdown before each
+	// slow-path call (which reads and may reset it; both are then read again
+	// from it) and on every exit. The clock and the samples are those of
+	// per-run updates; only a signal handler that interrupts the loop sees
+	// the thread's clock behind by the loop's references since it last
+	// synchronised (fewer than one gap). Rem and Cd0 are allocas until
+	// PromoteMemToReg makes them SSA values; Cd0 is used off the fast path
+	// only.
+	struct LoopCount {
+		AllocaInst *Rem = nullptr, *Cd0 = nullptr;
+	};
+
+	// The blocks of the loops whose countdown can live in registers: the
+	// innermost loops without calls, given a preheader and exit blocks of
+	// their own (LoopSimplify) where they lack them.
+	std::map<const BasicBlock *, Loop *> promotableLoops(LoopInfo &LI, DominatorTree &DT,
+	                                                     ScalarEvolution &SE)
+	{
+		std::map<const BasicBlock *, Loop *> Blocks;
+		for (Loop *L : LI.getLoopsInPreorder()) {
+			SmallVector<BasicBlock *, 4> Exits;
+			bool Ok = L->isInnermost();
+			for (BasicBlock *BB : L->blocks())
+				for (Instruction &I : *BB)
+					Ok &= !endsRun(I);
+			if (!Ok)
+				continue;
+			if (!L->getLoopPreheader() || !L->hasDedicatedExits())
+				simplifyLoop(L, &DT, &LI, &SE, nullptr, nullptr, false);
+			if (!L->getLoopPreheader() || !L->hasDedicatedExits())
+				continue;
+			L->getUniqueExitBlocks(Exits);
+			for (BasicBlock *E : Exits)
+				Ok &= !E->isEHPad() && E->getFirstInsertionPt() != E->end();
+			if (!Ok)
+				continue;
+			for (BasicBlock *BB : L->blocks())
+				Blocks[BB] = L;
+		}
+		return Blocks;
+	}
+
+	// Set up L's registers: taken from the countdown in the preheader, given
+	// back to it on each exit (before anything else there, runs included).
+	void promote(Function &F, Loop *L, LoopCount &LC)
+	{
+		BasicBlock &Entry = F.getEntryBlock();
+		IRBuilder<> EB(&Entry, Entry.getFirstInsertionPt());
+		LC.Rem = EB.CreateAlloca(I64, nullptr, "lomas.rem");
+		LC.Cd0 = EB.CreateAlloca(I64, nullptr, "lomas.cd0");
+		IRBuilder<> PB(L->getLoopPreheader()->getTerminator());
+		reload(PB, LC);
+		SmallVector<BasicBlock *, 4> Exits;
+		L->getUniqueExitBlocks(Exits);
+		for (BasicBlock *E : Exits) {
+			IRBuilder<> XB(E, E->getFirstInsertionPt());
+			commit(XB, LC);
+		}
+	}
+
+	// countdown -= Cd0 - Rem
+	void commit(IRBuilder<> &B, const LoopCount &LC)
+	{
+		Value *Charged = B.CreateSub(B.CreateLoad(I64, LC.Cd0), B.CreateLoad(I64, LC.Rem));
+		B.CreateStore(B.CreateSub(B.CreateLoad(I64, Fast), Charged), Fast);
+	}
+
+	// Cd0 = Rem = countdown
+	void reload(IRBuilder<> &B, const LoopCount &LC)
+	{
+		Value *Cd = B.CreateLoad(I64, Fast);
+		B.CreateStore(Cd, LC.Cd0);
+		B.CreateStore(Cd, LC.Rem);
+	}
+
 	GlobalVariable *tlsGlobal(StringRef Name, Type *Ty)
 	{
 		if (GlobalVariable *G = M.getNamedGlobal(Name))
@@ -248,7 +355,8 @@ class Instrumenter
 	// The full check of R before At: its filter byte or the run's armed flag
 	// leaves the fast path, then a visit if armed or the byte may be R's line.
 	// Returns the dirty flag after it (1 once the slow path was called).
-	Value *emitFull(const Ref &R, Instruction *At, Value *Armed, Value *Dirty, uint64_t After)
+	Value *emitFull(const Ref &R, Instruction *At, Value *Armed, Value *Dirty, uint64_t After,
+	                const LoopCount *LC)
 	{
 		IRBuilder<> IB(At);
 		BasicBlock *Head = At->getParent();
@@ -267,31 +375,37 @@ class Instrumenter
 		    TB.CreateAnd(TB.CreateTrunc(TB.CreateLShr(A, FilterShift + FilterBits), I8),
 		                 0x7f),
 		    0x80);
-		Value *Due = TB.CreateICmpSLT(
-		    TB.CreateAdd(TB.CreateLoad(I64, Fast), ConstantInt::get(I64, After)),
-		    ConstantInt::get(I64, 1));
+		Value *Cd = TB.CreateLoad(I64, LC ? static_cast<Value *>(LC->Rem) : Fast);
+		Value *Due = TB.CreateICmpSLT(TB.CreateAdd(Cd, ConstantInt::get(I64, After)),
+		                              ConstantInt::get(I64, 1));
 		Value *Need = TB.CreateOr(
 		    TB.CreateOr(Due, TB.CreateICmpEQ(Byte, ConstantInt::get(I8, FilterAny))),
 		    TB.CreateICmpEQ(Byte, Tag));
 		Instruction *CallAt = SplitBlockAndInsertIfThen(Need, Then, false);
 		IRBuilder<> SB(CallAt);
 		uint64_t Info = R.Size | (R.Store ? RefStoreBit : 0) | (After << AfterShift);
+		if (LC)
+			commit(SB, *LC);
 		CallInst *Call = SB.CreateCall(Slow, {R.Addr, ConstantInt::get(I64, Info)});
 		Call->setCallingConv(CallingConv::PreserveMost);
 		Call->setDebugLoc(R.I->getDebugLoc());
+		if (LC)
+			reload(SB, *LC);
 		Value *D2 = joinDirty(Then->getParent(), ThenBB, Dirty, CallAt->getParent(),
 		                      ConstantInt::get(I8, 1));
 		return joinDirty(At->getParent(), Head, Dirty, Then->getParent(), D2);
 	}
 
-	void instrument(const std::vector<Ref> &Run)
+	void instrument(const std::vector<Ref> &Run, const LoopCount *LC)
 	{
 		const uint64_t K = Run.size();
 		IRBuilder<> B(Run.front().I);
-		// countdown -= k; armed = countdown <= 0 (signed)
-		LoadInst *Old = B.CreateLoad(I64, Fast, "lomas.cd");
+		// countdown -= k; armed = countdown <= 0 (signed). The countdown is
+		// Rem in a promoted loop.
+		Value *Cd = LC ? static_cast<Value *>(LC->Rem) : Fast;
+		LoadInst *Old = B.CreateLoad(I64, Cd, "lomas.cd");
 		Value *New = B.CreateSub(Old, ConstantInt::get(I64, K), "lomas.cd.run");
-		B.CreateStore(New, Fast);
+		B.CreateStore(New, Cd);
 		// 0 or 1, or'ed into each filter byte: one branch per reference (two
 		// branches per reference, filter then armed, made the unrolled pointer
 		// chase of the threads workload ten times slower on AMD Zen).
@@ -310,7 +424,7 @@ class Instrumenter
 				                    ConstantInt::get(I8, 0));
 				Instruction *Then =
 				    SplitBlockAndInsertIfThen(Cond, R.I, false, Unlikely);
-				Value *D = emitFull(R, Then, Armed, Dirty, After);
+				Value *D = emitFull(R, Then, Armed, Dirty, After, LC);
 				Dirty =
 				    joinDirty(R.I->getParent(), Head, Dirty, Then->getParent(), D);
 				continue;
@@ -326,7 +440,7 @@ class Instrumenter
 					                          A, ConstantInt::get(I64, R.Hi))));
 				GroupBytes[J] = G;
 			}
-			Dirty = emitFull(R, R.I, Armed, Dirty, After);
+			Dirty = emitFull(R, R.I, Armed, Dirty, After, LC);
 		}
 	}
 
@@ -349,7 +463,9 @@ struct LomasPass : PassInfoMixin<LomasPass> {
 		for (Function &F : M) {
 			if (F.isDeclaration())
 				continue;
-			if (Ins.run(F, FAM.getResult<ScalarEvolutionAnalysis>(F)))
+			if (Ins.run(F, FAM.getResult<ScalarEvolutionAnalysis>(F),
+			            FAM.getResult<LoopAnalysis>(F),
+			            FAM.getResult<DominatorTreeAnalysis>(F)))
 				FAM.invalidate(F, PreservedAnalyses::none()), Changed = true;
 		}
 		return Changed ? PreservedAnalyses::none() : PreservedAnalyses::all();
