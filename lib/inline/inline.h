@@ -301,6 +301,8 @@ typedef struct inline_thread {
 	uint8_t level;
 	bool adaptive;
 	uint64_t next_sample;
+	/* The least clock the next visit may have (see slow_visit). */
+	uint64_t next_clock;
 	uint64_t lost;
 	uint64_t published; /* period auto: (done.n + wt.live) << level, as added to rt */
 	sample_store done;

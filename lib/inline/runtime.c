@@ -369,6 +369,7 @@ static inline_thread *thread_attach(inline_fast *f, uint64_t after)
 	/* The reference being handled gets clock 0. */
 	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
 	t->next_sample = rng_gap_with(&t->gaps, t->gap_log) - 1;
+	t->next_clock = 0;
 	f->countdown = -after;
 	f->zero_clock = 0;
 	rt_spin_unlock(&t->lock);
@@ -498,6 +499,17 @@ static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info
 	f->busy = 1;
 	rt_spin_lock(&t->lock);
 	clock = f->zero_clock - (uint64_t)due;
+	/* Never backwards. A signal handler whose references visit the slow path
+	 * between the load and the store of an interrupted countdown update
+	 * (there is such a window in both instrumentations) has its visit's new
+	 * countdown overwritten with the old one minus a few: the clock can then
+	 * step back, and a sample would end before it started. Move it on
+	 * instead (the thread's count gains what it lost). */
+	if (clock < t->next_clock) {
+		f->zero_clock += t->next_clock - clock;
+		clock = t->next_clock;
+	}
+	t->next_clock = clock + 1;
 	if (t->trace)
 		trace_put(t, addr, info);
 	if (wt_touch(&t->wt, (uintptr_t)addr, clock, pc, &s))
