@@ -174,6 +174,8 @@ lomas_status profile_load_buffer(const void *data, size_t len, const char *name,
                                  lomas_profile **out);
 /* Encode p as a profile file image: a malloc'd buffer in *data of *len bytes. */
 lomas_status profile_save_buffer(const lomas_profile *p, void **data, size_t *len);
+/* The same bytes written to fd at their offsets (from 0), staged 64 KiB at a time. */
+lomas_status profile_save_fd(const lomas_profile *p, int fd);
 /*
  * Save p to path atomically (a temporary file renamed over path, keeping an
  * existing file's mode). durable: also fsync the file and its directory

@@ -4,12 +4,14 @@
  * length, offset, count and CRC before it touches the bytes they describe, and
  * reports the byte offset of the first problem.
  */
+#include <errno.h>
 #include <float.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core.h"
 
@@ -97,27 +99,116 @@ static bool str_size(const char *s, size_t *acc)
 	return true;
 }
 
-static uint8_t *put_str(uint8_t *q, const char *s)
+/*
+ * Where the encoder's bytes go: one buffer (profile_save_buffer) or, at
+ * offsets, a file (profile_save_fd), through a small staging buffer, so a
+ * file is written without its whole image in memory (at exit, a fresh
+ * multi-megabyte image cost the inline runtime a page fault per 4 KiB).
+ */
+#define ENC_STAGE 65536u
+
+typedef struct encoder {
+	uint8_t *image; /* the whole image, or NULL: write to fd */
+	int fd;
+	uint64_t at;     /* offset of stage[0] */
+	uint8_t *stage;  /* ENC_STAGE bytes (fd only) */
+	size_t n;        /* bytes staged */
+	uint32_t crc;    /* of the current section so far */
+	lomas_status st; /* the first error */
+} encoder;
+
+static int pwrite_all(int fd, const uint8_t *data, size_t len, uint64_t off)
 {
-	size_t n = strlen(s);
-	wr32(q, (uint32_t)n);
-	memcpy(q + 4, s, n);
-	return q + 4 + n;
+	while (len) {
+		ssize_t k = pwrite(fd, data, len, (off_t)off);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		data += k;
+		len -= (size_t)k;
+		off += (uint64_t)k;
+	}
+	return 0;
 }
 
-lomas_status profile_save_buffer(const lomas_profile *p, void **data, size_t *len)
+static void enc_flush(encoder *e)
 {
-	size_t size[SEC_KNOWN] = {0}, off[SEC_KNOWN] = {0};
-	static const int order[] = {SEC_PROFILE, SEC_META,    SEC_CALIB, SEC_THREADS,
-	                            SEC_WINDOWS, SEC_SAMPLES, SEC_MAPS};
-	const size_t nsec = sizeof order / sizeof order[0];
-	size_t total;
-	uint8_t *b, *q;
+	if (e->image || !e->n || e->st)
+		return;
+	if (pwrite_all(e->fd, e->stage, e->n, e->at) != 0)
+		e->st = error_set(LOMAS_EIO, "cannot write the profile: %s", strerror(errno));
+	e->at += e->n;
+	e->n = 0;
+}
 
-	if (!p || !data || !len)
-		return error_set(LOMAS_EINVAL, "profile_save_buffer: NULL argument");
-	*data = NULL;
-	*len = 0;
+/* Start a section (or the header) at off. */
+static void enc_seek(encoder *e, uint64_t off)
+{
+	enc_flush(e);
+	e->at = off;
+	e->n = 0;
+	e->crc = 0;
+}
+
+/* Room for len (<= ENC_STAGE) more bytes of the current section. */
+static uint8_t *enc_room(encoder *e, size_t len)
+{
+	uint8_t *q;
+	if (e->image) {
+		q = e->image + e->at + e->n;
+	} else {
+		if (e->n + len > ENC_STAGE)
+			enc_flush(e);
+		q = e->stage + e->n;
+	}
+	memset(q, 0, len);
+	return q;
+}
+
+/* The len bytes at enc_room's pointer are final. */
+static void enc_done(encoder *e, size_t len)
+{
+	const uint8_t *q = e->image ? e->image + e->at + e->n : e->stage + e->n;
+	e->crc = crc32_update(e->crc, q, len);
+	e->n += len;
+}
+
+static void enc_bytes(encoder *e, const void *data, size_t len)
+{
+	const uint8_t *d = data;
+	while (len) {
+		size_t k = len < ENC_STAGE ? len : ENC_STAGE;
+		memcpy(enc_room(e, k), d, k);
+		enc_done(e, k);
+		d += k;
+		len -= k;
+	}
+}
+
+static void enc_u32(encoder *e, uint32_t v)
+{
+	wr32(enc_room(e, 4), v);
+	enc_done(e, 4);
+}
+
+static void enc_u64(encoder *e, uint64_t v)
+{
+	wr64(enc_room(e, 8), v);
+	enc_done(e, 8);
+}
+
+static void enc_str(encoder *e, const char *s)
+{
+	size_t n = strlen(s);
+	enc_u32(e, (uint32_t)n);
+	enc_bytes(e, s, n);
+}
+
+/* Section sizes and offsets (8-byte aligned after the header and table). */
+static lomas_status layout(const lomas_profile *p, size_t size[SEC_KNOWN], size_t off[SEC_KNOWN],
+                           const int *order, size_t nsec, size_t *total)
+{
 	if (p->meta.n > UINT32_MAX || p->calib.n > UINT32_MAX || p->maps.n > UINT32_MAX)
 		return error_set(LOMAS_ERANGE, "too many metadata, calibration or map entries");
 
@@ -150,101 +241,166 @@ lomas_status profile_save_buffer(const lomas_profile *p, void **data, size_t *le
 	size[SEC_SAMPLES] = 8 + p->samples.n * PF_SAMPLE_SIZE;
 
 	/* Layout: header, section table, then each section 8-byte aligned. */
-	total = PF_HEADER_SIZE + nsec * PF_ENTRY_SIZE;
+	*total = PF_HEADER_SIZE + nsec * PF_ENTRY_SIZE;
 	for (size_t i = 0; i < nsec; i++) {
-		total = align8(total);
-		off[order[i]] = total;
-		total += size[order[i]];
+		*total = align8(*total);
+		off[order[i]] = *total;
+		*total += size[order[i]];
 	}
-	b = calloc(1, total);
-	if (!b)
-		return error_set(LOMAS_ENOMEM, "out of memory encoding a %zu-byte profile", total);
-
-	q = b + off[SEC_PROFILE];
-	wr32(q, p->line_size);
-
-	q = b + off[SEC_META];
-	wr32(q, (uint32_t)p->meta.n);
-	q += 4;
-	for (size_t i = 0; i < p->meta.n; i++) {
-		q = put_str(q, p->meta.items[i].key);
-		q = put_str(q, p->meta.items[i].value);
-	}
-
-	q = b + off[SEC_CALIB];
-	wr32(q, (uint32_t)p->calib.n);
-	q += 4;
-	for (size_t i = 0; i < p->calib.n; i++) {
-		q = put_str(q, p->calib.items[i].key);
-		wrf64(q, p->calib.items[i].value);
-		q += 8;
-	}
-
-	q = b + off[SEC_THREADS];
-	wr64(q, p->threads.n);
-	q += 8;
-	for (size_t i = 0; i < p->threads.n; i++, q += PF_THREAD_SIZE) {
-		wr64(q, p->threads.items[i].tid);
-		wr64(q + 8, p->threads.items[i].refs);
-	}
-
-	q = b + off[SEC_WINDOWS];
-	wr64(q, p->windows.n);
-	q += 8;
-	for (size_t i = 0; i < p->windows.n; i++, q += PF_WINDOW_SIZE) {
-		const lomas_window *w = &p->windows.items[i];
-		wr64(q, w->start);
-		wr64(q + 8, w->refs);
-		wr32(q + 16, w->thread);
-	}
-
-	q = b + off[SEC_SAMPLES];
-	wr64(q, p->samples.n);
-	q += 8;
-	for (size_t i = 0; i < p->samples.n; i++, q += PF_SAMPLE_SIZE) {
-		const lomas_sample *s = &p->samples.items[i];
-		wr64(q, s->start);
-		wr64(q + 8, s->end);
-		wr64(q + 16, s->addr);
-		wr64(q + 24, s->start_pc);
-		wr64(q + 32, s->end_pc);
-		wrf64(q + 40, s->weight);
-		wr32(q + 48, s->thread);
-		wr32(q + 52, s->window);
-		q[56] = s->kind;
-		q[57] = s->state;
-		q[58] = (uint8_t)s->flags;
-		q[59] = (uint8_t)(s->flags >> 8);
-	}
-
-	q = b + off[SEC_MAPS];
-	wr32(q, (uint32_t)p->maps.n);
-	q += 4;
-	for (size_t i = 0; i < p->maps.n; i++) {
-		const prof_map *m = &p->maps.items[i];
-		wr64(q, m->start);
-		wr64(q + 8, m->end);
-		wr64(q + 16, m->offset);
-		wr32(q + 24, m->prot);
-		q = put_str(q + 28, m->path);
-	}
-
-	for (size_t i = 0; i < nsec; i++) {
-		uint8_t *e = b + PF_HEADER_SIZE + i * PF_ENTRY_SIZE;
-		int t = order[i];
-		wr32(e, (uint32_t)t);
-		wr64(e + 8, off[t]);
-		wr64(e + 16, size[t]);
-		wr32(e + 24, crc32_update(0, b + off[t], size[t]));
-	}
-	memcpy(b, PF_MAGIC, 8);
-	wr32(b + 8, PF_MAJOR << 16 | PF_MINOR);
-	wr32(b + 16, (uint32_t)nsec);
-	wr32(b + 20, crc32_update(0, b + PF_HEADER_SIZE, nsec * PF_ENTRY_SIZE));
-	wr64(b + 24, PF_HEADER_SIZE);
-	*data = b;
-	*len = total;
 	return LOMAS_OK;
+}
+
+static void enc_section(encoder *e, const lomas_profile *p, int t)
+{
+	switch (t) {
+	case SEC_PROFILE:
+		enc_u32(e, p->line_size);
+		enc_u32(e, 0);
+		break;
+	case SEC_META:
+		enc_u32(e, (uint32_t)p->meta.n);
+		for (size_t i = 0; i < p->meta.n; i++) {
+			enc_str(e, p->meta.items[i].key);
+			enc_str(e, p->meta.items[i].value);
+		}
+		break;
+	case SEC_CALIB:
+		enc_u32(e, (uint32_t)p->calib.n);
+		for (size_t i = 0; i < p->calib.n; i++) {
+			enc_str(e, p->calib.items[i].key);
+			wrf64(enc_room(e, 8), p->calib.items[i].value);
+			enc_done(e, 8);
+		}
+		break;
+	case SEC_THREADS:
+		enc_u64(e, p->threads.n);
+		for (size_t i = 0; i < p->threads.n; i++) {
+			enc_u64(e, p->threads.items[i].tid);
+			enc_u64(e, p->threads.items[i].refs);
+		}
+		break;
+	case SEC_WINDOWS:
+		enc_u64(e, p->windows.n);
+		for (size_t i = 0; i < p->windows.n; i++) {
+			const lomas_window *w = &p->windows.items[i];
+			uint8_t *q = enc_room(e, PF_WINDOW_SIZE);
+			wr64(q, w->start);
+			wr64(q + 8, w->refs);
+			wr32(q + 16, w->thread);
+			enc_done(e, PF_WINDOW_SIZE);
+		}
+		break;
+	case SEC_SAMPLES:
+		enc_u64(e, p->samples.n);
+		for (size_t i = 0; i < p->samples.n; i++) {
+			const lomas_sample *s = &p->samples.items[i];
+			uint8_t *q = enc_room(e, PF_SAMPLE_SIZE);
+			wr64(q, s->start);
+			wr64(q + 8, s->end);
+			wr64(q + 16, s->addr);
+			wr64(q + 24, s->start_pc);
+			wr64(q + 32, s->end_pc);
+			wrf64(q + 40, s->weight);
+			wr32(q + 48, s->thread);
+			wr32(q + 52, s->window);
+			q[56] = s->kind;
+			q[57] = s->state;
+			q[58] = (uint8_t)s->flags;
+			q[59] = (uint8_t)(s->flags >> 8);
+			enc_done(e, PF_SAMPLE_SIZE);
+		}
+		break;
+	case SEC_MAPS:
+		enc_u32(e, (uint32_t)p->maps.n);
+		for (size_t i = 0; i < p->maps.n; i++) {
+			const prof_map *m = &p->maps.items[i];
+			uint8_t *q = enc_room(e, PF_MAP_FIXED - 4);
+			wr64(q, m->start);
+			wr64(q + 8, m->end);
+			wr64(q + 16, m->offset);
+			wr32(q + 24, m->prot);
+			enc_done(e, PF_MAP_FIXED - 4);
+			enc_str(e, m->path);
+		}
+		break;
+	}
+}
+
+/* The whole file through e: the sections at their offsets, then the header and table. */
+static lomas_status encode(encoder *e, const lomas_profile *p, size_t *len)
+{
+	size_t size[SEC_KNOWN] = {0}, off[SEC_KNOWN] = {0};
+	uint32_t crc[SEC_KNOWN] = {0};
+	static const int order[] = {SEC_PROFILE, SEC_META,    SEC_CALIB, SEC_THREADS,
+	                            SEC_WINDOWS, SEC_SAMPLES, SEC_MAPS};
+	const size_t nsec = sizeof order / sizeof order[0];
+	uint8_t head[PF_HEADER_SIZE + sizeof order / sizeof order[0] * PF_ENTRY_SIZE];
+	size_t total = 0;
+	lomas_status st;
+
+	if ((st = layout(p, size, off, order, nsec, &total)))
+		return st;
+	if (e->image == NULL && e->stage == NULL) {
+		/* profile_save_buffer: the image, zeroed (the padding between sections). */
+		if (!(e->image = calloc(1, total)))
+			return error_set(LOMAS_ENOMEM, "out of memory encoding a %zu-byte profile",
+			                 total);
+	}
+	for (size_t i = 0; i < nsec; i++) {
+		enc_seek(e, off[order[i]]);
+		enc_section(e, p, order[i]);
+		crc[order[i]] = e->crc;
+	}
+	memset(head, 0, sizeof head);
+	for (size_t i = 0; i < nsec; i++) {
+		uint8_t *q = head + PF_HEADER_SIZE + i * PF_ENTRY_SIZE;
+		int t = order[i];
+		wr32(q, (uint32_t)t);
+		wr64(q + 8, off[t]);
+		wr64(q + 16, size[t]);
+		wr32(q + 24, crc[t]);
+	}
+	memcpy(head, PF_MAGIC, 8);
+	wr32(head + 8, PF_MAJOR << 16 | PF_MINOR);
+	wr32(head + 16, (uint32_t)nsec);
+	wr32(head + 20, crc32_update(0, head + PF_HEADER_SIZE, nsec * PF_ENTRY_SIZE));
+	wr64(head + 24, PF_HEADER_SIZE);
+	enc_seek(e, 0);
+	enc_bytes(e, head, sizeof head);
+	enc_flush(e);
+	*len = total;
+	return e->st;
+}
+
+lomas_status profile_save_buffer(const lomas_profile *p, void **data, size_t *len)
+{
+	encoder e = {.fd = -1};
+	lomas_status st;
+	if (!p || !data || !len)
+		return error_set(LOMAS_EINVAL, "profile_save_buffer: NULL argument");
+	*data = NULL;
+	*len = 0;
+	if ((st = encode(&e, p, len))) {
+		free(e.image);
+		*len = 0;
+		return st;
+	}
+	*data = e.image;
+	return LOMAS_OK;
+}
+
+lomas_status profile_save_fd(const lomas_profile *p, int fd)
+{
+	encoder e = {.fd = fd};
+	size_t len;
+	lomas_status st;
+	if (!p)
+		return error_set(LOMAS_EINVAL, "profile_save_fd: NULL profile");
+	if (!(e.stage = malloc(ENC_STAGE)))
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	st = encode(&e, p, &len);
+	free(e.stage);
+	return st;
 }
 
 /* ------------------------------------------------------------------ decoder */

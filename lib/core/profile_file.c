@@ -86,22 +86,6 @@ lomas_status lomas_profile_load(const char *path, lomas_profile **out)
 	return st;
 }
 
-/* Write all len bytes of data to fd; errno on failure. */
-static int write_all(int fd, const uint8_t *data, size_t len)
-{
-	while (len) {
-		ssize_t k = write(fd, data, len);
-		if (k < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		data += k;
-		len -= (size_t)k;
-	}
-	return 0;
-}
-
 /* fsync the directory holding path so the rename itself is durable (best effort). */
 static void sync_parent(const char *path)
 {
@@ -131,8 +115,6 @@ lomas_status lomas_profile_save(const lomas_profile *p, const char *path)
 
 lomas_status profile_save_file(const lomas_profile *p, const char *path, bool durable)
 {
-	void *data;
-	size_t len;
 	char *tmp;
 	struct stat sb;
 	mode_t mode = 0644;
@@ -141,13 +123,9 @@ lomas_status profile_save_file(const lomas_profile *p, const char *path, bool du
 
 	if (!p || !path || !*path)
 		return error_set(LOMAS_EINVAL, "lomas_profile_save: NULL profile or path");
-	if ((st = profile_save_buffer(p, &data, &len)))
-		return st;
 	tmp = malloc(strlen(path) + 8);
-	if (!tmp) {
-		free(data);
+	if (!tmp)
 		return error_set(LOMAS_ENOMEM, "out of memory");
-	}
 	strcpy(tmp, path);
 	strcat(tmp, ".XXXXXX");
 	fd = mkostemp(tmp, O_CLOEXEC);
@@ -156,13 +134,26 @@ lomas_status profile_save_file(const lomas_profile *p, const char *path, bool du
 		st = error_set(LOMAS_EIO, "%s: cannot create a temporary file %s: %s", path, tmp,
 		               strerror(e));
 		free(tmp);
-		free(data);
 		return st;
 	}
 	/* mkstemp makes the file 0600; keep an existing target's permissions. */
 	if (stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
 		mode = sb.st_mode & 07777;
-	if (fchmod(fd, mode) != 0 || write_all(fd, data, len) != 0 || (durable && fsync(fd) != 0)) {
+	if (fchmod(fd, mode) != 0) {
+		e = errno;
+		close(fd);
+		goto fail;
+	}
+	/* Encoded straight into the file: no image of it in memory. */
+	if ((st = profile_save_fd(p, fd))) {
+		char why[256];
+		snprintf(why, sizeof why, "%s", lomas_error_message());
+		close(fd);
+		unlink(tmp);
+		free(tmp);
+		return error_set(st, "%s: %s", path, why);
+	}
+	if ((durable && fsync(fd) != 0)) {
 		e = errno;
 		close(fd);
 		goto fail;
@@ -178,12 +169,10 @@ lomas_status profile_save_file(const lomas_profile *p, const char *path, bool du
 	if (durable)
 		sync_parent(path);
 	free(tmp);
-	free(data);
 	return LOMAS_OK;
 fail:
 	unlink(tmp);
 	st = error_set(LOMAS_EIO, "%s: %s", path, strerror(e));
 	free(tmp);
-	free(data);
 	return st;
 }

@@ -192,6 +192,20 @@ static uint8_t *read_file(const char *path, size_t *len)
 	return b;
 }
 
+/* The file saved at path holds exactly profile_save_buffer's image of p (the
+ * file is encoded straight to disk, 64 KiB at a time, not from that image). */
+static void assert_file_is_image(const char *path, const lomas_profile *p)
+{
+	uint8_t *img, *file;
+	size_t ilen, flen;
+	encode(p, &img, &ilen);
+	file = read_file(path, &flen);
+	assert_int_equal(flen, ilen);
+	assert_memory_equal(file, img, ilen);
+	free(file);
+	free(img);
+}
+
 /* Number of entries in tmpdir whose name starts with prefix. */
 static int count_prefixed(const char *prefix)
 {
@@ -361,6 +375,7 @@ static void test_roundtrip_file(void **state)
 	(void)state;
 	path_in(path, sizeof path, "full.lomas");
 	assert_int_equal(lomas_profile_save(p, path), LOMAS_OK);
+	assert_file_is_image(path, p);
 	assert_int_equal(lomas_profile_load(path, &q), LOMAS_OK);
 	assert_same(p, q);
 	lomas_profile_free(q);
@@ -857,6 +872,7 @@ static void test_large(void **state)
 	t2 = now_s();
 	print_message("1M samples: save %.1f ms, load %.1f ms\n", (t1 - t0) * 1e3, (t2 - t1) * 1e3);
 	assert_same(p, q);
+	assert_file_is_image(path, p); /* 64 MB: many staging flushes */
 	lomas_profile_free(q);
 	lomas_profile_free(p);
 	unlink(path);
