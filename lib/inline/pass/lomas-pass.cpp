@@ -171,7 +171,9 @@ class Instrumenter
 			return false;
 		std::vector<std::vector<Ref>> Runs;
 		std::vector<LoopCount *> RunLoop;
-		std::map<const BasicBlock *, Loop *> Promotable = promotableLoops(LI, DT, SE);
+		bool Simplified = false;
+		std::map<const BasicBlock *, Loop *> Promotable =
+		    promotableLoops(LI, DT, SE, Simplified);
 		std::map<Loop *, LoopCount> Counts;
 		for (BasicBlock &BB : F) {
 			std::vector<Ref> Cur;
@@ -208,7 +210,7 @@ class Instrumenter
 			DominatorTree DT(F);
 			PromoteMemToReg(Slots, DT);
 		}
-		return !Runs.empty();
+		return !Runs.empty() || Simplified;
 	}
 
       private:
@@ -231,7 +233,7 @@ class Instrumenter
 	// innermost loops without calls, given a preheader and exit blocks of
 	// their own (LoopSimplify) where they lack them.
 	std::map<const BasicBlock *, Loop *> promotableLoops(LoopInfo &LI, DominatorTree &DT,
-	                                                     ScalarEvolution &SE)
+	                                                     ScalarEvolution &SE, bool &Simplified)
 	{
 		std::map<const BasicBlock *, Loop *> Blocks;
 		for (Loop *L : LI.getLoopsInPreorder()) {
@@ -243,7 +245,8 @@ class Instrumenter
 			if (!Ok)
 				continue;
 			if (!L->getLoopPreheader() || !L->hasDedicatedExits())
-				simplifyLoop(L, &DT, &LI, &SE, nullptr, nullptr, false);
+				Simplified |=
+				    simplifyLoop(L, &DT, &LI, &SE, nullptr, nullptr, false);
 			if (!L->getLoopPreheader() || !L->hasDedicatedExits())
 				continue;
 			L->getUniqueExitBlocks(Exits);
