@@ -94,7 +94,6 @@ typedef struct packed_block {
 
 typedef struct sample_store {
 	packed_block *packed, *packed_tail; /* oldest first */
-	packed_block *spare;                /* emptied by thinning, for reuse (pages kept) */
 	store_chunk *head, *tail;           /* the plain chunk (head == tail), or NULL */
 	uint64_t n;                         /* samples in all */
 } sample_store;

@@ -97,16 +97,11 @@ static const uint8_t *decode_sample(const uint8_t *p, isample *s, const isample 
 static bool pack(sample_store *st, const inline_alloc *a, const isample *items, size_t n)
 {
 	size_t bytes = sizeof(packed_block) + n * PACKED_MAX_SAMPLE;
-	packed_block *b = st->spare;
+	packed_block *b = a->alloc(bytes); /* zeroed pages past len are never touched */
 	isample prev = {0};
 	uint8_t *q;
-	if (b && b->bytes >= bytes) {
-		st->spare = b->next; /* its pages are mapped already: no page faults */
-		bytes = b->bytes;
-	} else if (!(b = a->alloc(bytes))) { /* zeroed pages past len are never touched */
+	if (!b)
 		return false;
-	}
-	b->next = NULL;
 	b->bytes = bytes;
 	q = b->data;
 	for (size_t i = 0; i < n; i++) {
@@ -142,13 +137,11 @@ bool store_push(sample_store *st, const inline_alloc *a, const isample *s)
 
 void store_free(sample_store *st, const inline_alloc *a)
 {
-	for (int list = 0; list < 2; list++) {
-		packed_block *b = list ? st->spare : st->packed;
-		while (b) {
-			packed_block *next = b->next;
-			a->release(b, b->bytes);
-			b = next;
-		}
+	packed_block *b = st->packed;
+	while (b) {
+		packed_block *next = b->next;
+		a->release(b, b->bytes);
+		b = next;
 	}
 	if (st->head)
 		a->release(st->head, sizeof *st->head);
@@ -209,10 +202,9 @@ static void thin_one(sample_store *kept, const inline_alloc *a, isample *s, rng 
 
 uint64_t store_thin(sample_store *st, const inline_alloc *a, rng *r)
 {
-	/* Re-push the kept samples, in order, into a fresh store, which reuses
-	 * each old block as soon as it is read (the peak stays near the old size,
-	 * and the reused pages fault no more). */
-	sample_store kept = {.spare = st->spare};
+	/* Re-push the kept samples, in order, into a fresh store, giving each old
+	 * block back as soon as it is read (the peak stays near the old size). */
+	sample_store kept = {0};
 	uint64_t bits = 0, lost = 0;
 	unsigned nbits = 0;
 	isample s, prev;
@@ -226,12 +218,10 @@ uint64_t store_thin(sample_store *st, const inline_alloc *a, rng *r)
 			prev = s;
 			thin_one(&kept, a, &s, r, &bits, &nbits, &lost);
 		}
-		b->next = kept.spare;
-		kept.spare = b;
+		a->release(b, b->bytes);
 		b = next;
 	}
 	st->packed = st->packed_tail = NULL;
-	st->spare = NULL;
 	if (st->head) {
 		for (size_t i = 0; i < st->head->n; i++) {
 			s = st->head->items[i];

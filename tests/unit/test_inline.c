@@ -284,76 +284,6 @@ static void test_store_thin_keeps_half(void **state)
 	assert_null(st.packed);
 }
 
-static size_t counted_allocs;
-static void *counting_alloc(size_t bytes)
-{
-	counted_allocs++;
-	return calloc(1, bytes);
-}
-static void counting_release(void *mem, size_t bytes)
-{
-	(void)bytes;
-	free(mem);
-}
-static const inline_alloc counting = {counting_alloc, counting_release};
-
-/* Thinning keeps its emptied blocks for the store's next ones: pushing and
- * thinning again allocates no block while spares last, and what comes out
- * is still exactly the kept samples (the reused blocks hold stale bytes). */
-static void test_store_thin_reuses_blocks(void **state)
-{
-	sample_store st = {0};
-	store_iter it;
-	isample s;
-	rng r;
-	const uint64_t n1 = 8 * STORE_CHUNK, n2 = 3 * STORE_CHUNK;
-	uint64_t last = 0, count = 0, first = 0, second = 0;
-	size_t allocs;
-	(void)state;
-	rng_seed(&r, 9);
-	counted_allocs = 0;
-	for (uint64_t i = 0; i < n1; i++) {
-		isample x = {.start = 10 * i,
-		             .end = 10 * i + 3,
-		             .addr = i * 64 + 1000000,
-		             .state = LOMAS_SAMPLE_REUSED};
-		assert_true(store_push(&st, &counting, &x));
-	}
-	store_thin(&st, &counting, &r);
-	assert_non_null(st.spare);
-	allocs = counted_allocs;
-	/* About 4 blocks' worth are kept: about 4 of the 7 old blocks are spare. */
-	for (uint64_t i = 0; i < n2; i++) {
-		isample x = {.start = 10 * (n1 + i),
-		             .end = 10 * (n1 + i) + 5,
-		             .addr = i * 8,
-		             .state = LOMAS_SAMPLE_REUSED};
-		assert_true(store_push(&st, &counting, &x));
-	}
-	assert_int_equal(counted_allocs, allocs); /* every new block was a spare */
-	store_thin(&st, &counting, &r);
-	store_iter_init(&it, &st);
-	while (store_iter_next(&it, &s)) {
-		bool old = s.start < 10 * n1;
-		assert_true(s.start % 10 == 0);
-		assert_int_equal(s.end, s.start + (old ? 3 : 5));
-		assert_int_equal(s.addr,
-		                 old ? s.start / 10 * 64 + 1000000 : (s.start / 10 - n1) * 8);
-		assert_int_equal(s.level, old ? 2 : 1);
-		if (count)
-			assert_true(s.start > last);
-		last = s.start;
-		count++;
-		old ? first++ : second++;
-	}
-	assert_int_equal(count, st.n);
-	/* Binomial: n1 / 4 and n2 / 2, within 5 standard deviations. */
-	assert_true(first > n1 / 4 - 5 * 40 && first < n1 / 4 + 5 * 40);
-	assert_true(second > n2 / 2 - 5 * 28 && second < n2 / 2 + 5 * 28);
-	store_free(&st, &counting);
-	assert_null(st.spare);
-}
-
 /* Packed blocks give back exactly what was pushed, whatever the values. */
 static void test_store_packs_losslessly(void **state)
 {
@@ -513,7 +443,6 @@ int main(void)
 	    cmocka_unit_test(test_random_streams_match_naive_model),
 	    cmocka_unit_test(test_zero_capacity_censors_at_once),
 	    cmocka_unit_test(test_store_thin_keeps_half),
-	    cmocka_unit_test(test_store_thin_reuses_blocks),
 	    cmocka_unit_test(test_store_packs_losslessly),
 	    cmocka_unit_test(test_table_thin_drops_half),
 	    cmocka_unit_test(test_window_accounting),
