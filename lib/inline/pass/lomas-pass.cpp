@@ -285,6 +285,12 @@ class Instrumenter
 		B.CreateStore(B.CreateSub(B.CreateLoad(I64, Fast), Charged), Fast);
 	}
 
+	// Where the countdown lives: Rem in a promoted loop, else the TLS one.
+	Value *countdown(const LoopCount *LC)
+	{
+		return LC ? static_cast<Value *>(LC->Rem) : Fast;
+	}
+
 	// Cd0 = Rem = countdown
 	void reload(IRBuilder<> &B, const LoopCount &LC)
 	{
@@ -378,7 +384,7 @@ class Instrumenter
 		    TB.CreateAnd(TB.CreateTrunc(TB.CreateLShr(A, FilterShift + FilterBits), I8),
 		                 0x7f),
 		    0x80);
-		Value *Cd = TB.CreateLoad(I64, LC ? static_cast<Value *>(LC->Rem) : Fast);
+		Value *Cd = TB.CreateLoad(I64, countdown(LC));
 		Value *Due = TB.CreateICmpSLT(TB.CreateAdd(Cd, ConstantInt::get(I64, After)),
 		                              ConstantInt::get(I64, 1));
 		Value *Need = TB.CreateOr(
@@ -405,7 +411,7 @@ class Instrumenter
 		IRBuilder<> B(Run.front().I);
 		// countdown -= k; armed = countdown <= 0 (signed). The countdown is
 		// Rem in a promoted loop.
-		Value *Cd = LC ? static_cast<Value *>(LC->Rem) : Fast;
+		Value *Cd = countdown(LC);
 		LoadInst *Old = B.CreateLoad(I64, Cd, "lomas.cd");
 		Value *New = B.CreateSub(Old, ConstantInt::get(I64, K), "lomas.cd.run");
 		B.CreateStore(New, Cd);
