@@ -29,7 +29,7 @@ api=$api,__sanitizer_cov_store4,__sanitizer_cov_store8,__sanitizer_cov_store16
 api=$api,__sanitizer_cov_trace_pc,__sanitizer_cov_trace_pc_guard
 api=$api,__sanitizer_cov_trace_pc_guard_init,__wrap_pthread_create
 api=$api,lomas_inline_start,lomas_inline_stop,lomas_inline_active,lomas_inline_marker
-api=$api,lomas__slow,lomas__slow_pm,lomas__fast,lomas__filter
+api=$api,lomas__slow,lomas__slow_pm,lomas__fast,lomas__filter,lomas__range_clean
 "$opt" -passes='internalize,globaldce' -internalize-public-api-list="$api" \
 	"$tmp/all.bc" -o "$tmp/lomas-inline.o"
 rm -f "$out"

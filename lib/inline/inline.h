@@ -38,6 +38,9 @@
 #define FILTER_SIZE (1u << FILTER_BITS)
 #define FILTER_MASK (FILTER_SIZE - 1u)
 #define FILTER_ANY 1u
+/* Bytes past the filter's end that read as zero: the pass plugin's range test
+ * (see lomas__range_clean) loads 8 filter bytes at any index with one load. */
+#define FILTER_PAD 8u
 
 static inline uint32_t filter_index(uint64_t addr)
 {
@@ -360,8 +363,8 @@ typedef struct inline_runtime {
 /* runtime.c */
 extern __thread inline_fast lomas__fast __attribute__((tls_model("initial-exec"))) RT_EXPORT;
 extern inline_runtime rt RT_HIDDEN;
-extern __thread uint8_t lomas__filter[FILTER_SIZE] __attribute__((tls_model("initial-exec")))
-RT_EXPORT;
+extern __thread uint8_t lomas__filter[FILTER_SIZE + FILTER_PAD]
+    __attribute__((tls_model("initial-exec"))) RT_EXPORT;
 extern const inline_alloc rt_map_alloc RT_HIDDEN;
 RT_HIDDEN void rt_say(const char *fmt, ...) LOMAS_PRINTF(1, 2);
 RT_HIDDEN void rt_env_problem(const char *var, const char *value, const char *what);
@@ -388,6 +391,13 @@ RT_EXPORT __attribute__((preserve_most)) void lomas__slow_pm(const void *addr, u
 #else
 #define LOMAS_HAVE_PRESERVE_MOST 0
 #endif
+/*
+ * Is no filter byte of the n 64-byte blocks from block number first (addr >>
+ * FILTER_SHIFT) set? (1: none of them can be watched.) The pass plugin asks
+ * at the entry of a loop whose references' address ranges it knows, when a
+ * range spans more blocks than its inline test covers.
+ */
+RT_EXPORT int lomas__range_clean(uint64_t first, uint64_t n);
 RT_HIDDEN uint32_t lomas__next_thread_index(void);
 /* runtime_output.c */
 RT_HIDDEN void rt_global_init(void);

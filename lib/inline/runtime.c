@@ -30,7 +30,7 @@ __thread inline_fast lomas__fast
     __attribute__((tls_model("initial-exec"))) = {.countdown = 1, .index = UINT32_MAX};
 
 /* The thread's filter (see inline.h): all zero while the thread is not sampling. */
-__thread uint8_t lomas__filter[FILTER_SIZE] __attribute__((tls_model("initial-exec")));
+__thread uint8_t lomas__filter[FILTER_SIZE + FILTER_PAD] __attribute__((tls_model("initial-exec")));
 
 /* Marker for inline_backend_detect and `nm`: this program carries the runtime. */
 __attribute__((visibility("default"), used)) const char lomas_inline_marker[] =
@@ -569,6 +569,29 @@ __attribute__((noinline, cold, preserve_most)) void lomas__slow_pm(const void *a
 	slow_entry(addr, info, (uintptr_t)__builtin_return_address(0));
 }
 #endif
+
+int lomas__range_clean(uint64_t first, uint64_t n)
+{
+	/* Eight bytes a load; the padding past the end reads as zero. */
+	uint32_t i = (uint32_t)first & FILTER_MASK;
+	if (n > FILTER_SIZE)
+		n = FILTER_SIZE;
+	while (n) {
+		uint64_t w, take = FILTER_SIZE - i;
+		memcpy(&w, lomas__filter + i, sizeof w);
+		if (take > 8)
+			take = 8;
+		if (take > n)
+			take = n;
+		if (take < 8)
+			w &= ((uint64_t)1 << (8 * take)) - 1;
+		if (w)
+			return 0;
+		n -= take;
+		i = (i + (uint32_t)take) & FILTER_MASK;
+	}
+	return 1;
+}
 
 /* References the thread has made in its session (exact for the caller). */
 uint64_t rt_thread_refs(const inline_thread *t)

@@ -7,6 +7,9 @@
  *   alarm  more work while a SIGALRM handler (64 references a call: 32 volatile
  *          read-modify-writes) interrupts it every 100 us, then print the calls
  *   quiet  the same work without the timer
+ *   range  the runtime's filter range test (lomas__range_clean) against a
+ *          byte-by-byte scan, with some filter bytes set by hand (run it with
+ *          sampling off: LOMAS_PERIOD=1000000000000); exit 5 on a mismatch
  *   ok     return 0 from main
  */
 #include <limits.h>
@@ -72,6 +75,38 @@ static void *small_thread(void *arg)
 	return NULL;
 }
 
+/* The runtime's filter (64 KiB + padding) and its range test. */
+extern __thread unsigned char lomas__filter[] __attribute__((tls_model("initial-exec")));
+int lomas__range_clean(unsigned long long first, unsigned long long n);
+
+static int range_check(void)
+{
+	/* Set bytes at both ends of the filter and inside, so ranges wrap around. */
+	static const unsigned set[] = {0, 5, 13, 4095, 4096, 40000, 65534, 65535};
+	unsigned long long x = 88172645463325252ull;
+	int bad = 0;
+	for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+		lomas__filter[set[i]] = 0x80;
+	for (int k = 0; k < 3000; k++) {
+		unsigned long long first, n;
+		int want = 1;
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		first = x % (3u << 16);
+		n = k % 10 == 0 ? (x >> 24) % 70000 : (x >> 24) % 20;
+		for (unsigned long long j = 0; j < n && j < (1u << 16); j++)
+			if (lomas__filter[(first + j) & 0xffff])
+				want = 0;
+		if (lomas__range_clean(first, n) != want) {
+			printf("range %llu+%llu: want %d\n", first, n, want);
+			bad++;
+		}
+	}
+	for (size_t i = 0; i < sizeof set / sizeof set[0]; i++)
+		lomas__filter[set[i]] = 0;
+	printf("range: %d wrong\n", bad);
+	return bad ? 5 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "ok";
@@ -90,6 +125,8 @@ int main(int argc, char **argv)
 		pthread_join(t, NULL);
 	} else if (!strcmp(mode, "alarm") || !strcmp(mode, "quiet")) {
 		alarmed_work(!strcmp(mode, "alarm"));
+	} else if (!strcmp(mode, "range")) {
+		return range_check();
 	} else if (!strcmp(mode, "small")) {
 		pthread_attr_t a;
 		pthread_t t;

@@ -305,6 +305,17 @@ def test_exit_from_another_thread(tmp_path):
     assert d["threads"][0]["refs"] >= 225000 and d["threads"][1]["refs"] >= 45000
 
 
+def test_filter_range_test(tmp_path):
+    """lomas__range_clean (what a versioned loop asks at its entry when its
+    ranges span more than 8 blocks) agrees with a byte-by-byte scan of the
+    filter, for ranges inside it, across its end, and longer than it."""
+    prof = str(tmp_path / "p.lomas")
+    r = run([CRASH, "range"], {"LOMAS_OUTPUT": prof, "LOMAS_PERIOD": "1000000000000"},
+            check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "range: 0 wrong" in r.stdout
+
+
 def test_thread_with_the_smallest_stack(tmp_path):
     """The runtime's TLS (the filter) must not make pthread_create fail for a program that
     asks for a PTHREAD_STACK_MIN stack: the thread runs and gets its own clock."""

@@ -31,6 +31,13 @@
 // (load, subtract, store, each iteration) was the critical path of short
 // vector loops.
 //
+// An innermost loop of one block without calls, whose references all walk
+// affine address ranges known at its entry, also gets an uninstrumented copy
+// (see version()): it runs instead when, at the loop's entry, the countdown
+// outlasts all the loop's references and no filter byte over those ranges is
+// set, so that no reference of the loop could leave the fast path. It
+// charges the countdown once for the whole loop.
+//
 // The same references as clang's -fsanitize-coverage=trace-loads,trace-stores
 // are instrumented (loads and stores of 1 to 16 bytes in address space 0),
 // plus atomic read-modify-writes and compare-exchanges (as stores).
@@ -51,11 +58,14 @@
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Passes/PassPlugin.h"
 #include "llvm/Transforms/Utils/BasicBlockUtils.h"
+#include "llvm/Transforms/Utils/Cloning.h"
 #include "llvm/Transforms/Utils/LoopSimplify.h"
 #include "llvm/Transforms/Utils/PromoteMemToReg.h"
+#include "llvm/Transforms/Utils/ScalarEvolutionExpander.h"
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <vector>
 
 using namespace llvm;
@@ -68,11 +78,16 @@ constexpr unsigned FilterShift = 6;
 constexpr unsigned FilterBits = 16;
 constexpr uint64_t FilterSize = 1u << FilterBits;
 constexpr uint64_t FilterAny = 1;
+constexpr uint64_t FilterPad = 8;
 constexpr uint64_t RefStoreBit = 0x100;
 constexpr unsigned AfterShift = 16;
 // Longest run charged at once: bounds the clock's lead inside a signal
 // handler and keeps "after" small.
 constexpr size_t MaxRun = 256;
+// Versioned loops: the largest stride (bytes) of a reference, and the most
+// iterations, for which a loop gets an uninstrumented copy (see version()).
+constexpr int64_t MaxVersionStride = 256;
+constexpr uint64_t MaxVersionTrips = uint64_t(1) << 32;
 
 struct Ref {
 	Instruction *I;
@@ -154,12 +169,15 @@ class Instrumenter
 		I64 = Type::getInt64Ty(C);
 		Ptr = PointerType::getUnqual(C);
 		Fast = tlsGlobal("lomas__fast", I64);
-		Filter = tlsGlobal("lomas__filter", ArrayType::get(I8, FilterSize));
+		Filter = tlsGlobal("lomas__filter", ArrayType::get(I8, FilterSize + FilterPad));
 		AttributeList Attrs = AttributeList().addFnAttribute(C, Attribute::NoUnwind);
 		Attrs = Attrs.addFnAttribute(C, Attribute::Cold);
 		// preserve_most: the call clobbers only r11 (and the vector
 		// registers), so values live across it stay in registers.
 		Slow = M.getOrInsertFunction("lomas__slow_pm", Attrs, Type::getVoidTy(C), Ptr, I64);
+		RangeClean = M.getOrInsertFunction(
+		    "lomas__range_clean", AttributeList().addFnAttribute(C, Attribute::NoUnwind),
+		    Type::getInt32Ty(C), I64, I64);
 		if (auto *SF = dyn_cast<Function>(Slow.getCallee()))
 			SF->setCallingConv(CallingConv::PreserveMost);
 		Unlikely = MDBuilder(C).createBranchWeights(1, 1u << 20);
@@ -175,8 +193,16 @@ class Instrumenter
 		std::map<const BasicBlock *, Loop *> Promotable =
 		    promotableLoops(LI, DT, SE, Simplified);
 		std::map<Loop *, LoopCount> Counts;
+		// Clean copies and their entry checks: not instrumented.
+		std::set<const BasicBlock *> Skip;
+		std::set<Loop *> Seen;
+		for (auto &KV : Promotable)
+			if (Seen.insert(KV.second).second)
+				version(F, KV.second, SE, LI, DT, Skip);
 		for (BasicBlock &BB : F) {
 			std::vector<Ref> Cur;
+			if (Skip.count(&BB))
+				continue;
 			for (Instruction &I : BB) {
 				Ref R;
 				if (endsRun(I) || Cur.size() == MaxRun) {
@@ -210,7 +236,7 @@ class Instrumenter
 			DominatorTree DT(F);
 			PromoteMemToReg(Slots, DT);
 		}
-		return !Runs.empty() || Simplified;
+		return !Runs.empty() || Simplified || !Skip.empty();
 	}
 
       private:
@@ -258,6 +284,258 @@ class Instrumenter
 				Blocks[BB] = L;
 		}
 		return Blocks;
+	}
+
+	// An address range a versioned loop's references walk: Base (the address
+	// scalar evolution gives one of them, affine in the loop or invariant)
+	// plus [Lo, Hi) bytes, over all iterations.
+	struct Range {
+		const SCEV *Base;
+		int64_t Step;
+		int64_t Lo, Hi;
+	};
+
+	// The ranges of L's references (one block), or false if some reference's
+	// address is not affine with a constant step of at most MaxVersionStride
+	// bytes, or cannot be computed at L's entry.
+	bool loopRanges(Loop *L, BasicBlock *BB, ScalarEvolution &SE, SCEVExpander &Exp,
+	                Instruction *At, std::vector<Range> &Out, uint64_t &K)
+	{
+		K = 0;
+		for (Instruction &I : *BB) {
+			Ref R;
+			if (!refOf(DL, I, R))
+				continue;
+			K++;
+			if (!SE.isSCEVable(R.Addr->getType()))
+				return false;
+			const SCEV *S = SE.getSCEV(R.Addr);
+			int64_t Step = 0;
+			if (const auto *AR = dyn_cast<SCEVAddRecExpr>(S)) {
+				if (AR->getLoop() != L || !AR->isAffine())
+					return false;
+				const auto *St = dyn_cast<SCEVConstant>(AR->getStepRecurrence(SE));
+				if (!St || St->getAPInt().getSignificantBits() > 32)
+					return false;
+				Step = St->getAPInt().getSExtValue();
+				if (Step > MaxVersionStride || Step < -MaxVersionStride)
+					return false;
+				if (!Exp.isSafeToExpandAt(AR->getStart(), At))
+					return false;
+			} else if (!SE.isLoopInvariant(S, L) || !Exp.isSafeToExpandAt(S, At)) {
+				return false;
+			}
+			bool Joined = false;
+			for (Range &G : Out) {
+				if (G.Step != Step)
+					continue;
+				const auto *D = dyn_cast<SCEVConstant>(SE.getMinusSCEV(S, G.Base));
+				if (!D || D->getAPInt().getSignificantBits() > 16)
+					continue;
+				int64_t Off = D->getAPInt().getSExtValue();
+				G.Lo = std::min(G.Lo, Off);
+				G.Hi = std::max(G.Hi, Off + int64_t(R.Size));
+				Joined = true;
+				break;
+			}
+			if (!Joined)
+				Out.push_back({S, Step, 0, int64_t(R.Size)});
+		}
+		return K != 0 && K <= MaxRun * 16;
+	}
+
+	// Version L, an innermost loop of one block without calls (in
+	// LoopSimplify form), if its references' ranges are known at its entry:
+	//
+	//   P (preheader) -> check: countdown > trips x K, and no filter byte
+	//                    set over any range?
+	//     yes -> CPre: countdown -= trips x K -> C (a copy of L, left
+	//                  uninstrumented) -> E (the exit)
+	//     no  -> P2 (L's preheader now) -> L (instrumented as any
+	//            loop) -> Ep (L's exit now: the countdown's commit goes
+	//            here) -> E
+	//
+	// Every iteration runs the whole block, so the loop makes exactly
+	// trips x K references; with the countdown above that none of them is
+	// due, and with no filter byte set none touches a watched line: the
+	// instrumented loop would not leave its fast path, and the clean copy
+	// gives the same clock and the same samples.
+	void version(Function &F, Loop *L, ScalarEvolution &SE, LoopInfo &LI, DominatorTree &DT,
+	             std::set<const BasicBlock *> &Skip)
+	{
+		if (L->getNumBlocks() != 1)
+			return;
+		BasicBlock *BB = L->getHeader();
+		BasicBlock *P = L->getLoopPreheader();
+		BasicBlock *E = L->getExitBlock();
+		auto *Term = dyn_cast<BranchInst>(BB->getTerminator());
+		if (!P || !E || !Term || !Term->isConditional() || L->getLoopLatch() != BB ||
+		    E->getSinglePredecessor() != BB || !isa<BranchInst>(P->getTerminator()))
+			return;
+		const SCEV *BTC = SE.getBackedgeTakenCount(L);
+		if (isa<SCEVCouldNotCompute>(BTC) || !BTC->getType()->isIntegerTy() ||
+		    BTC->getType()->getIntegerBitWidth() > 64)
+			return;
+		SCEVExpander Exp(SE, DL, "lomas.v");
+		std::vector<Range> Ranges;
+		uint64_t K;
+		if (!Exp.isSafeToExpandAt(BTC, P->getTerminator()) ||
+		    !loopRanges(L, BB, SE, Exp, P->getTerminator(), Ranges, K))
+			return;
+
+		// The blocks, before the check is filled in.
+		LLVMContext &Ctx = F.getContext();
+		BasicBlock *Check = BasicBlock::Create(Ctx, "lomas.v.check", &F, BB);
+		BasicBlock *P2 = BasicBlock::Create(Ctx, "lomas.v.ph", &F, BB);
+		BasicBlock *CPre = BasicBlock::Create(Ctx, "lomas.v.clean.ph", &F, BB);
+		BasicBlock *Ep = BasicBlock::Create(Ctx, "lomas.v.exit", &F, E);
+		BranchInst::Create(BB, P2);
+		BranchInst::Create(E, Ep);
+		P->getTerminator()->replaceSuccessorWith(BB, Check);
+		BB->replacePhiUsesWith(P, P2);
+		Term->replaceSuccessorWith(E, Ep);
+		E->replacePhiUsesWith(BB, Ep);
+
+		// The clean copy: its back edge to itself, its entry from CPre,
+		// its exit straight to E.
+		ValueToValueMapTy VMap;
+		BasicBlock *CBB = CloneBasicBlock(BB, VMap, ".lomas.clean", &F);
+		VMap[BB] = CBB;
+		VMap[P2] = CPre;
+		VMap[Ep] = E;
+		SmallVector<BasicBlock *, 1> Cloned{CBB};
+		remapInstructionsInBlocks(Cloned, VMap);
+		BranchInst::Create(CBB, CPre);
+		auto Mapped = [&](Value *V) {
+			auto It = VMap.find(V);
+			return It == VMap.end() ? V : static_cast<Value *>(It->second);
+		};
+		for (PHINode &Phi : E->phis())
+			Phi.addIncoming(Mapped(Phi.getIncomingValueForBlock(Ep)), CBB);
+		// Other uses of the loop's values after it: merge the two copies.
+		for (Instruction &I : *BB) {
+			PHINode *Merge = nullptr;
+			std::vector<Use *> Uses;
+			for (Use &U : I.uses())
+				Uses.push_back(&U);
+			for (Use *UP : Uses) {
+				Use &U = *UP;
+				auto *UI = cast<Instruction>(U.getUser());
+				if (UI->getParent() == BB || UI->getParent() == CBB)
+					continue;
+				if (auto *Phi = dyn_cast<PHINode>(UI))
+					if (Phi->getParent() == E && Phi->getIncomingBlock(U) == Ep)
+						continue;
+				if (!Merge) {
+					Merge = PHINode::Create(
+					    I.getType(), 2, I.getName() + ".lomas", &E->front());
+					Merge->addIncoming(&I, Ep);
+					Merge->addIncoming(Mapped(&I), CBB);
+				}
+				if (UI != Merge)
+					U.set(Merge);
+			}
+		}
+		// Loop info: the new blocks are in L's parent, the copy is a loop
+		// of its own (scalar evolution expects a loop at every recurrence).
+		Loop *Parent = L->getParentLoop();
+		if (Parent)
+			for (BasicBlock *NB : {Check, P2, CPre, Ep})
+				Parent->addBasicBlockToLoop(NB, LI);
+		Loop *CL = LI.AllocateLoop();
+		if (Parent)
+			Parent->addChildLoop(CL);
+		else
+			LI.addTopLevelLoop(CL);
+		CL->addBasicBlockToLoop(CBB, LI);
+
+		// The check: the countdown first (it fails for long loops), then
+		// each range's filter bytes: up to 8 blocks with one load, more
+		// through lomas__range_clean.
+		Instruction *Placeholder = new UnreachableInst(Ctx, Check);
+		// The expander asks the tree where it may insert (and reuse) code.
+		DT.recalculate(F);
+		Value *Trips = Exp.expandCodeFor(BTC, BTC->getType(), Placeholder);
+		std::vector<Value *> Starts;
+		for (const Range &G : Ranges) {
+			const SCEV *Start = G.Base;
+			if (const auto *AR = dyn_cast<SCEVAddRecExpr>(G.Base))
+				Start = AR->getStart();
+			Value *S = Exp.expandCodeFor(Start, Start->getType(), Placeholder);
+			Starts.push_back(S);
+		}
+		IRBuilder<> B(Placeholder);
+		Value *BtcV = B.CreateZExt(Trips, I64);
+		Value *Total = B.CreateMul(B.CreateAdd(BtcV, ConstantInt::get(I64, 1)),
+		                           ConstantInt::get(I64, K));
+		Value *Cd = B.CreateLoad(I64, Fast);
+		Value *Ok =
+		    B.CreateAnd(B.CreateICmpULT(BtcV, ConstantInt::get(I64, MaxVersionTrips)),
+		                B.CreateICmpSGT(Cd, Total));
+		BasicBlock *Next = BasicBlock::Create(Ctx, "lomas.v.range", &F, P2);
+		B.CreateCondBr(Ok, Next, P2);
+		Placeholder->eraseFromParent();
+		Skip.insert(Check);
+		for (size_t J = 0; J < Ranges.size(); J++) {
+			const Range &G = Ranges[J];
+			BasicBlock *Cur = Next;
+			Skip.insert(Cur);
+			IRBuilder<> RB(Cur);
+			Value *S = Starts[J]->getType()->isPointerTy()
+			               ? RB.CreatePtrToInt(Starts[J], I64)
+			               : RB.CreateZExtOrTrunc(Starts[J], I64);
+			// [first byte, last byte] over all iterations.
+			Value *Span = RB.CreateMul(BtcV, ConstantInt::get(I64, G.Step));
+			Value *First = RB.CreateAdd(S, ConstantInt::get(I64, G.Lo));
+			Value *Last = RB.CreateAdd(S, ConstantInt::get(I64, G.Hi - 1));
+			if (G.Step >= 0)
+				Last = RB.CreateAdd(Last, Span);
+			else
+				First = RB.CreateAdd(First, Span);
+			Value *Block0 = RB.CreateLShr(First, FilterShift);
+			Value *Blocks =
+			    RB.CreateAdd(RB.CreateSub(RB.CreateLShr(Last, FilterShift), Block0),
+			                 ConstantInt::get(I64, 1));
+			Value *Idx = RB.CreateAnd(Block0, FilterSize - 1);
+			// One load: bytes Idx .. Idx + Blocks - 1 (the padding past the
+			// filter's end reads as zero, and a range that wraps around
+			// the filter's end takes the call).
+			Value *Small =
+			    RB.CreateAnd(RB.CreateICmpULE(Blocks, ConstantInt::get(I64, 8)),
+			                 RB.CreateICmpULE(RB.CreateAdd(Idx, Blocks),
+			                                  ConstantInt::get(I64, FilterSize)));
+			BasicBlock *Inl = BasicBlock::Create(Ctx, "lomas.v.inl", &F, P2);
+			BasicBlock *Call = BasicBlock::Create(Ctx, "lomas.v.call", &F, P2);
+			Next = J + 1 < Ranges.size()
+			           ? BasicBlock::Create(Ctx, "lomas.v.range", &F, P2)
+			           : CPre;
+			Skip.insert(Inl);
+			Skip.insert(Call);
+			if (Parent)
+				for (BasicBlock *NB : {Cur, Inl, Call})
+					Parent->addBasicBlockToLoop(NB, LI);
+			RB.CreateCondBr(Small, Inl, Call);
+			IRBuilder<> IB(Inl);
+			Value *W = IB.CreateAlignedLoad(I64, IB.CreateInBoundsGEP(I8, Filter, Idx),
+			                                Align(1));
+			// Keep the low Blocks bytes (Blocks in 1..8: a shift of 0..56 bits).
+			Value *Shift =
+			    IB.CreateShl(IB.CreateSub(ConstantInt::get(I64, 8), Blocks), 3);
+			Value *Clean =
+			    IB.CreateICmpEQ(IB.CreateShl(W, Shift), ConstantInt::get(I64, 0));
+			IB.CreateCondBr(Clean, Next, P2);
+			IRBuilder<> CB(Call);
+			Value *R = CB.CreateCall(RangeClean, {Block0, Blocks});
+			CB.CreateCondBr(CB.CreateICmpNE(R, ConstantInt::get(R->getType(), 0)), Next,
+			                P2);
+		}
+		IRBuilder<> PB(CPre->getTerminator());
+		PB.CreateStore(PB.CreateSub(PB.CreateLoad(I64, Fast), Total), Fast);
+		Skip.insert(CPre);
+		Skip.insert(CBB);
+		// Scalar evolution (and the next loop's expander) asks the tree.
+		DT.recalculate(F);
+		SE.forgetLoop(L);
 	}
 
 	// Set up L's registers: taken from the countdown in the preheader, given
@@ -459,7 +737,7 @@ class Instrumenter
 	Type *I8, *I64;
 	PointerType *Ptr;
 	GlobalVariable *Fast, *Filter;
-	FunctionCallee Slow;
+	FunctionCallee Slow, RangeClean;
 	MDNode *Unlikely;
 };
 
