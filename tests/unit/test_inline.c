@@ -236,6 +236,94 @@ static void test_random_streams_match_naive_model(void **state)
 	}
 }
 
+/*
+ * Many starts and ends through a table a few times smaller than the lines in
+ * use, with a thinning now and then: every end, every censored sample (the
+ * oldest open one) and the open samples at the end (oldest first, levels
+ * raised by the thinnings) match a naive model in start order. The model
+ * thins with its own generator seeded alike, one bit per open sample, oldest
+ * first (the documented rule).
+ */
+static void test_age_order_under_churn_matches_naive_model(void **state)
+{
+	enum { CAP = 64, LINES = 300 };
+	typedef struct {
+		uint64_t line, start;
+		uint8_t level;
+	} open_t;
+	table_fixture f;
+	open_t open[CAP];
+	size_t nopen = 0;
+	rng r, thin_t, thin_m;
+	uint64_t censored = 0, reused = 0, thinned = 0;
+	(void)state;
+	rng_seed(&r, 7);
+	table_new(&f, CAP, 6);
+	for (uint64_t clock = 0; clock < 200000; clock++) {
+		uint64_t line = rng_next(&r) % LINES, addr = 0x200000 + line * 64 + clock % 64;
+		isample s, c;
+		size_t k;
+		bool hit = wt_touch(&f.wt, addr, clock, 0, &s);
+		for (k = 0; k < nopen && open[k].line != line; k++)
+			;
+		assert_int_equal(hit, k < nopen);
+		if (hit) {
+			assert_int_equal(s.start, open[k].start);
+			assert_int_equal(s.level, open[k].level);
+			memmove(&open[k], &open[k + 1], (nopen - k - 1) * sizeof *open);
+			nopen--;
+			reused++;
+		}
+		if (rng_next(&r) % 3 == 0) {
+			bool dropped = wt_start(&f.wt, addr, clock, 0, LOMAS_REF_LOAD, 0, &c);
+			assert_int_equal(dropped, nopen == CAP);
+			if (dropped) {
+				assert_int_equal(c.start, open[0].start);
+				assert_int_equal(c.level, open[0].level);
+				assert_int_equal(c.end, clock);
+				memmove(&open[0], &open[1], (nopen - 1) * sizeof *open);
+				nopen--;
+				censored++;
+			}
+			open[nopen++] = (open_t){line, clock, 0};
+		}
+		if (clock % 9973 == 9972) {
+			uint64_t bits = 0, seed = clock;
+			unsigned nbits = 0;
+			size_t kept = 0;
+			rng_seed(&thin_t, seed);
+			rng_seed(&thin_m, seed);
+			wt_thin(&f.wt, &thin_t);
+			for (size_t j = 0; j < nopen; j++) {
+				if (nbits == 0) {
+					bits = rng_next(&thin_m);
+					nbits = 64;
+				}
+				if (bits & 1) {
+					open[kept] = open[j];
+					open[kept++].level++;
+				}
+				bits >>= 1, nbits--;
+			}
+			thinned += nopen - kept;
+			nopen = kept;
+		}
+		assert_int_equal(f.wt.live, nopen);
+	}
+	assert_true(censored > 1000 && reused > 1000 && thinned > 100);
+	sample_store st = {0};
+	assert_true(wt_collect(&f.wt, &st, &inline_malloc_alloc));
+	assert_int_equal(st.n, nopen);
+	for (size_t k = 0; k < nopen; k++) {
+		assert_int_equal(st.head->items[k].start, open[k].start);
+		assert_int_equal(st.head->items[k].level, open[k].level);
+	}
+	store_free(&st, &inline_malloc_alloc);
+	wt_clear(&f.wt);
+	assert_true(filter_clear(&f.wt));
+	table_free(&f);
+}
+
 static void test_zero_capacity_censors_at_once(void **state)
 {
 	table_fixture f;
@@ -444,6 +532,7 @@ int main(void)
 	    cmocka_unit_test(test_filter_tags_screen_aliases),
 	    cmocka_unit_test(test_large_lines_mark_every_block),
 	    cmocka_unit_test(test_random_streams_match_naive_model),
+	    cmocka_unit_test(test_age_order_under_churn_matches_naive_model),
 	    cmocka_unit_test(test_zero_capacity_censors_at_once),
 	    cmocka_unit_test(test_store_thin_keeps_half),
 	    cmocka_unit_test(test_store_packs_losslessly),
