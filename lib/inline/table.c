@@ -21,12 +21,36 @@ static void free_bytes(void *mem, size_t bytes)
 	free(mem);
 }
 
-const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes};
+static void *realloc_bytes(void *mem, size_t old, size_t bytes)
+{
+	(void)old;
+	return realloc(mem, bytes);
+}
+
+const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes, realloc_bytes};
 
 /* ----------------------------------------------------------------- store */
 
-/* Worst case of one encoded sample: five 10-byte varints and a 3-byte one. */
-#define PACKED_MAX_SAMPLE 53u
+/*
+ * A sample is five varints and two bytes: the start, the addr and the
+ * start_pc as zigzag deltas from the previous sample's (zero before the
+ * first), the end (0 for LOMAS_CLOCK_NONE, else 1 + the zigzag delta from
+ * start) and the end_pc (zigzag delta from start_pc), then kind | state << 4
+ * and the level. The level is a plain byte so that raising it never makes a
+ * sample longer: store_thin relies on that to re-encode the kept samples
+ * over the ones it has read.
+ */
+#define PACKED_MAX_SAMPLE 52u
+/* Room the encoder needs past len: a sample, and the last varint's 8-byte store. */
+#define PACKED_ROOM (PACKED_MAX_SAMPLE + 8u)
+/* The first allocation (untouched past what is used) and the growth step (x2). */
+#define STORE_FIRST_BYTES (256u * 1024u)
+
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define STORE_WORD_VARINTS 1
+#else
+#define STORE_WORD_VARINTS 0
+#endif
 
 static inline uint64_t zigzag(uint64_t delta)
 {
@@ -38,8 +62,28 @@ static inline uint64_t unzigzag(uint64_t v)
 	return (v >> 1) ^ (0 - (v & 1));
 }
 
+/*
+ * The varints: LEB128, low 7 bits first. Values below 2^56 (all but the
+ * rare far delta) are written and read as one unaligned 8-byte word, the
+ * 7-bit groups spread or gathered with shifts and masks instead of a loop
+ * whose exit mispredicts with every change of length. The word may write up
+ * to 7 bytes past the varint (PACKED_ROOM) and reads up to 7 past it (the
+ * store keeps cap - len >= 8).
+ */
 static inline uint8_t *put_varint(uint8_t *q, uint64_t v)
 {
+#if STORE_WORD_VARINTS
+	if (v < (1ull << 56)) {
+		unsigned len = (unsigned)(63 - __builtin_clzll(v | 1)) / 7 + 1;
+		uint64_t x = v;
+		x = ((x << 4) & 0x0fffffff00000000ull) | (x & 0x000000000fffffffull);
+		x = ((x << 2) & 0x3fff00003fff0000ull) | (x & 0x00003fff00003fffull);
+		x = ((x << 1) & 0x7f007f007f007f00ull) | (x & 0x007f007f007f007full);
+		x |= 0x8080808080808080ull & ((1ull << (8 * (len - 1))) - 1);
+		memcpy(q, &x, 8);
+		return q + len;
+	}
+#endif
 	while (v >= 0x80) {
 		*q++ = (uint8_t)(v | 0x80);
 		v >>= 7;
@@ -51,6 +95,23 @@ static inline uint8_t *put_varint(uint8_t *q, uint64_t v)
 static inline const uint8_t *get_varint(const uint8_t *p, uint64_t *v)
 {
 	uint64_t x = 0;
+#if STORE_WORD_VARINTS
+	uint64_t stop;
+	memcpy(&x, p, 8);
+	stop = ~x & 0x8080808080808080ull;
+	if (stop) {
+		unsigned bits = (unsigned)__builtin_ctzll(stop) + 1; /* 8 x the bytes */
+		if (bits < 64)
+			x &= (1ull << bits) - 1;
+		x &= 0x7f7f7f7f7f7f7f7full;
+		x = ((x & 0x7f007f007f007f00ull) >> 1) | (x & 0x007f007f007f007full);
+		x = ((x & 0x3fff00003fff0000ull) >> 2) | (x & 0x00003fff00003fffull);
+		x = ((x & 0x0fffffff00000000ull) >> 4) | (x & 0x000000000fffffffull);
+		*v = x;
+		return p + bits / 8;
+	}
+	x = 0;
+#endif
 	for (unsigned shift = 0;; shift += 7) {
 		uint8_t b = *p++;
 		x |= (uint64_t)(b & 0x7f) << shift;
@@ -61,18 +122,21 @@ static inline const uint8_t *get_varint(const uint8_t *p, uint64_t *v)
 	return p;
 }
 
-/* s relative to prev (the previous sample of the block, zero at its start). */
-static uint8_t *encode_sample(uint8_t *q, const isample *s, const isample *prev)
+/* s relative to the previous sample's start, addr and start_pc. */
+static inline uint8_t *encode_sample(uint8_t *q, const isample *s, uint64_t start, uint64_t addr,
+                                     uint64_t pc)
 {
-	q = put_varint(q, zigzag(s->start - prev->start));
+	q = put_varint(q, zigzag(s->start - start));
 	q = put_varint(q, s->end == LOMAS_CLOCK_NONE ? 0 : zigzag(s->end - s->start) + 1);
-	q = put_varint(q, zigzag(s->addr - prev->addr));
-	q = put_varint(q, zigzag(s->start_pc - prev->start_pc));
+	q = put_varint(q, zigzag(s->addr - addr));
+	q = put_varint(q, zigzag(s->start_pc - pc));
 	q = put_varint(q, zigzag(s->end_pc - s->start_pc));
-	return put_varint(q, (uint64_t)s->kind | (uint64_t)s->state << 4 | (uint64_t)s->level << 8);
+	q[0] = (uint8_t)((s->kind & 0xfu) | (s->state & 0xfu) << 4);
+	q[1] = s->level;
+	return q + 2;
 }
 
-static const uint8_t *decode_sample(const uint8_t *p, isample *s, const isample *prev)
+static inline const uint8_t *decode_sample(const uint8_t *p, isample *s, const isample *prev)
 {
 	uint64_t v;
 	memset(s, 0, sizeof *s);
@@ -86,151 +150,120 @@ static const uint8_t *decode_sample(const uint8_t *p, isample *s, const isample 
 	s->start_pc = prev->start_pc + unzigzag(v);
 	p = get_varint(p, &v);
 	s->end_pc = s->start_pc + unzigzag(v);
-	p = get_varint(p, &v);
-	s->kind = (uint8_t)(v & 0xf);
-	s->state = (uint8_t)((v >> 4) & 0xf);
-	s->level = (uint8_t)(v >> 8);
-	return p;
+	s->kind = p[0] & 0xfu;
+	s->state = p[0] >> 4;
+	s->level = p[1];
+	return p + 2;
 }
 
-/* Encode the n samples at items into a new block at the end of st->packed. */
-static bool pack(sample_store *st, const inline_alloc *a, const isample *items, size_t n)
+/* Room for one more sample: the first allocation, or twice the last. */
+static bool store_room(sample_store *st, const inline_alloc *a)
 {
-	size_t bytes = sizeof(packed_block) + n * PACKED_MAX_SAMPLE;
-	packed_block *b = a->alloc(bytes); /* zeroed pages past len are never touched */
-	isample prev = {0};
-	uint8_t *q;
-	if (!b)
-		return false;
-	b->bytes = bytes;
-	q = b->data;
-	for (size_t i = 0; i < n; i++) {
-		q = encode_sample(q, &items[i], &prev);
-		prev = items[i];
+	size_t cap;
+	uint8_t *mem;
+	if (st->cap - st->len >= PACKED_ROOM)
+		return true;
+	if (!st->data) {
+		if (!(st->data = a->alloc(STORE_FIRST_BYTES)))
+			return false;
+		st->cap = STORE_FIRST_BYTES;
+		return true;
 	}
-	b->n = (uint32_t)n;
-	b->len = (uint32_t)(q - b->data);
-	if (st->packed_tail)
-		st->packed_tail->next = b;
-	else
-		st->packed = b;
-	st->packed_tail = b;
+	cap = st->cap * 2;
+	if (!(mem = a->grow(st->data, st->cap, cap)))
+		return false;
+	st->data = mem;
+	st->cap = cap;
 	return true;
 }
 
 bool store_push(sample_store *st, const inline_alloc *a, const isample *s)
 {
-	store_chunk *c = st->head;
-	if (!c) {
-		if (!(c = a->alloc(sizeof *c)))
-			return false;
-		st->head = st->tail = c;
-	} else if (c->n == STORE_CHUNK) {
-		if (!pack(st, a, c->items, c->n))
-			return false;
-		c->n = 0;
-	}
-	c->items[c->n++] = *s;
+	if (!store_room(st, a))
+		return false;
+	st->len =
+	    (size_t)(encode_sample(st->data + st->len, s, st->start, st->addr, st->pc) - st->data);
+	st->start = s->start;
+	st->addr = s->addr;
+	st->pc = s->start_pc;
 	st->n++;
 	return true;
 }
 
 void store_free(sample_store *st, const inline_alloc *a)
 {
-	packed_block *b = st->packed;
-	while (b) {
-		packed_block *next = b->next;
-		a->release(b, b->bytes);
-		b = next;
-	}
-	if (st->head)
-		a->release(st->head, sizeof *st->head);
+	if (st->data)
+		a->release(st->data, st->cap);
 	memset(st, 0, sizeof *st);
 }
 
 void store_iter_init(store_iter *it, const sample_store *st)
 {
 	memset(it, 0, sizeof *it);
-	it->st = st;
-	it->b = st->packed;
-	if (it->b) {
-		it->p = it->b->data;
-		it->left = it->b->n;
-	}
-	it->c = st->head;
+	it->p = st->data;
+	it->left = st->n;
 }
 
 bool store_iter_next(store_iter *it, isample *out)
 {
-	while (it->b) {
-		if (it->left) {
-			it->p = decode_sample(it->p, out, &it->prev);
-			it->prev = *out;
-			it->left--;
-			return true;
-		}
-		it->b = it->b->next;
-		memset(&it->prev, 0, sizeof it->prev);
-		if (it->b) {
-			it->p = it->b->data;
-			it->left = it->b->n;
-		}
-	}
-	if (it->c && it->i < it->c->n) {
-		*out = it->c->items[it->i++];
-		return true;
-	}
-	return false;
-}
-
-/* Keep s with probability 1/2 (one bit of *bits), raised a level, in *kept. */
-static void thin_one(sample_store *kept, const inline_alloc *a, isample *s, rng *r, uint64_t *bits,
-                     unsigned *nbits, uint64_t *lost)
-{
-	if (*nbits == 0) {
-		*bits = rng_next(r);
-		*nbits = 64;
-	}
-	bool keep = *bits & 1;
-	*bits >>= 1, (*nbits)--;
-	if (!keep)
-		return;
-	s->level++;
-	if (!store_push(kept, a, s))
-		(*lost)++;
+	if (!it->left)
+		return false;
+	it->p = decode_sample(it->p, out, &it->prev);
+	it->prev = *out;
+	it->left--;
+	return true;
 }
 
 uint64_t store_thin(sample_store *st, const inline_alloc *a, rng *r)
 {
-	/* Re-push the kept samples, in order, into a fresh store, giving each old
-	 * block back as soon as it is read (the peak stays near the old size). */
-	sample_store kept = {0};
-	uint64_t bits = 0, lost = 0;
+	/*
+	 * In place: each kept sample is re-encoded (relative to the kept one
+	 * before it) over the bytes already read. It never needs more bytes
+	 * than it and the dropped samples since the last kept one took: a
+	 * varint of a sum of deltas is at most one byte longer than the longest
+	 * of them (zigzag(x + y) <= 2 max + 2), so no longer than their
+	 * varints together; the other fields keep their lengths (the level is a
+	 * plain byte). So the writer never passes the reader.
+	 */
+	uint64_t bits = 0, kept = 0, start = 0, addr = 0, pc = 0;
 	unsigned nbits = 0;
-	isample s, prev;
-	packed_block *b = st->packed;
-	while (b) {
-		packed_block *next = b->next;
-		const uint8_t *p = b->data;
-		memset(&prev, 0, sizeof prev);
-		for (uint32_t i = 0; i < b->n; i++) {
-			p = decode_sample(p, &s, &prev);
-			prev = s;
-			thin_one(&kept, a, &s, r, &bits, &nbits, &lost);
+	const uint8_t *p = st->data;
+	uint8_t *q = st->data, tmp[PACKED_ROOM];
+	isample s, prev = {0};
+	(void)a;
+	if (!st->n)
+		return 0;
+	for (uint64_t i = 0; i < st->n; i++) {
+		p = decode_sample(p, &s, &prev);
+		prev = s;
+		if (nbits == 0) {
+			bits = rng_next(r);
+			nbits = 64;
 		}
-		a->release(b, b->bytes);
-		b = next;
-	}
-	st->packed = st->packed_tail = NULL;
-	if (st->head) {
-		for (size_t i = 0; i < st->head->n; i++) {
-			s = st->head->items[i];
-			thin_one(&kept, a, &s, r, &bits, &nbits, &lost);
+		bool keep = bits & 1;
+		bits >>= 1, nbits--;
+		if (!keep)
+			continue;
+		s.level++;
+		if ((size_t)(p - q) >= PACKED_ROOM) {
+			/* Far enough behind for the encoder's over-long stores. */
+			q = encode_sample(q, &s, start, addr, pc);
+		} else {
+			size_t len = (size_t)(encode_sample(tmp, &s, start, addr, pc) - tmp);
+			memcpy(q, tmp, len);
+			q += len;
 		}
+		start = s.start;
+		addr = s.addr;
+		pc = s.start_pc;
+		kept++;
 	}
-	store_free(st, a);
-	*st = kept;
-	return lost;
+	st->len = (size_t)(q - st->data);
+	st->n = kept;
+	st->start = start;
+	st->addr = addr;
+	st->pc = pc;
+	return 0;
 }
 
 /* ----------------------------------------------------------- watch table */

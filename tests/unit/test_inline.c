@@ -215,11 +215,16 @@ static void test_random_streams_match_naive_model(void **state)
 		sample_store st = {0};
 		assert_true(wt_collect(&f.wt, &st, &inline_malloc_alloc));
 		assert_int_equal(st.n, nopen);
+		store_iter sit;
+		isample got;
+		store_iter_init(&sit, &st);
 		for (size_t k = 0; k < nopen; k++) {
-			assert_int_equal(st.head->items[k].start, open[k].start);
-			assert_int_equal(st.head->items[k].state, LOMAS_SAMPLE_DANGLING);
-			assert_int_equal(st.head->items[k].end, LOMAS_CLOCK_NONE);
+			assert_true(store_iter_next(&sit, &got));
+			assert_int_equal(got.start, open[k].start);
+			assert_int_equal(got.state, LOMAS_SAMPLE_DANGLING);
+			assert_int_equal(got.end, LOMAS_CLOCK_NONE);
 		}
+		assert_false(store_iter_next(&sit, &got));
 		store_free(&st, &inline_malloc_alloc);
 		wt_clear(&f.wt);
 		assert_int_equal(f.wt.live, 0);
@@ -255,7 +260,7 @@ static void test_store_thin_keeps_half(void **state)
 	store_iter it;
 	isample s;
 	rng r;
-	uint64_t kept_sum = 0, n = 5 * STORE_CHUNK + 17;
+	uint64_t kept_sum = 0, n = 5 * 1024 + 17;
 	(void)state;
 	for (uint64_t i = 0; i < n; i++) {
 		isample x = {.start = i, .end = i + 3, .state = LOMAS_SAMPLE_REUSED};
@@ -280,8 +285,8 @@ static void test_store_thin_keeps_half(void **state)
 	assert_int_equal(count, st.n);
 	assert_true(kept_sum > 0);
 	store_free(&st, &inline_malloc_alloc);
-	assert_null(st.head);
-	assert_null(st.packed);
+	assert_null(st.data);
+	assert_int_equal(st.n, 0);
 }
 
 /* Packed blocks give back exactly what was pushed, whatever the values. */
@@ -291,7 +296,7 @@ static void test_store_packs_losslessly(void **state)
 	store_iter it;
 	isample *want, got;
 	rng r;
-	const size_t n = 3 * STORE_CHUNK + 500;
+	const size_t n = 3 * 1024 + 500;
 	(void)state;
 	want = calloc(n, sizeof *want);
 	assert_non_null(want);
@@ -313,10 +318,7 @@ static void test_store_packs_losslessly(void **state)
 		assert_true(store_push(&st, &inline_malloc_alloc, w));
 	}
 	assert_int_equal(st.n, n);
-	assert_non_null(st.packed); /* three full chunks went into blocks */
-	size_t k = 0, packed_bytes = 0;
-	for (const packed_block *b = st.packed; b; b = b->next)
-		packed_bytes += b->len;
+	size_t k = 0, packed_bytes = st.len;
 	store_iter_init(&it, &st);
 	while (store_iter_next(&it, &got)) {
 		assert_true(k < n);
@@ -332,9 +334,144 @@ static void test_store_packs_losslessly(void **state)
 	}
 	assert_int_equal(k, n);
 	/* Smaller than the plain records, even with these extremes mixed in. */
-	assert_true(packed_bytes < 3 * STORE_CHUNK * sizeof(isample));
+	assert_true(packed_bytes < n * sizeof(isample) / 2);
 	store_free(&st, &inline_malloc_alloc);
 	free(want);
+}
+
+/* A field value that makes the store's deltas and varints hit every length. */
+static uint64_t edge_value(rng *r, uint64_t prev)
+{
+	uint64_t x = rng_next(r);
+	unsigned k = (unsigned)(x % 64);
+	switch ((x >> 8) % 6) {
+	case 0: return prev + ((1ull << k) - 1); /* a delta of k one bits */
+	case 1: return prev - (1ull << k);       /* a negative delta */
+	case 2: return prev + (x >> 20 & 0xff);  /* small */
+	case 3: return rng_next(r);              /* anything */
+	case 4: return (x & 1) ? UINT64_MAX - (x >> 50) : (x >> 50);
+	default: return prev;
+	}
+}
+
+static void edge_sample(rng *r, const isample *prev, isample *w)
+{
+	memset(w, 0, sizeof *w);
+	w->start = edge_value(r, prev->start);
+	uint64_t e = rng_next(r);
+	w->end = e % 9 == 0 ? LOMAS_CLOCK_NONE : edge_value(r, w->start);
+	/* The one end the store cannot hold (nor could it before): 2^63 after start. */
+	if (w->end - w->start == 1ull << 63)
+		w->end++;
+	w->addr = edge_value(r, prev->addr);
+	w->start_pc = edge_value(r, prev->start_pc);
+	w->end_pc = e % 7 == 0 ? 0 : edge_value(r, w->start_pc);
+	w->kind = (uint8_t)(e >> 8 & 1);
+	w->state = (uint8_t)(e >> 9 & 3);
+	w->level = (uint8_t)(e % 5 == 0 ? 250 + (e >> 12) % 6 : (e >> 12) % 41);
+}
+
+static void assert_same_sample(const isample *got, const isample *want)
+{
+	assert_true(got->start == want->start);
+	assert_true(got->end == want->end);
+	assert_true(got->addr == want->addr);
+	assert_true(got->start_pc == want->start_pc);
+	assert_true(got->end_pc == want->end_pc);
+	assert_int_equal(got->kind, want->kind);
+	assert_int_equal(got->state, want->state);
+	assert_int_equal(got->level, want->level);
+}
+
+/*
+ * Thinning in place, against a plain array thinned by the same random bits
+ * (one a sample, in order, low bit first, a fresh 64-bit draw per 64 and per
+ * thinning): rounds of pushes (extreme deltas included, past the store's
+ * first allocation) and thinnings give back exactly the model's samples,
+ * levels raised (and wrapping at 255 as a byte does), and never grow it.
+ */
+static void test_store_thin_in_place_matches_model(void **state)
+{
+	sample_store st = {0};
+	store_iter it;
+	isample got, last = {0};
+	rng gen, thin, model_thin;
+	size_t n = 0, cap = 40000;
+	isample *model = calloc(cap, sizeof *model);
+	(void)state;
+	assert_non_null(model);
+	rng_seed(&gen, 12345);
+	rng_seed(&thin, 99);
+	rng_seed(&model_thin, 99);
+	for (int round = 0; round < 6; round++) {
+		size_t add = round == 0 ? 15000 : 4000 + 1000 * (size_t)round;
+		for (size_t i = 0; i < add; i++) {
+			edge_sample(&gen, &last, &model[n]);
+			/* Runs of equal samples too: the shortest encodings. */
+			if (i % 50 < 5 && n)
+				model[n] = model[n - 1];
+			last = model[n];
+			assert_true(store_push(&st, &inline_malloc_alloc, &model[n]));
+			n++;
+		}
+		size_t before = st.len;
+		assert_int_equal(store_thin(&st, &inline_malloc_alloc, &thin), 0);
+		assert_true(st.len <= before);
+		uint64_t bits = 0;
+		unsigned nbits = 0;
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (nbits == 0) {
+				bits = rng_next(&model_thin);
+				nbits = 64;
+			}
+			if (bits & 1) {
+				model[k] = model[i];
+				model[k].level = (uint8_t)(model[k].level + 1);
+				k++;
+			}
+			bits >>= 1, nbits--;
+		}
+		n = k;
+		assert_int_equal(st.n, n);
+		store_iter_init(&it, &st);
+		for (size_t i = 0; i < n; i++) {
+			assert_true(store_iter_next(&it, &got));
+			assert_same_sample(&got, &model[i]);
+		}
+		assert_false(store_iter_next(&it, &got));
+		/* New samples go on after the kept ones. */
+		last = n ? model[n - 1] : (isample){0};
+	}
+	store_free(&st, &inline_malloc_alloc);
+	free(model);
+}
+
+/* Thinning everything away, then pushing again, and an empty store's thinning. */
+static void test_store_thin_to_empty(void **state)
+{
+	sample_store st = {0};
+	store_iter it;
+	isample s = {.start = 5, .end = 9, .addr = 0x1000, .start_pc = 7, .end_pc = 8}, got;
+	rng r;
+	(void)state;
+	rng_seed(&r, 1);
+	assert_int_equal(store_thin(&st, &inline_malloc_alloc, &r), 0);
+	assert_int_equal(st.n, 0);
+	for (int tries = 0; st.n == 0 && tries < 64; tries++) {
+		assert_true(store_push(&st, &inline_malloc_alloc, &s));
+		while (st.n)
+			store_thin(&st, &inline_malloc_alloc, &r);
+		assert_int_equal(st.len, 0);
+		s.start += 3;
+		s.end += 3;
+		assert_true(store_push(&st, &inline_malloc_alloc, &s));
+	}
+	store_iter_init(&it, &st);
+	assert_true(store_iter_next(&it, &got));
+	assert_same_sample(&got, &s);
+	assert_false(store_iter_next(&it, &got));
+	store_free(&st, &inline_malloc_alloc);
 }
 
 static void test_table_thin_drops_half(void **state)
@@ -444,6 +581,8 @@ int main(void)
 	    cmocka_unit_test(test_zero_capacity_censors_at_once),
 	    cmocka_unit_test(test_store_thin_keeps_half),
 	    cmocka_unit_test(test_store_packs_losslessly),
+	    cmocka_unit_test(test_store_thin_in_place_matches_model),
+	    cmocka_unit_test(test_store_thin_to_empty),
 	    cmocka_unit_test(test_table_thin_drops_half),
 	    cmocka_unit_test(test_window_accounting),
 	    cmocka_unit_test(test_profile_assembly),
