@@ -77,7 +77,7 @@ typedef struct isample {
  * allocation: encoded as they are pushed, thinned in place, so a thread's
  * 20k-40k samples take well under a megabyte and a handful of system calls.
  * The allocation's unused tail is never touched (zero-fill pages stay
- * unmapped); cap - len always leaves room for the decoder's 8-byte loads.
+ * unmapped).
  */
 typedef struct sample_store {
 	uint8_t *data;  /* cap bytes, or NULL (no sample yet) */
