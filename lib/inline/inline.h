@@ -218,6 +218,24 @@ typedef struct inline_thread_data {
 lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_data *td,
                                        uint64_t window_refs);
 
+/* Where a thread's samples go in the profile: what turns an isample into a lomas_sample. */
+typedef struct inline_sample_place {
+	double base_period;
+	uint64_t window_refs;
+	uint32_t thread;
+	uint64_t first_window, nwindows;
+} inline_sample_place;
+
+/*
+ * inline_profile_add_thread less the samples (td->done and td->open are not
+ * read): the thread and its windows, and in *pl where its samples go, for
+ * inline_sample_to_profile (the exit path encodes them straight from the
+ * store).
+ */
+lomas_status inline_profile_add_thread_head(lomas_profile *p, const inline_thread_data *td,
+                                            uint64_t window_refs, inline_sample_place *pl);
+void inline_sample_to_profile(const isample *is, const inline_sample_place *pl, lomas_sample *out);
+
 /* ------------------------------------------------------ runtime (fast path) */
 
 /*

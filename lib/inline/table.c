@@ -491,60 +491,70 @@ lomas_window window_at(uint64_t refs, uint64_t window_refs, uint64_t k, uint32_t
 
 /* ----------------------------------------------------- profile assembly */
 
-static lomas_status add_sample(lomas_profile *p, const isample *is, double base_period,
-                               uint64_t window_refs, uint32_t thread, uint64_t first_window,
-                               uint64_t nwindows)
+void inline_sample_to_profile(const isample *is, const inline_sample_place *pl, lomas_sample *out)
 {
-	lomas_sample s;
-	uint64_t w = window_refs ? is->start / window_refs : 0;
-	memset(&s, 0, sizeof s);
-	if (w >= nwindows)
-		w = nwindows - 1;
-	s.start = is->start;
-	s.end = is->end;
-	s.addr = is->addr;
-	s.start_pc = is->start_pc;
-	s.end_pc = is->end_pc;
-	s.weight = ldexp(base_period, is->level);
-	s.thread = thread;
-	s.window = (uint32_t)(first_window + w);
-	s.kind = is->kind;
-	s.state = is->state;
-	return profile_add_sample(p, &s);
+	uint64_t w = pl->window_refs ? is->start / pl->window_refs : 0;
+	memset(out, 0, sizeof *out);
+	if (w >= pl->nwindows)
+		w = pl->nwindows - 1;
+	out->start = is->start;
+	out->end = is->end;
+	out->addr = is->addr;
+	out->start_pc = is->start_pc;
+	out->end_pc = is->end_pc;
+	out->weight = ldexp(pl->base_period, is->level);
+	out->thread = pl->thread;
+	out->window = (uint32_t)(pl->first_window + w);
+	out->kind = is->kind;
+	out->state = is->state;
+}
+
+lomas_status inline_profile_add_thread_head(lomas_profile *p, const inline_thread_data *td,
+                                            uint64_t window_refs, inline_sample_place *pl)
+{
+	lomas_thread th = {.tid = td->tid, .refs = td->refs};
+	lomas_status st;
+	pl->base_period = td->base_period;
+	pl->window_refs = window_refs;
+	pl->thread = (uint32_t)p->threads.n;
+	pl->first_window = p->windows.n;
+	pl->nwindows = windows_count(td->refs, window_refs);
+	if (pl->first_window + pl->nwindows > UINT32_MAX)
+		return error_set(LOMAS_ERANGE, "too many windows (%llu)",
+		                 (unsigned long long)(pl->first_window + pl->nwindows));
+	if ((st = profile_add_thread(p, &th)))
+		return st;
+	if ((st = vec_reserve(&p->windows, p->windows.n + pl->nwindows)))
+		return st;
+	for (uint64_t k = 0; k < pl->nwindows; k++) {
+		lomas_window w = window_at(td->refs, window_refs, k, pl->thread);
+		if ((st = profile_add_window(p, &w)))
+			return st;
+	}
+	return LOMAS_OK;
 }
 
 lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_data *td,
                                        uint64_t window_refs)
 {
-	lomas_thread th = {.tid = td->tid, .refs = td->refs};
-	uint32_t thread = (uint32_t)p->threads.n;
-	uint64_t first_window = p->windows.n;
-	uint64_t nw = windows_count(td->refs, window_refs);
+	inline_sample_place pl;
+	lomas_sample out;
 	lomas_status st;
-	if (first_window + nw > UINT32_MAX)
-		return error_set(LOMAS_ERANGE, "too many windows (%llu)",
-		                 (unsigned long long)(first_window + nw));
-	if ((st = profile_add_thread(p, &th)))
-		return st;
-	if ((st = vec_reserve(&p->windows, p->windows.n + nw)))
+	if ((st = inline_profile_add_thread_head(p, td, window_refs, &pl)))
 		return st;
 	/* All the thread's samples at once: no growing (copying, faulting) on the way. */
 	if ((st = vec_reserve(&p->samples, p->samples.n + (td->done ? td->done->n : 0) +
 	                                       (td->open ? td->open->live : 0))))
 		return st;
-	for (uint64_t k = 0; k < nw; k++) {
-		lomas_window w = window_at(td->refs, window_refs, k, thread);
-		if ((st = profile_add_window(p, &w)))
-			return st;
-	}
 	if (td->done) {
 		store_iter it;
 		isample s;
 		store_iter_init(&it, td->done);
-		while (store_iter_next(&it, &s))
-			if ((st = add_sample(p, &s, td->base_period, window_refs, thread,
-			                     first_window, nw)))
+		while (store_iter_next(&it, &s)) {
+			inline_sample_to_profile(&s, &pl, &out);
+			if ((st = profile_add_sample(p, &out)))
 				return st;
+		}
 	}
 	if (td->open) {
 		const watch_table *wt = td->open;
@@ -553,8 +563,8 @@ lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_dat
 			slot_to_sample(&wt->slots[i], &s);
 			s.end = LOMAS_CLOCK_NONE;
 			s.state = LOMAS_SAMPLE_DANGLING;
-			if ((st = add_sample(p, &s, td->base_period, window_refs, thread,
-			                     first_window, nw)))
+			inline_sample_to_profile(&s, &pl, &out);
+			if ((st = profile_add_sample(p, &out)))
 				return st;
 		}
 	}

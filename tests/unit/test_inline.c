@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -570,6 +571,142 @@ static void test_profile_assembly(void **state)
 	table_free(&f);
 }
 
+/* A sample source over stores, as the runtime's exit path reads them. */
+typedef struct test_source {
+	const sample_store *st[2];
+	inline_sample_place pl[2];
+	size_t at;
+	store_iter it;
+	bool started;
+	uint64_t fail_at; /* fail at this sample (UINT64_MAX: never) */
+	uint64_t given;
+} test_source;
+
+static lomas_status test_source_next(void *ctx, lomas_sample *out)
+{
+	test_source *ts = ctx;
+	isample s;
+	if (ts->given++ == ts->fail_at)
+		return LOMAS_EIO;
+	while (ts->at < 2) {
+		if (!ts->started) {
+			store_iter_init(&ts->it, ts->st[ts->at]);
+			ts->started = true;
+		}
+		if (store_iter_next(&ts->it, &s)) {
+			inline_sample_to_profile(&s, &ts->pl[ts->at], out);
+			return LOMAS_OK;
+		}
+		ts->at++;
+		ts->started = false;
+	}
+	return LOMAS_EINVAL;
+}
+
+static void fill_store(sample_store *st, rng *r, size_t n, uint64_t refs)
+{
+	uint64_t clock = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t x = rng_next(r);
+		isample s = {0};
+		clock += 1 + x % (refs / n);
+		s.start = clock;
+		s.end = clock + 1 + (x >> 20) % 5000;
+		s.addr = 0x7f0000000000ull + ((x >> 8) & 0xffffff) * 8;
+		s.start_pc = 0x401000 + (x >> 40) % 4096;
+		s.end_pc = i % 4 ? s.start_pc + (x >> 52) % 64 : 0;
+		s.kind = (uint8_t)(x >> 33 & 1);
+		s.state = i % 9 ? LOMAS_SAMPLE_REUSED : LOMAS_SAMPLE_CENSORED;
+		s.level = (uint8_t)((x >> 36) % 6);
+		assert_true(store_push(st, &inline_malloc_alloc, &s));
+	}
+}
+
+/*
+ * The exit path: the thread heads in the profile and the samples from the
+ * stores (open ones appended, dangling) give byte for byte the file of the
+ * profile that holds every sample in memory (profile_save_buffer), in a
+ * buffer and in a file; a source's bad sample or failure fails the save.
+ */
+static void test_streamed_samples_equal_in_memory_file(void **state)
+{
+	lomas_profile *mem, *head;
+	table_fixture f;
+	sample_store a = {0}, b = {0};
+	inline_thread_data ta, tb;
+	test_source src = {.fail_at = UINT64_MAX};
+	profile_sample_source ps = {.next = test_source_next, .ctx = &src};
+	void *want, *got;
+	size_t want_len, got_len;
+	rng r;
+	isample c;
+	(void)state;
+	rng_seed(&r, 5);
+	fill_store(&a, &r, 3000, 4000000);
+	fill_store(&b, &r, 700, 90000);
+	table_new(&f, 64, 6);
+	for (uint64_t i = 0; i < 100; i++)
+		wt_start(&f.wt, 0x10000 + i * 64 * 3, 4000000 + i, 0x500 + i, LOMAS_REF_LOAD, 2,
+		         &c);
+	ta = (inline_thread_data){
+	    .tid = 7, .refs = 4000200, .base_period = 128.0, .done = &a, .open = &f.wt};
+	tb = (inline_thread_data){.tid = 8, .refs = 90000, .base_period = 128.0, .done = &b};
+	assert_int_equal(lomas_profile_new(64, &mem), LOMAS_OK);
+	assert_int_equal(inline_profile_add_thread(mem, &ta, 32768), LOMAS_OK);
+	assert_int_equal(inline_profile_add_thread(mem, &tb, 32768), LOMAS_OK);
+	profile_meta_setf(mem, "clock", "inline");
+	assert_int_equal(profile_validate(mem), LOMAS_OK);
+	assert_int_equal(mem->samples.n, 3000 + 64 + 700);
+	assert_int_equal(profile_save_buffer(mem, &want, &want_len), LOMAS_OK);
+
+	assert_int_equal(lomas_profile_new(64, &head), LOMAS_OK);
+	assert_int_equal(inline_profile_add_thread_head(head, &ta, 32768, &src.pl[0]), LOMAS_OK);
+	assert_int_equal(inline_profile_add_thread_head(head, &tb, 32768, &src.pl[1]), LOMAS_OK);
+	profile_meta_setf(head, "clock", "inline");
+	assert_int_equal(head->samples.n, 0);
+	assert_true(wt_collect(&f.wt, &a, &inline_malloc_alloc));
+	src.st[0] = &a;
+	src.st[1] = &b;
+	ps.n = a.n + b.n;
+	assert_int_equal(ps.n, mem->samples.n);
+	assert_int_equal(profile_save_buffer_src(head, &ps, &got, &got_len), LOMAS_OK);
+	assert_int_equal(got_len, want_len);
+	assert_memory_equal(got, want, want_len);
+	free(got);
+
+	/* Through a file, 64 KiB at a time. */
+	FILE *tf = tmpfile();
+	assert_non_null(tf);
+	memset(&src.it, 0, sizeof src.it);
+	src.at = 0, src.started = false, src.given = 0;
+	assert_int_equal(profile_save_fd_src(head, &ps, fileno(tf)), LOMAS_OK);
+	got = malloc(want_len + 1);
+	assert_non_null(got);
+	assert_int_equal(fseek(tf, 0, SEEK_END), 0);
+	assert_int_equal(ftell(tf), (long)want_len);
+	rewind(tf);
+	assert_int_equal(fread(got, 1, want_len + 1, tf), want_len);
+	assert_memory_equal(got, want, want_len);
+	free(got);
+	fclose(tf);
+
+	/* A failing source, and a sample naming a window of another thread. */
+	src.at = 0, src.started = false, src.given = 0, src.fail_at = 2000;
+	assert_int_equal(profile_save_buffer_src(head, &ps, &got, &got_len), LOMAS_EIO);
+	assert_null(got);
+	src.at = 0, src.started = false, src.given = 0, src.fail_at = UINT64_MAX;
+	src.pl[1].first_window = 0; /* thread 1's samples in thread 0's windows */
+	assert_int_equal(profile_save_buffer_src(head, &ps, &got, &got_len), LOMAS_EFORMAT);
+	assert_null(got);
+
+	free(want);
+	lomas_profile_free(mem);
+	lomas_profile_free(head);
+	store_free(&a, &inline_malloc_alloc);
+	store_free(&b, &inline_malloc_alloc);
+	table_free(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -586,6 +723,7 @@ int main(void)
 	    cmocka_unit_test(test_table_thin_drops_half),
 	    cmocka_unit_test(test_window_accounting),
 	    cmocka_unit_test(test_profile_assembly),
+	    cmocka_unit_test(test_streamed_samples_equal_in_memory_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
