@@ -290,7 +290,7 @@ static void test_store_thin_keeps_half(void **state)
 	assert_int_equal(st.n, 0);
 }
 
-/* Packed blocks give back exactly what was pushed, whatever the values. */
+/* The encoded store gives back exactly what was pushed, whatever the values. */
 static void test_store_packs_losslessly(void **state)
 {
 	sample_store st = {0};
