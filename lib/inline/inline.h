@@ -106,6 +106,9 @@ typedef struct inline_alloc {
 	/* mem (old bytes) made bytes long, its contents kept (the rest need not
 	 * be zeroed), maybe moved; NULL (mem still valid) when memory ran out. */
 	void *(*grow)(void *mem, size_t old, size_t bytes);
+	/* The pages of [mem, mem + bytes) (page-aligned) are not needed now: give
+	 * them back, their contents lost (zero when touched again); may be NULL. */
+	void (*discard)(void *mem, size_t bytes);
 } inline_alloc;
 
 extern const inline_alloc inline_malloc_alloc; /* calloc/free/realloc */
@@ -117,7 +120,8 @@ void store_free(sample_store *st, const inline_alloc *a);
  * Keep each sample with probability 1/2 (random bits from r, one a sample
  * in order, low bit first), raising the level of the kept ones: the adaptive
  * thinning step of period "auto". In place: it needs no memory and returns
- * the kept samples lost for want of it (always 0).
+ * the kept samples lost for want of it (always 0). The pages it empties are
+ * discarded, so the store's resident size follows its samples down.
  */
 uint64_t store_thin(sample_store *st, const inline_alloc *a, rng *r);
 

@@ -63,7 +63,12 @@ static void *remap_bytes(void *mem, size_t old, size_t bytes)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-const inline_alloc rt_map_alloc = {map_bytes, unmap_bytes, remap_bytes};
+static void discard_bytes(void *mem, size_t bytes)
+{
+	madvise(mem, bytes, MADV_DONTNEED);
+}
+
+const inline_alloc rt_map_alloc = {map_bytes, unmap_bytes, remap_bytes, discard_bytes};
 
 /* ------------------------------------------------------------- messages */
 

@@ -27,7 +27,7 @@ static void *realloc_bytes(void *mem, size_t old, size_t bytes)
 	return realloc(mem, bytes);
 }
 
-const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes, realloc_bytes};
+const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes, realloc_bytes, NULL};
 
 /* ----------------------------------------------------------------- store */
 
@@ -43,6 +43,8 @@ const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes, realloc_byte
 #define PACKED_MAX_SAMPLE 52u
 /* The first allocation (untouched past what is used) and the growth step (x2). */
 #define STORE_FIRST_BYTES (256u * 1024u)
+/* The runtime's page size (x86-64), for discarding what thinning empties. */
+#define STORE_PAGE 4096u
 
 static inline uint64_t zigzag(uint64_t delta)
 {
@@ -186,11 +188,11 @@ uint64_t store_thin(sample_store *st, const inline_alloc *a, rng *r)
 	 * plain byte). So the writer never passes the reader.
 	 */
 	uint64_t bits = 0, kept = 0, start = 0, addr = 0, pc = 0;
+	size_t used, top = st->len;
 	unsigned nbits = 0;
 	const uint8_t *p = st->data;
 	uint8_t *q = st->data;
 	isample s, prev = {0};
-	(void)a;
 	if (!st->n)
 		return 0;
 	for (uint64_t i = 0; i < st->n; i++) {
@@ -213,6 +215,13 @@ uint64_t store_thin(sample_store *st, const inline_alloc *a, rng *r)
 	}
 	st->len = (size_t)(q - st->data);
 	st->n = kept;
+	/* Give back the pages emptied: kept, they would hold the store's high
+	 * mark resident after every thinning, and a program whose own peak
+	 * comes after it (matmul's, at the end of its loops) would peak higher. */
+	used = (st->len + STORE_PAGE - 1) / STORE_PAGE * STORE_PAGE;
+	top = (top + STORE_PAGE - 1) / STORE_PAGE * STORE_PAGE;
+	if (a->discard && top > used)
+		a->discard(st->data + used, top - used);
 	st->start = start;
 	st->addr = addr;
 	st->pc = pc;
