@@ -124,6 +124,8 @@ lomas_status profile_meta_setf(struct lomas_profile *p, const char *key, const c
  * LOMAS_EFORMAT with a message naming the first offending item.
  */
 lomas_status profile_validate(const struct lomas_profile *p);
+/* profile_validate's checks of sample number i (s), against p's threads and windows. */
+lomas_status profile_check_sample(const struct lomas_profile *p, size_t i, const lomas_sample *s);
 
 static inline bool line_size_valid(uint64_t b)
 {
@@ -176,6 +178,24 @@ lomas_status profile_load_buffer(const void *data, size_t len, const char *name,
 lomas_status profile_save_buffer(const lomas_profile *p, void **data, size_t *len);
 /* The same bytes written to fd at their offsets (from 0), staged 64 KiB at a time. */
 lomas_status profile_save_fd(const lomas_profile *p, int fd);
+
+/*
+ * More samples, after p's own, that the encoder takes one at a time instead
+ * of from an array (the inline runtime's exit path: its thread stores
+ * become the file's samples section without a 64-byte record per sample in
+ * memory). next fills *out with the next of the n, or fails (error set).
+ * Each is checked as profile_validate would.
+ */
+typedef struct profile_sample_source {
+	uint64_t n;
+	lomas_status (*next)(void *ctx, lomas_sample *out);
+	void *ctx;
+} profile_sample_source;
+
+/* profile_save_buffer/_fd of p with src's samples appended (src may be NULL). */
+lomas_status profile_save_buffer_src(const lomas_profile *p, const profile_sample_source *src,
+                                     void **data, size_t *len);
+lomas_status profile_save_fd_src(const lomas_profile *p, const profile_sample_source *src, int fd);
 /*
  * Save p to path atomically (a temporary file renamed over path, keeping an
  * existing file's mode). durable: also fsync the file and its directory
@@ -183,5 +203,7 @@ lomas_status profile_save_fd(const lomas_profile *p, int fd);
  * record does, since the program's own exit is what it delays.
  */
 lomas_status profile_save_file(const lomas_profile *p, const char *path, bool durable);
+lomas_status profile_save_file_src(const lomas_profile *p, const profile_sample_source *src,
+                                   const char *path, bool durable);
 
 #endif /* LOMAS_CORE_H */

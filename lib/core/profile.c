@@ -273,28 +273,34 @@ lomas_status profile_validate(const struct lomas_profile *p)
 			                 w->thread, p->threads.n);
 	}
 	for (size_t i = 0; i < p->samples.n; i++) {
-		const lomas_sample *s = &p->samples.items[i];
-		if (s->thread >= p->threads.n)
-			return error_set(LOMAS_EFORMAT, "sample %zu names thread %u of %zu", i,
-			                 s->thread, p->threads.n);
-		if (s->window >= p->windows.n)
-			return error_set(LOMAS_EFORMAT, "sample %zu names window %u of %zu", i,
-			                 s->window, p->windows.n);
-		if (p->windows.items[s->window].thread != s->thread)
-			return error_set(LOMAS_EFORMAT,
-			                 "sample %zu: thread %u differs from its window's %u", i,
-			                 s->thread, p->windows.items[s->window].thread);
-		if (s->kind > LOMAS_REF_STORE || s->state > LOMAS_SAMPLE_CENSORED)
-			return error_set(LOMAS_EFORMAT, "sample %zu: bad kind %u or state %u", i,
-			                 s->kind, s->state);
-		if (!(s->weight > 0.0) || !isfinite(s->weight))
-			return error_set(LOMAS_EFORMAT, "sample %zu: weight %g is not positive", i,
-			                 s->weight);
-		if (s->state != LOMAS_SAMPLE_DANGLING && s->end <= s->start)
-			return error_set(LOMAS_EFORMAT, "sample %zu: end %llu not after start %llu",
-			                 i, (unsigned long long)s->end,
-			                 (unsigned long long)s->start);
+		lomas_status st = profile_check_sample(p, i, &p->samples.items[i]);
+		if (st)
+			return st;
 	}
+	return LOMAS_OK;
+}
+
+lomas_status profile_check_sample(const struct lomas_profile *p, size_t i, const lomas_sample *s)
+{
+	if (s->thread >= p->threads.n)
+		return error_set(LOMAS_EFORMAT, "sample %zu names thread %u of %zu", i, s->thread,
+		                 p->threads.n);
+	if (s->window >= p->windows.n)
+		return error_set(LOMAS_EFORMAT, "sample %zu names window %u of %zu", i, s->window,
+		                 p->windows.n);
+	if (p->windows.items[s->window].thread != s->thread)
+		return error_set(LOMAS_EFORMAT,
+		                 "sample %zu: thread %u differs from its window's %u", i, s->thread,
+		                 p->windows.items[s->window].thread);
+	if (s->kind > LOMAS_REF_STORE || s->state > LOMAS_SAMPLE_CENSORED)
+		return error_set(LOMAS_EFORMAT, "sample %zu: bad kind %u or state %u", i, s->kind,
+		                 s->state);
+	if (!(s->weight > 0.0) || !isfinite(s->weight))
+		return error_set(LOMAS_EFORMAT, "sample %zu: weight %g is not positive", i,
+		                 s->weight);
+	if (s->state != LOMAS_SAMPLE_DANGLING && s->end <= s->start)
+		return error_set(LOMAS_EFORMAT, "sample %zu: end %llu not after start %llu", i,
+		                 (unsigned long long)s->end, (unsigned long long)s->start);
 	return LOMAS_OK;
 }
 

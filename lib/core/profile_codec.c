@@ -110,11 +110,12 @@ static bool str_size(const char *s, size_t *acc)
 typedef struct encoder {
 	uint8_t *image; /* the whole image, or NULL: write to fd */
 	int fd;
-	uint64_t at;     /* offset of stage[0] */
-	uint8_t *stage;  /* ENC_STAGE bytes (fd only) */
-	size_t n;        /* bytes staged */
-	uint32_t crc;    /* of the current section so far */
-	lomas_status st; /* the first error */
+	uint64_t at;                      /* offset of stage[0] */
+	uint8_t *stage;                   /* ENC_STAGE bytes (fd only) */
+	size_t n;                         /* bytes staged */
+	uint32_t crc;                     /* of the current section so far */
+	lomas_status st;                  /* the first error */
+	const profile_sample_source *src; /* samples after p's own, or NULL */
 } encoder;
 
 static int pwrite_all(int fd, const uint8_t *data, size_t len, uint64_t off)
@@ -206,8 +207,8 @@ static void enc_str(encoder *e, const char *s)
 }
 
 /* Section sizes and offsets (8-byte aligned after the header and table). */
-static lomas_status layout(const lomas_profile *p, size_t size[SEC_KNOWN], size_t off[SEC_KNOWN],
-                           const int *order, size_t nsec, size_t *total)
+static lomas_status layout(const lomas_profile *p, uint64_t nsamples, size_t size[SEC_KNOWN],
+                           size_t off[SEC_KNOWN], const int *order, size_t nsec, size_t *total)
 {
 	if (p->meta.n > UINT32_MAX || p->calib.n > UINT32_MAX || p->maps.n > UINT32_MAX)
 		return error_set(LOMAS_ERANGE, "too many metadata, calibration or map entries");
@@ -235,10 +236,14 @@ static lomas_status layout(const lomas_profile *p, size_t size[SEC_KNOWN], size_
 		if (!str_size(p->maps.items[i].path, &size[SEC_MAPS]))
 			return error_set(LOMAS_ERANGE, "map %zu path is too long", i);
 	}
-	/* The arrays already live in memory at >= these sizes, so no overflow. */
+	/* The arrays already live in memory at >= these sizes, so no overflow;
+	 * samples from a source need not. */
+	if (nsamples > (SIZE_MAX / 2 - 8) / PF_SAMPLE_SIZE)
+		return error_set(LOMAS_ERANGE, "too many samples (%llu)",
+		                 (unsigned long long)nsamples);
 	size[SEC_THREADS] = 8 + p->threads.n * PF_THREAD_SIZE;
 	size[SEC_WINDOWS] = 8 + p->windows.n * PF_WINDOW_SIZE;
-	size[SEC_SAMPLES] = 8 + p->samples.n * PF_SAMPLE_SIZE;
+	size[SEC_SAMPLES] = 8 + (size_t)nsamples * PF_SAMPLE_SIZE;
 
 	/* Layout: header, section table, then each section 8-byte aligned. */
 	*total = PF_HEADER_SIZE + nsec * PF_ENTRY_SIZE;
@@ -248,6 +253,24 @@ static lomas_status layout(const lomas_profile *p, size_t size[SEC_KNOWN], size_
 		*total += size[order[i]];
 	}
 	return LOMAS_OK;
+}
+
+static void enc_sample(encoder *e, const lomas_sample *s)
+{
+	uint8_t *q = enc_room(e, PF_SAMPLE_SIZE);
+	wr64(q, s->start);
+	wr64(q + 8, s->end);
+	wr64(q + 16, s->addr);
+	wr64(q + 24, s->start_pc);
+	wr64(q + 32, s->end_pc);
+	wrf64(q + 40, s->weight);
+	wr32(q + 48, s->thread);
+	wr32(q + 52, s->window);
+	q[56] = s->kind;
+	q[57] = s->state;
+	q[58] = (uint8_t)s->flags;
+	q[59] = (uint8_t)(s->flags >> 8);
+	enc_done(e, PF_SAMPLE_SIZE);
 }
 
 static void enc_section(encoder *e, const lomas_profile *p, int t)
@@ -291,23 +314,18 @@ static void enc_section(encoder *e, const lomas_profile *p, int t)
 		}
 		break;
 	case SEC_SAMPLES:
-		enc_u64(e, p->samples.n);
-		for (size_t i = 0; i < p->samples.n; i++) {
-			const lomas_sample *s = &p->samples.items[i];
-			uint8_t *q = enc_room(e, PF_SAMPLE_SIZE);
-			wr64(q, s->start);
-			wr64(q + 8, s->end);
-			wr64(q + 16, s->addr);
-			wr64(q + 24, s->start_pc);
-			wr64(q + 32, s->end_pc);
-			wrf64(q + 40, s->weight);
-			wr32(q + 48, s->thread);
-			wr32(q + 52, s->window);
-			q[56] = s->kind;
-			q[57] = s->state;
-			q[58] = (uint8_t)s->flags;
-			q[59] = (uint8_t)(s->flags >> 8);
-			enc_done(e, PF_SAMPLE_SIZE);
+		enc_u64(e, p->samples.n + (e->src ? e->src->n : 0));
+		for (size_t i = 0; i < p->samples.n; i++)
+			enc_sample(e, &p->samples.items[i]);
+		for (uint64_t i = 0; e->src && i < e->src->n && !e->st; i++) {
+			lomas_sample s;
+			lomas_status st;
+			if ((st = e->src->next(e->src->ctx, &s)) ||
+			    (st = profile_check_sample(p, p->samples.n + (size_t)i, &s))) {
+				e->st = st;
+				break;
+			}
+			enc_sample(e, &s);
 		}
 		break;
 	case SEC_MAPS:
@@ -338,7 +356,8 @@ static lomas_status encode(encoder *e, const lomas_profile *p, size_t *len)
 	size_t total = 0;
 	lomas_status st;
 
-	if ((st = layout(p, size, off, order, nsec, &total)))
+	if ((st = layout(p, p->samples.n + (e->src ? e->src->n : 0), size, off, order, nsec,
+	                 &total)))
 		return st;
 	if (e->image == NULL && e->stage == NULL) {
 		/* profile_save_buffer: the image, zeroed (the padding between sections). */
@@ -346,11 +365,13 @@ static lomas_status encode(encoder *e, const lomas_profile *p, size_t *len)
 			return error_set(LOMAS_ENOMEM, "out of memory encoding a %zu-byte profile",
 			                 total);
 	}
-	for (size_t i = 0; i < nsec; i++) {
+	for (size_t i = 0; i < nsec && !e->st; i++) {
 		enc_seek(e, off[order[i]]);
 		enc_section(e, p, order[i]);
 		crc[order[i]] = e->crc;
 	}
+	if (e->st)
+		return e->st;
 	memset(head, 0, sizeof head);
 	for (size_t i = 0; i < nsec; i++) {
 		uint8_t *q = head + PF_HEADER_SIZE + i * PF_ENTRY_SIZE;
@@ -372,9 +393,10 @@ static lomas_status encode(encoder *e, const lomas_profile *p, size_t *len)
 	return e->st;
 }
 
-lomas_status profile_save_buffer(const lomas_profile *p, void **data, size_t *len)
+lomas_status profile_save_buffer_src(const lomas_profile *p, const profile_sample_source *src,
+                                     void **data, size_t *len)
 {
-	encoder e = {.fd = -1};
+	encoder e = {.fd = -1, .src = src};
 	lomas_status st;
 	if (!p || !data || !len)
 		return error_set(LOMAS_EINVAL, "profile_save_buffer: NULL argument");
@@ -389,9 +411,14 @@ lomas_status profile_save_buffer(const lomas_profile *p, void **data, size_t *le
 	return LOMAS_OK;
 }
 
-lomas_status profile_save_fd(const lomas_profile *p, int fd)
+lomas_status profile_save_buffer(const lomas_profile *p, void **data, size_t *len)
 {
-	encoder e = {.fd = fd};
+	return profile_save_buffer_src(p, NULL, data, len);
+}
+
+lomas_status profile_save_fd_src(const lomas_profile *p, const profile_sample_source *src, int fd)
+{
+	encoder e = {.fd = fd, .src = src};
 	size_t len;
 	lomas_status st;
 	if (!p)
@@ -401,6 +428,11 @@ lomas_status profile_save_fd(const lomas_profile *p, int fd)
 	st = encode(&e, p, &len);
 	free(e.stage);
 	return st;
+}
+
+lomas_status profile_save_fd(const lomas_profile *p, int fd)
+{
+	return profile_save_fd_src(p, NULL, fd);
 }
 
 /* ------------------------------------------------------------------ decoder */

@@ -115,6 +115,12 @@ lomas_status lomas_profile_save(const lomas_profile *p, const char *path)
 
 lomas_status profile_save_file(const lomas_profile *p, const char *path, bool durable)
 {
+	return profile_save_file_src(p, NULL, path, durable);
+}
+
+lomas_status profile_save_file_src(const lomas_profile *p, const profile_sample_source *src,
+                                   const char *path, bool durable)
+{
 	char *tmp;
 	struct stat sb;
 	mode_t mode = 0644;
@@ -145,7 +151,7 @@ lomas_status profile_save_file(const lomas_profile *p, const char *path, bool du
 		goto fail;
 	}
 	/* Encoded straight into the file: no image of it in memory. */
-	if ((st = profile_save_fd(p, fd))) {
+	if ((st = profile_save_fd_src(p, src, fd))) {
 		char why[256];
 		snprintf(why, sizeof why, "%s", lomas_error_message());
 		close(fd);

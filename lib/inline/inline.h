@@ -78,41 +78,28 @@ typedef struct isample {
 } isample;
 
 /*
- * Finished samples: the newest (up to STORE_CHUNK) as plain records in one
- * chunk; when it fills, it is delta-encoded into a packed block (varints,
- * about 12-20 bytes a sample instead of 48) and reused. That keeps a thread's
- * 20k-40k samples in well under a megabyte.
+ * Finished samples, oldest first, as one stream of delta/varint records
+ * (table.c: about 12-20 bytes a sample instead of 48) in one growing
+ * allocation: encoded as they are pushed, thinned in place, so a thread's
+ * 20k-40k samples take well under a megabyte and a handful of system calls.
+ * The allocation's unused tail is never touched (zero-fill pages stay
+ * unmapped).
  */
-#define STORE_CHUNK 1024
-typedef struct store_chunk {
-	struct store_chunk *next;
-	size_t n;
-	isample items[STORE_CHUNK];
-} store_chunk;
-
-typedef struct packed_block {
-	struct packed_block *next;
-	size_t bytes; /* allocation size */
-	uint32_t n;   /* samples */
-	uint32_t len; /* bytes of data used */
-	uint8_t data[];
-} packed_block;
-
 typedef struct sample_store {
-	packed_block *packed, *packed_tail; /* oldest first */
-	store_chunk *head, *tail;           /* the plain chunk (head == tail), or NULL */
-	uint64_t n;                         /* samples in all */
+	uint8_t *data;  /* cap bytes, or NULL (no sample yet) */
+	size_t len;     /* bytes of samples */
+	size_t cap;     /* bytes allocated */
+	uint64_t n;     /* samples */
+	uint64_t start; /* the newest sample's start, addr and start_pc: */
+	uint64_t addr;  /* the next one is encoded relative to them */
+	uint64_t pc;
 } sample_store;
 
 /* Walks a store's samples in the order they were pushed. */
 typedef struct store_iter {
-	const sample_store *st;
-	const packed_block *b;
 	const uint8_t *p;
-	uint32_t left; /* samples left in b */
+	uint64_t left; /* samples left */
 	isample prev;
-	const store_chunk *c;
-	size_t i;
 } store_iter;
 
 void store_iter_init(store_iter *it, const sample_store *st);
@@ -122,17 +109,25 @@ bool store_iter_next(store_iter *it, isample *out);
 typedef struct inline_alloc {
 	void *(*alloc)(size_t bytes); /* zeroed memory or NULL */
 	void (*release)(void *mem, size_t bytes);
+	/* mem (old bytes) made bytes long, its contents kept (the rest need not
+	 * be zeroed), maybe moved; NULL (mem still valid) when memory ran out. */
+	void *(*grow)(void *mem, size_t old, size_t bytes);
+	/* The pages of [mem, mem + bytes) (page-aligned) are not needed now: give
+	 * them back, their contents lost (zero when touched again); may be NULL. */
+	void (*discard)(void *mem, size_t bytes);
 } inline_alloc;
 
-extern const inline_alloc inline_malloc_alloc; /* calloc/free */
+extern const inline_alloc inline_malloc_alloc; /* calloc/free/realloc */
 
 /* Append s; false when memory ran out (the sample is lost and counted by the caller). */
 bool store_push(sample_store *st, const inline_alloc *a, const isample *s);
 void store_free(sample_store *st, const inline_alloc *a);
 /*
- * Keep each sample with probability 1/2 (random bits from r), raising the
- * level of the kept ones: the adaptive thinning step of period "auto".
- * Returns the kept samples lost for want of memory.
+ * Keep each sample with probability 1/2 (random bits from r, one a sample
+ * in order, low bit first), raising the level of the kept ones: the adaptive
+ * thinning step of period "auto". In place: it needs no memory and returns
+ * the kept samples lost for want of it (always 0). The pages it empties are
+ * discarded, so the store's resident size follows its samples down.
  */
 uint64_t store_thin(sample_store *st, const inline_alloc *a, rng *r);
 
@@ -232,6 +227,24 @@ typedef struct inline_thread_data {
  */
 lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_data *td,
                                        uint64_t window_refs);
+
+/* Where a thread's samples go in the profile: what turns an isample into a lomas_sample. */
+typedef struct inline_sample_place {
+	double base_period;
+	uint64_t window_refs;
+	uint32_t thread;
+	uint64_t first_window, nwindows;
+} inline_sample_place;
+
+/*
+ * inline_profile_add_thread less the samples (td->done and td->open are not
+ * read): the thread and its windows, and in *pl where its samples go, for
+ * inline_sample_to_profile (the exit path encodes them straight from the
+ * store).
+ */
+lomas_status inline_profile_add_thread_head(lomas_profile *p, const inline_thread_data *td,
+                                            uint64_t window_refs, inline_sample_place *pl);
+void inline_sample_to_profile(const isample *is, const inline_sample_place *pl, lomas_sample *out);
 
 /* ------------------------------------------------------ runtime (fast path) */
 

@@ -56,7 +56,19 @@ static void unmap_bytes(void *mem, size_t bytes)
 		munmap(mem, bytes);
 }
 
-const inline_alloc rt_map_alloc = {map_bytes, unmap_bytes};
+/* The sample store's growth: the kernel moves the pages, nothing is copied or touched. */
+static void *remap_bytes(void *mem, size_t old, size_t bytes)
+{
+	void *p = mremap(mem, old, bytes, MREMAP_MAYMOVE);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void discard_bytes(void *mem, size_t bytes)
+{
+	madvise(mem, bytes, MADV_DONTNEED);
+}
+
+const inline_alloc rt_map_alloc = {map_bytes, unmap_bytes, remap_bytes, discard_bytes};
 
 /* ------------------------------------------------------------- messages */
 

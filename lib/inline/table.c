@@ -21,12 +21,30 @@ static void free_bytes(void *mem, size_t bytes)
 	free(mem);
 }
 
-const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes};
+static void *realloc_bytes(void *mem, size_t old, size_t bytes)
+{
+	(void)old;
+	return realloc(mem, bytes);
+}
+
+const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes, realloc_bytes, NULL};
 
 /* ----------------------------------------------------------------- store */
 
-/* Worst case of one encoded sample: five 10-byte varints and a 3-byte one. */
-#define PACKED_MAX_SAMPLE 53u
+/*
+ * A sample is five varints and two bytes: the start, the addr and the
+ * start_pc as zigzag deltas from the previous sample's (zero before the
+ * first), the end (0 for LOMAS_CLOCK_NONE, else 1 + the zigzag delta from
+ * start) and the end_pc (zigzag delta from start_pc), then kind | state << 4
+ * and the level. The level is a plain byte so that raising it never makes a
+ * sample longer: store_thin relies on that to re-encode the kept samples
+ * over the ones it has read.
+ */
+#define PACKED_MAX_SAMPLE 52u
+/* The first allocation (untouched past what is used) and the growth step (x2). */
+#define STORE_FIRST_BYTES (256u * 1024u)
+/* The runtime's page size (x86-64), for discarding what thinning empties. */
+#define STORE_PAGE 4096u
 
 static inline uint64_t zigzag(uint64_t delta)
 {
@@ -38,6 +56,11 @@ static inline uint64_t unzigzag(uint64_t v)
 	return (v >> 1) ^ (0 - (v & 1));
 }
 
+/*
+ * LEB128, low 7 bits first. (Reading and writing the varints as whole 8-byte
+ * words, the groups gathered with shifts and masks, was slower: 21 ns a push
+ * instead of 14 on stream's samples, whose varints are mostly 1-3 bytes.)
+ */
 static inline uint8_t *put_varint(uint8_t *q, uint64_t v)
 {
 	while (v >= 0x80) {
@@ -61,18 +84,21 @@ static inline const uint8_t *get_varint(const uint8_t *p, uint64_t *v)
 	return p;
 }
 
-/* s relative to prev (the previous sample of the block, zero at its start). */
-static uint8_t *encode_sample(uint8_t *q, const isample *s, const isample *prev)
+/* s relative to the previous sample's start, addr and start_pc. */
+static inline uint8_t *encode_sample(uint8_t *q, const isample *s, uint64_t start, uint64_t addr,
+                                     uint64_t pc)
 {
-	q = put_varint(q, zigzag(s->start - prev->start));
+	q = put_varint(q, zigzag(s->start - start));
 	q = put_varint(q, s->end == LOMAS_CLOCK_NONE ? 0 : zigzag(s->end - s->start) + 1);
-	q = put_varint(q, zigzag(s->addr - prev->addr));
-	q = put_varint(q, zigzag(s->start_pc - prev->start_pc));
+	q = put_varint(q, zigzag(s->addr - addr));
+	q = put_varint(q, zigzag(s->start_pc - pc));
 	q = put_varint(q, zigzag(s->end_pc - s->start_pc));
-	return put_varint(q, (uint64_t)s->kind | (uint64_t)s->state << 4 | (uint64_t)s->level << 8);
+	q[0] = (uint8_t)((s->kind & 0xfu) | (s->state & 0xfu) << 4);
+	q[1] = s->level;
+	return q + 2;
 }
 
-static const uint8_t *decode_sample(const uint8_t *p, isample *s, const isample *prev)
+static inline const uint8_t *decode_sample(const uint8_t *p, isample *s, const isample *prev)
 {
 	uint64_t v;
 	memset(s, 0, sizeof *s);
@@ -86,151 +112,120 @@ static const uint8_t *decode_sample(const uint8_t *p, isample *s, const isample 
 	s->start_pc = prev->start_pc + unzigzag(v);
 	p = get_varint(p, &v);
 	s->end_pc = s->start_pc + unzigzag(v);
-	p = get_varint(p, &v);
-	s->kind = (uint8_t)(v & 0xf);
-	s->state = (uint8_t)((v >> 4) & 0xf);
-	s->level = (uint8_t)(v >> 8);
-	return p;
+	s->kind = p[0] & 0xfu;
+	s->state = p[0] >> 4;
+	s->level = p[1];
+	return p + 2;
 }
 
-/* Encode the n samples at items into a new block at the end of st->packed. */
-static bool pack(sample_store *st, const inline_alloc *a, const isample *items, size_t n)
+/* Room for one more sample: the first allocation, or twice the last. */
+static bool store_room(sample_store *st, const inline_alloc *a)
 {
-	size_t bytes = sizeof(packed_block) + n * PACKED_MAX_SAMPLE;
-	packed_block *b = a->alloc(bytes); /* zeroed pages past len are never touched */
-	isample prev = {0};
-	uint8_t *q;
-	if (!b)
-		return false;
-	b->bytes = bytes;
-	q = b->data;
-	for (size_t i = 0; i < n; i++) {
-		q = encode_sample(q, &items[i], &prev);
-		prev = items[i];
+	size_t cap;
+	uint8_t *mem;
+	if (st->cap - st->len >= PACKED_MAX_SAMPLE)
+		return true;
+	if (!st->data) {
+		if (!(st->data = a->alloc(STORE_FIRST_BYTES)))
+			return false;
+		st->cap = STORE_FIRST_BYTES;
+		return true;
 	}
-	b->n = (uint32_t)n;
-	b->len = (uint32_t)(q - b->data);
-	if (st->packed_tail)
-		st->packed_tail->next = b;
-	else
-		st->packed = b;
-	st->packed_tail = b;
+	cap = st->cap * 2;
+	if (!(mem = a->grow(st->data, st->cap, cap)))
+		return false;
+	st->data = mem;
+	st->cap = cap;
 	return true;
 }
 
 bool store_push(sample_store *st, const inline_alloc *a, const isample *s)
 {
-	store_chunk *c = st->head;
-	if (!c) {
-		if (!(c = a->alloc(sizeof *c)))
-			return false;
-		st->head = st->tail = c;
-	} else if (c->n == STORE_CHUNK) {
-		if (!pack(st, a, c->items, c->n))
-			return false;
-		c->n = 0;
-	}
-	c->items[c->n++] = *s;
+	if (!store_room(st, a))
+		return false;
+	st->len =
+	    (size_t)(encode_sample(st->data + st->len, s, st->start, st->addr, st->pc) - st->data);
+	st->start = s->start;
+	st->addr = s->addr;
+	st->pc = s->start_pc;
 	st->n++;
 	return true;
 }
 
 void store_free(sample_store *st, const inline_alloc *a)
 {
-	packed_block *b = st->packed;
-	while (b) {
-		packed_block *next = b->next;
-		a->release(b, b->bytes);
-		b = next;
-	}
-	if (st->head)
-		a->release(st->head, sizeof *st->head);
+	if (st->data)
+		a->release(st->data, st->cap);
 	memset(st, 0, sizeof *st);
 }
 
 void store_iter_init(store_iter *it, const sample_store *st)
 {
 	memset(it, 0, sizeof *it);
-	it->st = st;
-	it->b = st->packed;
-	if (it->b) {
-		it->p = it->b->data;
-		it->left = it->b->n;
-	}
-	it->c = st->head;
+	it->p = st->data;
+	it->left = st->n;
 }
 
 bool store_iter_next(store_iter *it, isample *out)
 {
-	while (it->b) {
-		if (it->left) {
-			it->p = decode_sample(it->p, out, &it->prev);
-			it->prev = *out;
-			it->left--;
-			return true;
-		}
-		it->b = it->b->next;
-		memset(&it->prev, 0, sizeof it->prev);
-		if (it->b) {
-			it->p = it->b->data;
-			it->left = it->b->n;
-		}
-	}
-	if (it->c && it->i < it->c->n) {
-		*out = it->c->items[it->i++];
-		return true;
-	}
-	return false;
-}
-
-/* Keep s with probability 1/2 (one bit of *bits), raised a level, in *kept. */
-static void thin_one(sample_store *kept, const inline_alloc *a, isample *s, rng *r, uint64_t *bits,
-                     unsigned *nbits, uint64_t *lost)
-{
-	if (*nbits == 0) {
-		*bits = rng_next(r);
-		*nbits = 64;
-	}
-	bool keep = *bits & 1;
-	*bits >>= 1, (*nbits)--;
-	if (!keep)
-		return;
-	s->level++;
-	if (!store_push(kept, a, s))
-		(*lost)++;
+	if (!it->left)
+		return false;
+	it->p = decode_sample(it->p, out, &it->prev);
+	it->prev = *out;
+	it->left--;
+	return true;
 }
 
 uint64_t store_thin(sample_store *st, const inline_alloc *a, rng *r)
 {
-	/* Re-push the kept samples, in order, into a fresh store, giving each old
-	 * block back as soon as it is read (the peak stays near the old size). */
-	sample_store kept = {0};
-	uint64_t bits = 0, lost = 0;
+	/*
+	 * In place: each kept sample is re-encoded (relative to the kept one
+	 * before it) over the bytes already read. It never needs more bytes
+	 * than it and the dropped samples since the last kept one took: a
+	 * varint of a sum of deltas is at most one byte longer than the longest
+	 * of them (zigzag(x + y) <= 2 max + 2), so no longer than their
+	 * varints together; the other fields keep their lengths (the level is a
+	 * plain byte). So the writer never passes the reader.
+	 */
+	uint64_t bits = 0, kept = 0, start = 0, addr = 0, pc = 0;
+	size_t used, top = st->len;
 	unsigned nbits = 0;
-	isample s, prev;
-	packed_block *b = st->packed;
-	while (b) {
-		packed_block *next = b->next;
-		const uint8_t *p = b->data;
-		memset(&prev, 0, sizeof prev);
-		for (uint32_t i = 0; i < b->n; i++) {
-			p = decode_sample(p, &s, &prev);
-			prev = s;
-			thin_one(&kept, a, &s, r, &bits, &nbits, &lost);
+	const uint8_t *p = st->data;
+	uint8_t *q = st->data;
+	isample s, prev = {0};
+	if (!st->n)
+		return 0;
+	for (uint64_t i = 0; i < st->n; i++) {
+		p = decode_sample(p, &s, &prev);
+		prev = s;
+		if (nbits == 0) {
+			bits = rng_next(r);
+			nbits = 64;
 		}
-		a->release(b, b->bytes);
-		b = next;
+		bool keep = bits & 1;
+		bits >>= 1, nbits--;
+		if (!keep)
+			continue;
+		s.level++;
+		q = encode_sample(q, &s, start, addr, pc);
+		start = s.start;
+		addr = s.addr;
+		pc = s.start_pc;
+		kept++;
 	}
-	st->packed = st->packed_tail = NULL;
-	if (st->head) {
-		for (size_t i = 0; i < st->head->n; i++) {
-			s = st->head->items[i];
-			thin_one(&kept, a, &s, r, &bits, &nbits, &lost);
-		}
-	}
-	store_free(st, a);
-	*st = kept;
-	return lost;
+	st->len = (size_t)(q - st->data);
+	st->n = kept;
+	/* Give back the pages emptied: kept, they would hold the store's high
+	 * mark resident after every thinning, and a program whose own peak
+	 * comes after it (matmul's, at the end of its loops) would peak higher. */
+	used = (st->len + STORE_PAGE - 1) / STORE_PAGE * STORE_PAGE;
+	top = (top + STORE_PAGE - 1) / STORE_PAGE * STORE_PAGE;
+	if (a->discard && top > used)
+		a->discard(st->data + used, top - used);
+	st->start = start;
+	st->addr = addr;
+	st->pc = pc;
+	return 0;
 }
 
 /* ----------------------------------------------------------- watch table */
@@ -505,60 +500,70 @@ lomas_window window_at(uint64_t refs, uint64_t window_refs, uint64_t k, uint32_t
 
 /* ----------------------------------------------------- profile assembly */
 
-static lomas_status add_sample(lomas_profile *p, const isample *is, double base_period,
-                               uint64_t window_refs, uint32_t thread, uint64_t first_window,
-                               uint64_t nwindows)
+void inline_sample_to_profile(const isample *is, const inline_sample_place *pl, lomas_sample *out)
 {
-	lomas_sample s;
-	uint64_t w = window_refs ? is->start / window_refs : 0;
-	memset(&s, 0, sizeof s);
-	if (w >= nwindows)
-		w = nwindows - 1;
-	s.start = is->start;
-	s.end = is->end;
-	s.addr = is->addr;
-	s.start_pc = is->start_pc;
-	s.end_pc = is->end_pc;
-	s.weight = ldexp(base_period, is->level);
-	s.thread = thread;
-	s.window = (uint32_t)(first_window + w);
-	s.kind = is->kind;
-	s.state = is->state;
-	return profile_add_sample(p, &s);
+	uint64_t w = pl->window_refs ? is->start / pl->window_refs : 0;
+	memset(out, 0, sizeof *out);
+	if (w >= pl->nwindows)
+		w = pl->nwindows - 1;
+	out->start = is->start;
+	out->end = is->end;
+	out->addr = is->addr;
+	out->start_pc = is->start_pc;
+	out->end_pc = is->end_pc;
+	out->weight = ldexp(pl->base_period, is->level);
+	out->thread = pl->thread;
+	out->window = (uint32_t)(pl->first_window + w);
+	out->kind = is->kind;
+	out->state = is->state;
+}
+
+lomas_status inline_profile_add_thread_head(lomas_profile *p, const inline_thread_data *td,
+                                            uint64_t window_refs, inline_sample_place *pl)
+{
+	lomas_thread th = {.tid = td->tid, .refs = td->refs};
+	lomas_status st;
+	pl->base_period = td->base_period;
+	pl->window_refs = window_refs;
+	pl->thread = (uint32_t)p->threads.n;
+	pl->first_window = p->windows.n;
+	pl->nwindows = windows_count(td->refs, window_refs);
+	if (pl->first_window + pl->nwindows > UINT32_MAX)
+		return error_set(LOMAS_ERANGE, "too many windows (%llu)",
+		                 (unsigned long long)(pl->first_window + pl->nwindows));
+	if ((st = profile_add_thread(p, &th)))
+		return st;
+	if ((st = vec_reserve(&p->windows, p->windows.n + pl->nwindows)))
+		return st;
+	for (uint64_t k = 0; k < pl->nwindows; k++) {
+		lomas_window w = window_at(td->refs, window_refs, k, pl->thread);
+		if ((st = profile_add_window(p, &w)))
+			return st;
+	}
+	return LOMAS_OK;
 }
 
 lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_data *td,
                                        uint64_t window_refs)
 {
-	lomas_thread th = {.tid = td->tid, .refs = td->refs};
-	uint32_t thread = (uint32_t)p->threads.n;
-	uint64_t first_window = p->windows.n;
-	uint64_t nw = windows_count(td->refs, window_refs);
+	inline_sample_place pl;
+	lomas_sample out;
 	lomas_status st;
-	if (first_window + nw > UINT32_MAX)
-		return error_set(LOMAS_ERANGE, "too many windows (%llu)",
-		                 (unsigned long long)(first_window + nw));
-	if ((st = profile_add_thread(p, &th)))
-		return st;
-	if ((st = vec_reserve(&p->windows, p->windows.n + nw)))
+	if ((st = inline_profile_add_thread_head(p, td, window_refs, &pl)))
 		return st;
 	/* All the thread's samples at once: no growing (copying, faulting) on the way. */
 	if ((st = vec_reserve(&p->samples, p->samples.n + (td->done ? td->done->n : 0) +
 	                                       (td->open ? td->open->live : 0))))
 		return st;
-	for (uint64_t k = 0; k < nw; k++) {
-		lomas_window w = window_at(td->refs, window_refs, k, thread);
-		if ((st = profile_add_window(p, &w)))
-			return st;
-	}
 	if (td->done) {
 		store_iter it;
 		isample s;
 		store_iter_init(&it, td->done);
-		while (store_iter_next(&it, &s))
-			if ((st = add_sample(p, &s, td->base_period, window_refs, thread,
-			                     first_window, nw)))
+		while (store_iter_next(&it, &s)) {
+			inline_sample_to_profile(&s, &pl, &out);
+			if ((st = profile_add_sample(p, &out)))
 				return st;
+		}
 	}
 	if (td->open) {
 		const watch_table *wt = td->open;
@@ -567,8 +572,8 @@ lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_dat
 			slot_to_sample(&wt->slots[i], &s);
 			s.end = LOMAS_CLOCK_NONE;
 			s.state = LOMAS_SAMPLE_DANGLING;
-			if ((st = add_sample(p, &s, td->base_period, window_refs, thread,
-			                     first_window, nw)))
+			inline_sample_to_profile(&s, &pl, &out);
+			if ((st = profile_add_sample(p, &out)))
 				return st;
 		}
 	}

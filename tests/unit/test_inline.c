@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -218,11 +219,16 @@ static void test_random_streams_match_naive_model(void **state)
 		sample_store st = {0};
 		assert_true(wt_collect(&f.wt, &st, &inline_malloc_alloc));
 		assert_int_equal(st.n, nopen);
+		store_iter sit;
+		isample got;
+		store_iter_init(&sit, &st);
 		for (size_t k = 0; k < nopen; k++) {
-			assert_int_equal(st.head->items[k].start, open[k].start);
-			assert_int_equal(st.head->items[k].state, LOMAS_SAMPLE_DANGLING);
-			assert_int_equal(st.head->items[k].end, LOMAS_CLOCK_NONE);
+			assert_true(store_iter_next(&sit, &got));
+			assert_int_equal(got.start, open[k].start);
+			assert_int_equal(got.state, LOMAS_SAMPLE_DANGLING);
+			assert_int_equal(got.end, LOMAS_CLOCK_NONE);
 		}
+		assert_false(store_iter_next(&sit, &got));
 		store_free(&st, &inline_malloc_alloc);
 		wt_clear(&f.wt);
 		assert_int_equal(f.wt.live, 0);
@@ -346,7 +352,7 @@ static void test_store_thin_keeps_half(void **state)
 	store_iter it;
 	isample s;
 	rng r;
-	uint64_t kept_sum = 0, n = 5 * STORE_CHUNK + 17;
+	uint64_t kept_sum = 0, n = 5 * 1024 + 17;
 	(void)state;
 	for (uint64_t i = 0; i < n; i++) {
 		isample x = {.start = i, .end = i + 3, .state = LOMAS_SAMPLE_REUSED};
@@ -371,18 +377,18 @@ static void test_store_thin_keeps_half(void **state)
 	assert_int_equal(count, st.n);
 	assert_true(kept_sum > 0);
 	store_free(&st, &inline_malloc_alloc);
-	assert_null(st.head);
-	assert_null(st.packed);
+	assert_null(st.data);
+	assert_int_equal(st.n, 0);
 }
 
-/* Packed blocks give back exactly what was pushed, whatever the values. */
+/* The encoded store gives back exactly what was pushed, whatever the values. */
 static void test_store_packs_losslessly(void **state)
 {
 	sample_store st = {0};
 	store_iter it;
 	isample *want, got;
 	rng r;
-	const size_t n = 3 * STORE_CHUNK + 500;
+	const size_t n = 3 * 1024 + 500;
 	(void)state;
 	want = calloc(n, sizeof *want);
 	assert_non_null(want);
@@ -404,10 +410,7 @@ static void test_store_packs_losslessly(void **state)
 		assert_true(store_push(&st, &inline_malloc_alloc, w));
 	}
 	assert_int_equal(st.n, n);
-	assert_non_null(st.packed); /* three full chunks went into blocks */
-	size_t k = 0, packed_bytes = 0;
-	for (const packed_block *b = st.packed; b; b = b->next)
-		packed_bytes += b->len;
+	size_t k = 0, packed_bytes = st.len;
 	store_iter_init(&it, &st);
 	while (store_iter_next(&it, &got)) {
 		assert_true(k < n);
@@ -423,9 +426,172 @@ static void test_store_packs_losslessly(void **state)
 	}
 	assert_int_equal(k, n);
 	/* Smaller than the plain records, even with these extremes mixed in. */
-	assert_true(packed_bytes < 3 * STORE_CHUNK * sizeof(isample));
+	assert_true(packed_bytes < n * sizeof(isample) / 2);
 	store_free(&st, &inline_malloc_alloc);
 	free(want);
+}
+
+/* A field value that makes the store's deltas and varints hit every length. */
+static uint64_t edge_value(rng *r, uint64_t prev)
+{
+	uint64_t x = rng_next(r);
+	unsigned k = (unsigned)(x % 64);
+	switch ((x >> 8) % 6) {
+	case 0: return prev + ((1ull << k) - 1); /* a delta of k one bits */
+	case 1: return prev - (1ull << k);       /* a negative delta */
+	case 2: return prev + (x >> 20 & 0xff);  /* small */
+	case 3: return rng_next(r);              /* anything */
+	case 4: return (x & 1) ? UINT64_MAX - (x >> 50) : (x >> 50);
+	default: return prev;
+	}
+}
+
+static void edge_sample(rng *r, const isample *prev, isample *w)
+{
+	memset(w, 0, sizeof *w);
+	w->start = edge_value(r, prev->start);
+	uint64_t e = rng_next(r);
+	w->end = e % 9 == 0 ? LOMAS_CLOCK_NONE : edge_value(r, w->start);
+	/* The one end the store cannot hold (nor could it before): 2^63 after start. */
+	if (w->end - w->start == 1ull << 63)
+		w->end++;
+	w->addr = edge_value(r, prev->addr);
+	w->start_pc = edge_value(r, prev->start_pc);
+	w->end_pc = e % 7 == 0 ? 0 : edge_value(r, w->start_pc);
+	w->kind = (uint8_t)(e >> 8 & 1);
+	w->state = (uint8_t)(e >> 9 & 3);
+	w->level = (uint8_t)(e % 5 == 0 ? 250 + (e >> 12) % 6 : (e >> 12) % 41);
+}
+
+static void assert_same_sample(const isample *got, const isample *want)
+{
+	assert_true(got->start == want->start);
+	assert_true(got->end == want->end);
+	assert_true(got->addr == want->addr);
+	assert_true(got->start_pc == want->start_pc);
+	assert_true(got->end_pc == want->end_pc);
+	assert_int_equal(got->kind, want->kind);
+	assert_int_equal(got->state, want->state);
+	assert_int_equal(got->level, want->level);
+}
+
+/* The test's allocator: malloc, with discarded pages overwritten by garbage. */
+static size_t discarded;
+static void *poison_alloc(size_t bytes)
+{
+	return inline_malloc_alloc.alloc(bytes);
+}
+static void poison_release(void *mem, size_t bytes)
+{
+	inline_malloc_alloc.release(mem, bytes);
+}
+static void *poison_grow(void *mem, size_t old, size_t bytes)
+{
+	return inline_malloc_alloc.grow(mem, old, bytes);
+}
+static void poison_discard(void *mem, size_t bytes)
+{
+	memset(mem, 0x5a, bytes);
+	discarded += bytes;
+}
+static const inline_alloc poison = {poison_alloc, poison_release, poison_grow, poison_discard};
+
+/*
+ * Thinning in place, against a plain array thinned by the same random bits
+ * (one a sample, in order, low bit first, a fresh 64-bit draw per 64 and per
+ * thinning): rounds of pushes (extreme deltas included, past the store's
+ * first allocation) and thinnings give back exactly the model's samples,
+ * levels raised (and wrapping at 255 as a byte does), and never grow it;
+ * the pages thinning empties are discarded (here: overwritten with garbage)
+ * without harm, whole pages past the samples only.
+ */
+static void test_store_thin_in_place_matches_model(void **state)
+{
+	sample_store st = {0};
+	store_iter it;
+	isample got, last = {0};
+	rng gen, thin, model_thin;
+	size_t n = 0, cap = 40000;
+	isample *model = calloc(cap, sizeof *model);
+	(void)state;
+	assert_non_null(model);
+	rng_seed(&gen, 12345);
+	rng_seed(&thin, 99);
+	rng_seed(&model_thin, 99);
+	for (int round = 0; round < 6; round++) {
+		size_t add = round == 0 ? 15000 : 4000 + 1000 * (size_t)round;
+		for (size_t i = 0; i < add; i++) {
+			edge_sample(&gen, &last, &model[n]);
+			/* Runs of equal samples too: the shortest encodings. */
+			if (i % 50 < 5 && n)
+				model[n] = model[n - 1];
+			last = model[n];
+			assert_true(store_push(&st, &poison, &model[n]));
+			n++;
+		}
+		size_t before = st.len, pages;
+		discarded = 0;
+		assert_int_equal(store_thin(&st, &poison, &thin), 0);
+		assert_true(st.len <= before);
+		/* Whole pages from the one the samples end in, up to the old end. */
+		pages = (before + 4095) / 4096 - (st.len + 4095) / 4096;
+		assert_int_equal(discarded, pages * 4096);
+		assert_true(round == 0 || discarded > 0);
+		uint64_t bits = 0;
+		unsigned nbits = 0;
+		size_t k = 0;
+		for (size_t i = 0; i < n; i++) {
+			if (nbits == 0) {
+				bits = rng_next(&model_thin);
+				nbits = 64;
+			}
+			if (bits & 1) {
+				model[k] = model[i];
+				model[k].level = (uint8_t)(model[k].level + 1);
+				k++;
+			}
+			bits >>= 1, nbits--;
+		}
+		n = k;
+		assert_int_equal(st.n, n);
+		store_iter_init(&it, &st);
+		for (size_t i = 0; i < n; i++) {
+			assert_true(store_iter_next(&it, &got));
+			assert_same_sample(&got, &model[i]);
+		}
+		assert_false(store_iter_next(&it, &got));
+		/* New samples go on after the kept ones. */
+		last = n ? model[n - 1] : (isample){0};
+	}
+	store_free(&st, &poison);
+	free(model);
+}
+
+/* Thinning everything away, then pushing again, and an empty store's thinning. */
+static void test_store_thin_to_empty(void **state)
+{
+	sample_store st = {0};
+	store_iter it;
+	isample s = {.start = 5, .end = 9, .addr = 0x1000, .start_pc = 7, .end_pc = 8}, got;
+	rng r;
+	(void)state;
+	rng_seed(&r, 1);
+	assert_int_equal(store_thin(&st, &inline_malloc_alloc, &r), 0);
+	assert_int_equal(st.n, 0);
+	for (int tries = 0; st.n == 0 && tries < 64; tries++) {
+		assert_true(store_push(&st, &inline_malloc_alloc, &s));
+		while (st.n)
+			store_thin(&st, &inline_malloc_alloc, &r);
+		assert_int_equal(st.len, 0);
+		s.start += 3;
+		s.end += 3;
+		assert_true(store_push(&st, &inline_malloc_alloc, &s));
+	}
+	store_iter_init(&it, &st);
+	assert_true(store_iter_next(&it, &got));
+	assert_same_sample(&got, &s);
+	assert_false(store_iter_next(&it, &got));
+	store_free(&st, &inline_malloc_alloc);
 }
 
 static void test_table_thin_drops_half(void **state)
@@ -524,6 +690,142 @@ static void test_profile_assembly(void **state)
 	table_free(&f);
 }
 
+/* A sample source over stores, as the runtime's exit path reads them. */
+typedef struct test_source {
+	const sample_store *st[2];
+	inline_sample_place pl[2];
+	size_t at;
+	store_iter it;
+	bool started;
+	uint64_t fail_at; /* fail at this sample (UINT64_MAX: never) */
+	uint64_t given;
+} test_source;
+
+static lomas_status test_source_next(void *ctx, lomas_sample *out)
+{
+	test_source *ts = ctx;
+	isample s;
+	if (ts->given++ == ts->fail_at)
+		return LOMAS_EIO;
+	while (ts->at < 2) {
+		if (!ts->started) {
+			store_iter_init(&ts->it, ts->st[ts->at]);
+			ts->started = true;
+		}
+		if (store_iter_next(&ts->it, &s)) {
+			inline_sample_to_profile(&s, &ts->pl[ts->at], out);
+			return LOMAS_OK;
+		}
+		ts->at++;
+		ts->started = false;
+	}
+	return LOMAS_EINVAL;
+}
+
+static void fill_store(sample_store *st, rng *r, size_t n, uint64_t refs)
+{
+	uint64_t clock = 0;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t x = rng_next(r);
+		isample s = {0};
+		clock += 1 + x % (refs / n);
+		s.start = clock;
+		s.end = clock + 1 + (x >> 20) % 5000;
+		s.addr = 0x7f0000000000ull + ((x >> 8) & 0xffffff) * 8;
+		s.start_pc = 0x401000 + (x >> 40) % 4096;
+		s.end_pc = i % 4 ? s.start_pc + (x >> 52) % 64 : 0;
+		s.kind = (uint8_t)(x >> 33 & 1);
+		s.state = i % 9 ? LOMAS_SAMPLE_REUSED : LOMAS_SAMPLE_CENSORED;
+		s.level = (uint8_t)((x >> 36) % 6);
+		assert_true(store_push(st, &inline_malloc_alloc, &s));
+	}
+}
+
+/*
+ * The exit path: the thread heads in the profile and the samples from the
+ * stores (open ones appended, dangling) give byte for byte the file of the
+ * profile that holds every sample in memory (profile_save_buffer), in a
+ * buffer and in a file; a source's bad sample or failure fails the save.
+ */
+static void test_streamed_samples_equal_in_memory_file(void **state)
+{
+	lomas_profile *mem, *head;
+	table_fixture f;
+	sample_store a = {0}, b = {0};
+	inline_thread_data ta, tb;
+	test_source src = {.fail_at = UINT64_MAX};
+	profile_sample_source ps = {.next = test_source_next, .ctx = &src};
+	void *want, *got;
+	size_t want_len, got_len;
+	rng r;
+	isample c;
+	(void)state;
+	rng_seed(&r, 5);
+	fill_store(&a, &r, 3000, 4000000);
+	fill_store(&b, &r, 700, 90000);
+	table_new(&f, 64, 6);
+	for (uint64_t i = 0; i < 100; i++)
+		wt_start(&f.wt, 0x10000 + i * 64 * 3, 4000000 + i, 0x500 + i, LOMAS_REF_LOAD, 2,
+		         &c);
+	ta = (inline_thread_data){
+	    .tid = 7, .refs = 4000200, .base_period = 128.0, .done = &a, .open = &f.wt};
+	tb = (inline_thread_data){.tid = 8, .refs = 90000, .base_period = 128.0, .done = &b};
+	assert_int_equal(lomas_profile_new(64, &mem), LOMAS_OK);
+	assert_int_equal(inline_profile_add_thread(mem, &ta, 32768), LOMAS_OK);
+	assert_int_equal(inline_profile_add_thread(mem, &tb, 32768), LOMAS_OK);
+	profile_meta_setf(mem, "clock", "inline");
+	assert_int_equal(profile_validate(mem), LOMAS_OK);
+	assert_int_equal(mem->samples.n, 3000 + 64 + 700);
+	assert_int_equal(profile_save_buffer(mem, &want, &want_len), LOMAS_OK);
+
+	assert_int_equal(lomas_profile_new(64, &head), LOMAS_OK);
+	assert_int_equal(inline_profile_add_thread_head(head, &ta, 32768, &src.pl[0]), LOMAS_OK);
+	assert_int_equal(inline_profile_add_thread_head(head, &tb, 32768, &src.pl[1]), LOMAS_OK);
+	profile_meta_setf(head, "clock", "inline");
+	assert_int_equal(head->samples.n, 0);
+	assert_true(wt_collect(&f.wt, &a, &inline_malloc_alloc));
+	src.st[0] = &a;
+	src.st[1] = &b;
+	ps.n = a.n + b.n;
+	assert_int_equal(ps.n, mem->samples.n);
+	assert_int_equal(profile_save_buffer_src(head, &ps, &got, &got_len), LOMAS_OK);
+	assert_int_equal(got_len, want_len);
+	assert_memory_equal(got, want, want_len);
+	free(got);
+
+	/* Through a file, 64 KiB at a time. */
+	FILE *tf = tmpfile();
+	assert_non_null(tf);
+	memset(&src.it, 0, sizeof src.it);
+	src.at = 0, src.started = false, src.given = 0;
+	assert_int_equal(profile_save_fd_src(head, &ps, fileno(tf)), LOMAS_OK);
+	got = malloc(want_len + 1);
+	assert_non_null(got);
+	assert_int_equal(fseek(tf, 0, SEEK_END), 0);
+	assert_int_equal(ftell(tf), (long)want_len);
+	rewind(tf);
+	assert_int_equal(fread(got, 1, want_len + 1, tf), want_len);
+	assert_memory_equal(got, want, want_len);
+	free(got);
+	fclose(tf);
+
+	/* A failing source, and a sample naming a window of another thread. */
+	src.at = 0, src.started = false, src.given = 0, src.fail_at = 2000;
+	assert_int_equal(profile_save_buffer_src(head, &ps, &got, &got_len), LOMAS_EIO);
+	assert_null(got);
+	src.at = 0, src.started = false, src.given = 0, src.fail_at = UINT64_MAX;
+	src.pl[1].first_window = 0; /* thread 1's samples in thread 0's windows */
+	assert_int_equal(profile_save_buffer_src(head, &ps, &got, &got_len), LOMAS_EFORMAT);
+	assert_null(got);
+
+	free(want);
+	lomas_profile_free(mem);
+	lomas_profile_free(head);
+	store_free(&a, &inline_malloc_alloc);
+	store_free(&b, &inline_malloc_alloc);
+	table_free(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -536,9 +838,12 @@ int main(void)
 	    cmocka_unit_test(test_zero_capacity_censors_at_once),
 	    cmocka_unit_test(test_store_thin_keeps_half),
 	    cmocka_unit_test(test_store_packs_losslessly),
+	    cmocka_unit_test(test_store_thin_in_place_matches_model),
+	    cmocka_unit_test(test_store_thin_to_empty),
 	    cmocka_unit_test(test_table_thin_drops_half),
 	    cmocka_unit_test(test_window_accounting),
 	    cmocka_unit_test(test_profile_assembly),
+	    cmocka_unit_test(test_streamed_samples_equal_in_memory_file),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
