@@ -320,10 +320,15 @@ static void test_age_order_under_churn_matches_naive_model(void **state)
 	sample_store st = {0};
 	assert_true(wt_collect(&f.wt, &st, &inline_malloc_alloc));
 	assert_int_equal(st.n, nopen);
+	store_iter sit;
+	isample got;
+	store_iter_init(&sit, &st);
 	for (size_t k = 0; k < nopen; k++) {
-		assert_int_equal(st.head->items[k].start, open[k].start);
-		assert_int_equal(st.head->items[k].level, open[k].level);
+		assert_true(store_iter_next(&sit, &got));
+		assert_int_equal(got.start, open[k].start);
+		assert_int_equal(got.level, open[k].level);
 	}
+	assert_false(store_iter_next(&sit, &got));
 	store_free(&st, &inline_malloc_alloc);
 	wt_clear(&f.wt);
 	assert_true(filter_clear(&f.wt));
