@@ -20,12 +20,12 @@
 
 /*
  * The per-thread filter: one byte per 64-byte block, indexed by the block
- * number modulo FILTER_SIZE (so 8 MiB of contiguous memory never alias). Zero
+ * number modulo FILTER_SIZE (so 4 MiB of contiguous memory never alias). Zero
  * means no watched line covers a block that maps there; otherwise the byte is
  * the tag (FILTER_TAG: 0x80 | the next 7 bits of the block number) that all
  * such watched blocks share, or FILTER_ANY when their tags differ. The fast
  * path only tests the byte for non-zero; the slow path's first look compares
- * the tag, so a reference 8 MiB away from a watched line (an alias) costs no
+ * the tag, so a reference 4 MiB away from a watched line (an alias) costs no
  * watch-table lookup in 127 cases of 128. The watch table keeps the count of
  * watched blocks per byte beside it (wt.fcount; saturating at 255, then never
  * decremented). The granularity is fixed (not the line size) so the fast
@@ -34,10 +34,7 @@
  * offset from %fs with no pointer load.
  */
 #define FILTER_SHIFT 6
-/* 128 KiB: at 16 bits, the phases workload's up to 8192 open samples made 3x
- * more bytes stand for two lines with different tags ("any", a call at every
- * reference that maps there): 135k of its 280k slow-path calls were those. */
-#define FILTER_BITS 17
+#define FILTER_BITS 16
 #define FILTER_SIZE (1u << FILTER_BITS)
 #define FILTER_MASK (FILTER_SIZE - 1u)
 #define FILTER_ANY 1u

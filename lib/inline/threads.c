@@ -5,7 +5,7 @@
  *    thread, so a program that creates its threads in a fixed order gets the
  *    same per-thread seeds on every run (without the wrapper a thread's index
  *    is the order in which it first made a reference);
- *  - the runtime's TLS (the 128 KiB filter) is carved out of each thread's
+ *  - the runtime's TLS (the 64 KiB filter) is carved out of each thread's
  *    stack, so a thread asked for with a small stack size gets that much more:
  *    pthread_create must not fail (EINVAL) where the program alone succeeds.
  *    A stack the program supplies itself (pthread_attr_setstack) is left as

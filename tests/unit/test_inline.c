@@ -80,11 +80,10 @@ static void test_filter_aliases_are_not_reuses(void **state)
 	isample s, c;
 	(void)state;
 	table_new(&f, 4, 6);
-	/* FILTER_SIZE blocks apart: the same filter byte, different lines. */
-	const uint64_t alias = 0x10000000 + ((uint64_t)FILTER_SIZE << FILTER_SHIFT);
+	/* 4 MiB apart: the same filter byte, different lines. */
 	wt_start(&f.wt, 0x10000000, 1, 0, LOMAS_REF_STORE, 0, &c);
-	assert_int_not_equal(f.wt.filter[filter_index(alias)], 0);
-	assert_false(wt_touch(&f.wt, alias, 2, 0, &s));
+	assert_int_not_equal(f.wt.filter[filter_index(0x10400000)], 0);
+	assert_false(wt_touch(&f.wt, 0x10400000, 2, 0, &s));
 	assert_true(wt_touch(&f.wt, 0x10000010, 3, 0, &s));
 	assert_int_equal(s.kind, LOMAS_REF_STORE);
 	table_free(&f);
@@ -94,8 +93,7 @@ static void test_filter_tags_screen_aliases(void **state)
 {
 	table_fixture f;
 	isample s, c;
-	const uint64_t span = (uint64_t)FILTER_SIZE << FILTER_SHIFT; /* bytes the filter maps */
-	const uint64_t a = 0x10000000, alias = a + span, same_tag = a + 128 * span;
+	const uint64_t a = 0x10000000, alias = a + (1u << 22), same_tag = a + (1u << 29);
 	uint32_t i = filter_index(a);
 	(void)state;
 	table_new(&f, 512, 6);
@@ -103,7 +101,7 @@ static void test_filter_tags_screen_aliases(void **state)
 	assert_int_equal(filter_index(same_tag), i);
 	assert_int_not_equal(filter_tag(alias), filter_tag(a));
 	assert_int_equal(filter_tag(same_tag), filter_tag(a));
-	/* One watched line: its byte is its tag; an alias a filter's span away is screened out
+	/* One watched line: its byte is its tag; an alias 4 MiB away is screened out
 	 * by the tag alone, a line with the same tag is not (the table decides). */
 	wt_start(&f.wt, a, 1, 0, LOMAS_REF_LOAD, 0, &c);
 	assert_int_equal(f.wt.filter[i], filter_tag(a));
@@ -116,8 +114,8 @@ static void test_filter_tags_screen_aliases(void **state)
 	assert_int_equal(f.wt.filter[i], filter_tag(a));
 	wt_start(&f.wt, alias, 3, 0, LOMAS_REF_LOAD, 0, &c);
 	assert_int_equal(f.wt.filter[i], FILTER_ANY);
-	assert_true(filter_may_watch(f.wt.filter[i], a + 2 * span));
-	assert_false(wt_touch(&f.wt, a + 2 * span, 4, 0, &s));
+	assert_true(filter_may_watch(f.wt.filter[i], a + (2u << 22)));
+	assert_false(wt_touch(&f.wt, a + (2u << 22), 4, 0, &s));
 	/* Each line still ends its own sample; the byte clears with the last one. */
 	assert_true(wt_touch(&f.wt, alias + 8, 5, 0, &s));
 	assert_int_equal(s.start, 3);
@@ -130,10 +128,10 @@ static void test_filter_tags_screen_aliases(void **state)
 	/* 300 lines on one byte: the count saturates, the byte stays "any" (never a
 	 * missed reuse, at worst a harmless false positive). */
 	for (uint64_t k = 0; k < 300; k++)
-		wt_start(&f.wt, a + k * span, 10 + k, 0, LOMAS_REF_LOAD, 0, &c);
+		wt_start(&f.wt, a + (k << 22), 10 + k, 0, LOMAS_REF_LOAD, 0, &c);
 	for (uint64_t k = 0; k < 300; k++) {
 		assert_int_equal(f.wt.filter[i], FILTER_ANY);
-		assert_true(wt_touch(&f.wt, a + k * span, 400 + k, 0, &s));
+		assert_true(wt_touch(&f.wt, a + (k << 22), 400 + k, 0, &s));
 		assert_int_equal(s.start, 10 + k);
 	}
 	assert_int_equal(f.wt.live, 0);
@@ -175,10 +173,9 @@ static void test_random_streams_match_naive_model(void **state)
 		rng_seed(&r, (uint64_t)trial + 100);
 		table_new(&f, cap, 6);
 		for (uint64_t clock = 0; clock < 20000; clock++) {
-			/* Addresses in 40 lines, some a filter's span apart (aliases). */
+			/* Addresses in 40 lines, some 4 MiB apart (filter aliases). */
 			uint64_t line = rng_next(&r) % 40;
-			uint64_t addr = 0x100000 + (line % 20) * 64 +
-			                (line / 20) * ((uint64_t)FILTER_SIZE << FILTER_SHIFT) +
+			uint64_t addr = 0x100000 + (line % 20) * 64 + (line / 20) * (4u << 20) +
 			                rng_next(&r) % 64;
 			uint64_t aline = addr >> 6;
 			bool sample = rng_next(&r) % 5 == 0;

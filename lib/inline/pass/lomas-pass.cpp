@@ -11,7 +11,7 @@
 //   no call separates. A run of k references subtracts k when it starts; the
 //   run is "armed" when that brings the countdown to zero or below, i.e. when
 //   one of its references is due for a slow-path visit.
-// * Each reference tests one filter byte (lomas__filter[(addr >> 6) & 0x1ffff],
+// * Each reference tests one filter byte (lomas__filter[(addr >> 6) & 0xffff],
 //   initial-exec TLS) for its 64-byte block. When the byte is non-zero or its
 //   run is armed it leaves the fast path, and visits the slow path
 //   (lomas__slow_pm, in the preserve_most convention) if the reference is
@@ -75,7 +75,7 @@ namespace
 
 // Keep in step with lib/inline/inline.h.
 constexpr unsigned FilterShift = 6;
-constexpr unsigned FilterBits = 17;
+constexpr unsigned FilterBits = 16;
 constexpr uint64_t FilterSize = 1u << FilterBits;
 constexpr uint64_t FilterAny = 1;
 constexpr uint64_t FilterPad = 8;
@@ -656,7 +656,7 @@ class Instrumenter
 		// countdown as it is now, after any visit earlier in the run, plus
 		// the references after it: <= 0), or the byte may stand for its line
 		// (its tag, or "any"). An armed run's other references, and a byte
-		// whose tag is another line's (an alias 8 MiB away), make no call.
+		// whose tag is another line's (an alias 4 MiB away), make no call.
 		IRBuilder<> TB(Then);
 		Value *Tag = TB.CreateOr(
 		    TB.CreateAnd(TB.CreateTrunc(TB.CreateLShr(A, FilterShift + FilterBits), I8),
