@@ -160,6 +160,21 @@ typedef struct naive_open {
 	uint64_t line, start, addr;
 } naive_open;
 
+/* wt's open samples through wt_collect into out: exactly n of them, in the store's order. */
+static void collect_open(const watch_table *wt, isample *out, size_t n)
+{
+	sample_store st = {0};
+	store_iter sit;
+	isample extra;
+	assert_true(wt_collect(wt, &st, &inline_malloc_alloc));
+	assert_int_equal(st.n, n);
+	store_iter_init(&sit, &st);
+	for (size_t k = 0; k < n; k++)
+		assert_true(store_iter_next(&sit, &out[k]));
+	assert_false(store_iter_next(&sit, &extra));
+	store_free(&st, &inline_malloc_alloc);
+}
+
 static void test_random_streams_match_naive_model(void **state)
 {
 	(void)state;
@@ -213,20 +228,13 @@ static void test_random_streams_match_naive_model(void **state)
 		if (cap < 3)
 			assert_true(censored > 0);
 		/* What is still open comes out oldest first, dangling. */
-		sample_store st = {0};
-		assert_true(wt_collect(&f.wt, &st, &inline_malloc_alloc));
-		assert_int_equal(st.n, nopen);
-		store_iter sit;
-		isample got;
-		store_iter_init(&sit, &st);
+		isample got[64];
+		collect_open(&f.wt, got, nopen);
 		for (size_t k = 0; k < nopen; k++) {
-			assert_true(store_iter_next(&sit, &got));
-			assert_int_equal(got.start, open[k].start);
-			assert_int_equal(got.state, LOMAS_SAMPLE_DANGLING);
-			assert_int_equal(got.end, LOMAS_CLOCK_NONE);
+			assert_int_equal(got[k].start, open[k].start);
+			assert_int_equal(got[k].state, LOMAS_SAMPLE_DANGLING);
+			assert_int_equal(got[k].end, LOMAS_CLOCK_NONE);
 		}
-		assert_false(store_iter_next(&sit, &got));
-		store_free(&st, &inline_malloc_alloc);
 		wt_clear(&f.wt);
 		assert_int_equal(f.wt.live, 0);
 		assert_true(filter_clear(&f.wt));
@@ -314,19 +322,12 @@ static void test_age_order_under_churn_matches_naive_model(void **state)
 		assert_int_equal(f.wt.live, nopen);
 	}
 	assert_true(censored > 1000 && reused > 1000 && thinned > 100);
-	sample_store st = {0};
-	assert_true(wt_collect(&f.wt, &st, &inline_malloc_alloc));
-	assert_int_equal(st.n, nopen);
-	store_iter sit;
-	isample got;
-	store_iter_init(&sit, &st);
+	isample got[CAP];
+	collect_open(&f.wt, got, nopen);
 	for (size_t k = 0; k < nopen; k++) {
-		assert_true(store_iter_next(&sit, &got));
-		assert_int_equal(got.start, open[k].start);
-		assert_int_equal(got.level, open[k].level);
+		assert_int_equal(got[k].start, open[k].start);
+		assert_int_equal(got[k].level, open[k].level);
 	}
-	assert_false(store_iter_next(&sit, &got));
-	store_free(&st, &inline_malloc_alloc);
 	wt_clear(&f.wt);
 	assert_true(filter_clear(&f.wt));
 	table_free(&f);
