@@ -176,8 +176,6 @@ lomas_status profile_load_buffer(const void *data, size_t len, const char *name,
                                  lomas_profile **out);
 /* Encode p as a profile file image: a malloc'd buffer in *data of *len bytes. */
 lomas_status profile_save_buffer(const lomas_profile *p, void **data, size_t *len);
-/* The same bytes written to fd at their offsets (from 0), staged 64 KiB at a time. */
-lomas_status profile_save_fd(const lomas_profile *p, int fd);
 
 /*
  * More samples, after p's own, that the encoder takes one at a time instead
@@ -192,7 +190,11 @@ typedef struct profile_sample_source {
 	void *ctx;
 } profile_sample_source;
 
-/* profile_save_buffer/_fd of p with src's samples appended (src may be NULL). */
+/*
+ * profile_save_buffer of p with src's samples appended (src may be NULL), or
+ * the same bytes written to fd at their offsets (from 0), staged 64 KiB at a
+ * time.
+ */
 lomas_status profile_save_buffer_src(const lomas_profile *p, const profile_sample_source *src,
                                      void **data, size_t *len);
 lomas_status profile_save_fd_src(const lomas_profile *p, const profile_sample_source *src, int fd);

@@ -101,7 +101,7 @@ static bool str_size(const char *s, size_t *acc)
 
 /*
  * Where the encoder's bytes go: one buffer (profile_save_buffer) or, at
- * offsets, a file (profile_save_fd), through a small staging buffer, so a
+ * offsets, a file (profile_save_fd_src), through a small staging buffer, so a
  * file is written without its whole image in memory (at exit, a fresh
  * multi-megabyte image cost the inline runtime a page fault per 4 KiB).
  */
@@ -428,11 +428,6 @@ lomas_status profile_save_fd_src(const lomas_profile *p, const profile_sample_so
 	st = encode(&e, p, &len);
 	free(e.stage);
 	return st;
-}
-
-lomas_status profile_save_fd(const lomas_profile *p, int fd)
-{
-	return profile_save_fd_src(p, NULL, fd);
 }
 
 /* ------------------------------------------------------------------ decoder */

@@ -1,6 +1,6 @@
 /*
  * The inline clock's pure parts: the per-thread watch table with its filter,
- * the chunked sample store, window accounting and profile assembly. No system
+ * the sample store, window accounting and profile assembly. No system
  * calls here; the runtime passes an allocator (mmap) and the tests drive it
  * with synthetic references.
  */
@@ -361,6 +361,14 @@ static void slot_to_sample(const wt_slot *s, isample *out)
 	out->level = s->level;
 }
 
+/* An open sample as it stands when the run ends: no end yet. */
+static void slot_to_dangling(const wt_slot *s, isample *out)
+{
+	slot_to_sample(s, out);
+	out->end = LOMAS_CLOCK_NONE;
+	out->state = LOMAS_SAMPLE_DANGLING;
+}
+
 bool wt_watched(const watch_table *wt, uint64_t addr)
 {
 	uint64_t line = addr >> wt->line_shift;
@@ -445,9 +453,7 @@ bool wt_collect(const watch_table *wt, sample_store *st, const inline_alloc *a)
 {
 	for (uint32_t i = wt->oldest; i != WT_NONE; i = wt->slots[i].newer) {
 		isample s;
-		slot_to_sample(&wt->slots[i], &s);
-		s.end = LOMAS_CLOCK_NONE;
-		s.state = LOMAS_SAMPLE_DANGLING;
+		slot_to_dangling(&wt->slots[i], &s);
 		if (!store_push(st, a, &s))
 			return false;
 	}
@@ -569,9 +575,7 @@ lomas_status inline_profile_add_thread(lomas_profile *p, const inline_thread_dat
 		const watch_table *wt = td->open;
 		for (uint32_t i = wt->oldest; i != WT_NONE; i = wt->slots[i].newer) {
 			isample s;
-			slot_to_sample(&wt->slots[i], &s);
-			s.end = LOMAS_CLOCK_NONE;
-			s.state = LOMAS_SAMPLE_DANGLING;
+			slot_to_dangling(&wt->slots[i], &s);
 			inline_sample_to_profile(&s, &pl, &out);
 			if ((st = profile_add_sample(p, &out)))
 				return st;
