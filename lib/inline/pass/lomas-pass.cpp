@@ -415,6 +415,7 @@ class Instrumenter
 		// Other uses of the loop's values after it: merge the two copies.
 		for (Instruction &I : *BB) {
 			PHINode *Merge = nullptr;
+			// A snapshot: Merge itself becomes a use of I.
 			std::vector<Use *> Uses;
 			for (Use &U : I.uses())
 				Uses.push_back(&U);
@@ -432,8 +433,7 @@ class Instrumenter
 					Merge->addIncoming(&I, Ep);
 					Merge->addIncoming(Mapped(&I), CBB);
 				}
-				if (UI != Merge)
-					U.set(Merge);
+				U.set(Merge);
 			}
 		}
 		// Loop info: the new blocks are in L's parent, the copy is a loop
