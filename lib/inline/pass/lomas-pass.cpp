@@ -623,33 +623,33 @@ class Instrumenter
 		}
 	}
 
-	Value *filterByte(IRBuilder<> &B, Value *A)
+	Value *filterByte(IRBuilder<> &B, Value *A, bool Volatile = false)
 	{
 		Value *Idx = B.CreateAnd(B.CreateLShr(A, FilterShift), FilterSize - 1);
-		return B.CreateLoad(I8, B.CreateInBoundsGEP(I8, Filter, Idx));
+		return B.CreateLoad(I8, B.CreateInBoundsGEP(I8, Filter, Idx), Volatile);
 	}
 
-	// Dirty after a diamond at Tail: the old value from Head, New from Other.
-	Value *joinDirty(BasicBlock *Tail, BasicBlock *Head, Value *Old, BasicBlock *Other,
+	// Clean after a diamond at Tail: the old value from Head, New from Other.
+	Value *joinClean(BasicBlock *Tail, BasicBlock *Head, Value *Old, BasicBlock *Other,
 	                 Value *New)
 	{
-		PHINode *P = PHINode::Create(I8, 2, "lomas.dirty", &Tail->front());
+		PHINode *P = PHINode::Create(I8, 2, "lomas.clean", &Tail->front());
 		P->addIncoming(Old, Head);
 		P->addIncoming(New, Other);
 		return P;
 	}
 
-	// The full check of R before At: its filter byte or the run's armed flag
-	// leaves the fast path, then a visit if armed or the byte may be R's line.
-	// Returns the dirty flag after it (1 once the slow path was called).
-	Value *emitFull(const Ref &R, Instruction *At, Value *Armed, Value *Dirty, uint64_t After,
+	// The full check of R before At: a filter byte that reaches Bar (1, or 0
+	// in an armed run) leaves the fast path, then a visit if R is due or the
+	// byte may be R's line. Returns the clean flag after it (0 once the slow
+	// path was called).
+	Value *emitFull(const Ref &R, Instruction *At, Value *Bar, Value *Clean, uint64_t After,
 	                const LoopCount *LC)
 	{
 		IRBuilder<> IB(At);
 		BasicBlock *Head = At->getParent();
 		Value *A = IB.CreatePtrToInt(R.Addr, I64);
-		Value *Byte = filterByte(IB, A);
-		Value *Go = IB.CreateICmpNE(IB.CreateOr(Byte, Armed), ConstantInt::get(I8, 0));
+		Value *Go = IB.CreateICmpUGE(filterByte(IB, A), Bar);
 		Instruction *Then = SplitBlockAndInsertIfThen(Go, At, false, Unlikely);
 		BasicBlock *ThenBB = Then->getParent();
 		// Off the fast path: visit only if this very reference is due (the
@@ -657,7 +657,11 @@ class Instrumenter
 		// the references after it: <= 0), or the byte may stand for its line
 		// (its tag, or "any"). An armed run's other references, and a byte
 		// whose tag is another line's (an alias 4 MiB away), make no call.
+		// The byte is loaded again here, volatile so that it is never merged
+		// with the fast path's load: that load then has the compare as its
+		// only use and folds into it (cmp reg, mem).
 		IRBuilder<> TB(Then);
+		Value *Byte = filterByte(TB, A, true);
 		Value *Tag = TB.CreateOr(
 		    TB.CreateAnd(TB.CreateTrunc(TB.CreateLShr(A, FilterShift + FilterBits), I8),
 		                 0x7f),
@@ -678,9 +682,9 @@ class Instrumenter
 		Call->setDebugLoc(R.I->getDebugLoc());
 		if (LC)
 			reload(SB, *LC);
-		Value *D2 = joinDirty(Then->getParent(), ThenBB, Dirty, CallAt->getParent(),
-		                      ConstantInt::get(I8, 1));
-		return joinDirty(At->getParent(), Head, Dirty, Then->getParent(), D2);
+		Value *C2 = joinClean(Then->getParent(), ThenBB, Clean, CallAt->getParent(),
+		                      ConstantInt::get(I8, 0));
+		return joinClean(At->getParent(), Head, Clean, Then->getParent(), C2);
 	}
 
 	void instrument(const std::vector<Ref> &Run, const LoopCount *LC)
@@ -693,12 +697,15 @@ class Instrumenter
 		LoadInst *Old = B.CreateLoad(I64, Cd, "lomas.cd");
 		Value *New = B.CreateSub(Old, ConstantInt::get(I64, K), "lomas.cd.run");
 		B.CreateStore(New, Cd);
-		// 0 or 1, or'ed into each filter byte: one branch per reference (two
-		// branches per reference, filter then armed, made the unrolled pointer
-		// chase of the threads workload ten times slower on AMD Zen).
-		Value *Armed =
-		    B.CreateZExt(B.CreateICmpSLT(New, ConstantInt::get(I64, 1)), I8, "lomas.armed");
-		Value *Dirty = Armed;
+		// The bar a filter byte must reach to leave the fast path: 1, or 0
+		// (every byte) in an armed run. One compare of the byte in memory
+		// against it and one branch per reference (two branches per
+		// reference, filter then armed, made the unrolled pointer chase of
+		// the threads workload ten times slower on AMD Zen).
+		Value *Bar =
+		    B.CreateZExt(B.CreateICmpSGT(New, ConstantInt::get(I64, 0)), I8, "lomas.bar");
+		// Clean: Bar until the run's first slow-path visit, then 0.
+		Value *Clean = Bar;
 		std::vector<Value *> GroupBytes(K, nullptr);
 		for (uint64_t J = 0; J < K; J++) {
 			const Ref &R = Run[J];
@@ -706,14 +713,12 @@ class Instrumenter
 			if (R.Leader != J) {
 				IRBuilder<> IB(R.I);
 				BasicBlock *Head = R.I->getParent();
-				Value *Cond =
-				    IB.CreateICmpNE(IB.CreateOr(GroupBytes[R.Leader], Dirty),
-				                    ConstantInt::get(I8, 0));
+				Value *Cond = IB.CreateICmpUGE(GroupBytes[R.Leader], Clean);
 				Instruction *Then =
 				    SplitBlockAndInsertIfThen(Cond, R.I, false, Unlikely);
-				Value *D = emitFull(R, Then, Armed, Dirty, After, LC);
-				Dirty =
-				    joinDirty(R.I->getParent(), Head, Dirty, Then->getParent(), D);
+				Value *D = emitFull(R, Then, Bar, Clean, After, LC);
+				Clean =
+				    joinClean(R.I->getParent(), Head, Clean, Then->getParent(), D);
 				continue;
 			}
 			if (R.HasMembers) {
@@ -727,7 +732,7 @@ class Instrumenter
 					                          A, ConstantInt::get(I64, R.Hi))));
 				GroupBytes[J] = G;
 			}
-			Dirty = emitFull(R, R.I, Armed, Dirty, After, LC);
+			Clean = emitFull(R, R.I, Bar, Clean, After, LC);
 		}
 	}
 
