@@ -75,14 +75,17 @@ typedef struct isample {
 } isample;
 
 /*
- * Finished samples, oldest first, as one stream of delta/varint records
- * (table.c: about 12-20 bytes a sample instead of 48) in one growing
- * allocation: encoded as they are pushed, thinned in place, so a thread's
- * 20k-40k samples take well under a megabyte and a handful of system calls.
- * The allocation's unused tail is never touched (zero-fill pages stay
- * unmapped).
+ * Finished samples as delta/varint records (table.c: about 12-20 bytes a
+ * sample instead of 48), in STORE_FATES streams, each one growing allocation
+ * whose unused tail is never touched (zero-fill pages stay unmapped). Each
+ * sample's fate is drawn when it is pushed: how many of the thinnings to come
+ * it outlives (F, with P(F >= k) = 2^-k, from the random bits of *fates).
+ * It goes to the stream of the store's level + F, so a thinning (period
+ * "auto") drops one whole stream and reads no sample. The samples come out
+ * stream by stream, each in the order it was pushed.
  */
-typedef struct sample_store {
+#define STORE_FATES 32u
+typedef struct store_stream {
 	uint8_t *data;  /* cap bytes, or NULL (no sample yet) */
 	size_t len;     /* bytes of samples */
 	size_t cap;     /* bytes allocated */
@@ -90,12 +93,23 @@ typedef struct sample_store {
 	uint64_t start; /* the newest sample's start, addr and start_pc: */
 	uint64_t addr;  /* the next one is encoded relative to them */
 	uint64_t pc;
+} store_stream;
+
+typedef struct sample_store {
+	store_stream s[STORE_FATES]; /* by (level + fate) mod STORE_FATES */
+	uint64_t n;                  /* samples */
+	uint32_t level;              /* thinnings so far */
+	rng *fates;                  /* random bits for the fates; NULL: never dropped */
+	uint64_t bits;               /* unused bits drawn from *fates */
+	unsigned nbits;
 } sample_store;
 
-/* Walks a store's samples in the order they were pushed. */
+/* Walks a store's samples: stream by stream, each in the order pushed. */
 typedef struct store_iter {
+	const sample_store *st;
+	unsigned k; /* streams done */
 	const uint8_t *p;
-	uint64_t left; /* samples left */
+	uint64_t left; /* samples left in stream k */
 	isample prev;
 } store_iter;
 
@@ -109,9 +123,6 @@ typedef struct inline_alloc {
 	/* mem (old bytes) made bytes long, its contents kept (the rest need not
 	 * be zeroed), maybe moved; NULL (mem still valid) when memory ran out. */
 	void *(*grow)(void *mem, size_t old, size_t bytes);
-	/* The pages of [mem, mem + bytes) (page-aligned) are not needed now: give
-	 * them back, their contents lost (zero when touched again); may be NULL. */
-	void (*discard)(void *mem, size_t bytes);
 } inline_alloc;
 
 extern const inline_alloc inline_malloc_alloc; /* calloc/free/realloc */
@@ -120,13 +131,12 @@ extern const inline_alloc inline_malloc_alloc; /* calloc/free/realloc */
 bool store_push(sample_store *st, const inline_alloc *a, const isample *s);
 void store_free(sample_store *st, const inline_alloc *a);
 /*
- * Keep each sample with probability 1/2 (random bits from r, one a sample
- * in order, low bit first), raising the level of the kept ones: the adaptive
- * thinning step of period "auto". In place: it needs no memory and returns
- * the kept samples lost for want of it (always 0). The pages it empties are
- * discarded, so the store's resident size follows its samples down.
+ * The adaptive thinning step of period "auto": drop the samples whose fate
+ * ends at this level (each sample's with probability 1/2, independently) and
+ * raise the level of the others. It frees the dropped stream, so the store's
+ * resident size follows its samples down, and reads no sample.
  */
-uint64_t store_thin(sample_store *st, const inline_alloc *a, rng *r);
+void store_thin(sample_store *st, const inline_alloc *a);
 
 /* ----------------------------------------------------------- watch table */
 

@@ -63,12 +63,7 @@ static void *remap_bytes(void *mem, size_t old, size_t bytes)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-static void discard_bytes(void *mem, size_t bytes)
-{
-	madvise(mem, bytes, MADV_DONTNEED);
-}
-
-const inline_alloc rt_map_alloc = {map_bytes, unmap_bytes, remap_bytes, discard_bytes};
+const inline_alloc rt_map_alloc = {map_bytes, unmap_bytes, remap_bytes};
 
 /* ------------------------------------------------------------- messages */
 
@@ -373,6 +368,8 @@ static inline_thread *thread_attach(inline_fast *f, uint64_t after)
 	rng_seed(&t->gaps, s.seed ^ (0x9e3779b97f4a7c15ull * t->index));
 	rng_seed(&t->thin, ~s.seed ^ (0xd1b54a32d192ed03ull * (t->index + 1)));
 	t->adaptive = s.period == 0;
+	/* Period auto thins the finished samples: each gets its fate as it is pushed. */
+	t->done.fates = t->adaptive ? &t->thin : NULL;
 	t->base_period = t->adaptive ? AUTO_START_PERIOD : (double)s.period;
 	/* A thread joining a running session samples at the process's current rate. */
 	t->level = t->adaptive ? (uint8_t)atomic_load(&rt.auto_level) : 0;
@@ -399,7 +396,7 @@ static void push_sample(inline_thread *t, const isample *s)
 void rt_thread_thin_to(inline_thread *t, uint32_t level)
 {
 	while (t->level < level && t->level < 40) {
-		t->lost += store_thin(&t->done, &rt_map_alloc, &t->thin);
+		store_thin(&t->done, &rt_map_alloc);
 		wt_thin(&t->wt, &t->thin);
 		t->level++;
 	}

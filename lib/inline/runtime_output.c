@@ -174,6 +174,7 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 			/* The thread goes on (if live) with an empty store, as below. */
 			ts->st = t->done;
 			memset(&t->done, 0, sizeof t->done);
+			t->done.fates = ts->st.fates;
 			taken->n++;
 			if (!st && td.open && !wt_collect(td.open, &ts->st, &rt_map_alloc))
 				st = error_set(LOMAS_ENOMEM, "out of memory");

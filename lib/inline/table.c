@@ -27,7 +27,7 @@ static void *realloc_bytes(void *mem, size_t old, size_t bytes)
 	return realloc(mem, bytes);
 }
 
-const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes, realloc_bytes, NULL};
+const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes, realloc_bytes};
 
 /* ----------------------------------------------------------------- store */
 
@@ -36,15 +36,12 @@ const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes, realloc_byte
  * start_pc as zigzag deltas from the previous sample's (zero before the
  * first), the end (0 for LOMAS_CLOCK_NONE, else 1 + the zigzag delta from
  * start) and the end_pc (zigzag delta from start_pc), then kind | state << 4
- * and the level. The level is a plain byte so that raising it never makes a
- * sample longer: store_thin relies on that to re-encode the kept samples
- * over the ones it has read.
+ * and the level, as a byte relative to the store's (so thinning, which
+ * raises both, rewrites nothing).
  */
 #define PACKED_MAX_SAMPLE 52u
 /* The first allocation (untouched past what is used) and the growth step (x2). */
 #define STORE_FIRST_BYTES (256u * 1024u)
-/* The runtime's page size (x86-64), for discarding what thinning empties. */
-#define STORE_PAGE 4096u
 
 static inline uint64_t zigzag(uint64_t delta)
 {
@@ -86,7 +83,7 @@ static inline const uint8_t *get_varint(const uint8_t *p, uint64_t *v)
 
 /* s relative to the previous sample's start, addr and start_pc. */
 static inline uint8_t *encode_sample(uint8_t *q, const isample *s, uint64_t start, uint64_t addr,
-                                     uint64_t pc)
+                                     uint64_t pc, uint8_t level)
 {
 	q = put_varint(q, zigzag(s->start - start));
 	q = put_varint(q, s->end == LOMAS_CLOCK_NONE ? 0 : zigzag(s->end - s->start) + 1);
@@ -94,11 +91,12 @@ static inline uint8_t *encode_sample(uint8_t *q, const isample *s, uint64_t star
 	q = put_varint(q, zigzag(s->start_pc - pc));
 	q = put_varint(q, zigzag(s->end_pc - s->start_pc));
 	q[0] = (uint8_t)((s->kind & 0xfu) | (s->state & 0xfu) << 4);
-	q[1] = s->level;
+	q[1] = (uint8_t)(s->level - level);
 	return q + 2;
 }
 
-static inline const uint8_t *decode_sample(const uint8_t *p, isample *s, const isample *prev)
+static inline const uint8_t *decode_sample(const uint8_t *p, isample *s, const isample *prev,
+                                           uint8_t level)
 {
 	uint64_t v;
 	memset(s, 0, sizeof *s);
@@ -114,118 +112,114 @@ static inline const uint8_t *decode_sample(const uint8_t *p, isample *s, const i
 	s->end_pc = s->start_pc + unzigzag(v);
 	s->kind = p[0] & 0xfu;
 	s->state = p[0] >> 4;
-	s->level = p[1];
+	s->level = (uint8_t)(p[1] + level);
 	return p + 2;
 }
 
 /* Room for one more sample: the first allocation, or twice the last. */
-static bool store_room(sample_store *st, const inline_alloc *a)
+static bool stream_room(store_stream *ss, const inline_alloc *a)
 {
 	size_t cap;
 	uint8_t *mem;
-	if (st->cap - st->len >= PACKED_MAX_SAMPLE)
+	if (ss->cap - ss->len >= PACKED_MAX_SAMPLE)
 		return true;
-	if (!st->data) {
-		if (!(st->data = a->alloc(STORE_FIRST_BYTES)))
+	if (!ss->data) {
+		if (!(ss->data = a->alloc(STORE_FIRST_BYTES)))
 			return false;
-		st->cap = STORE_FIRST_BYTES;
+		ss->cap = STORE_FIRST_BYTES;
 		return true;
 	}
-	cap = st->cap * 2;
-	if (!(mem = a->grow(st->data, st->cap, cap)))
+	cap = ss->cap * 2;
+	if (!(mem = a->grow(ss->data, ss->cap, cap)))
 		return false;
-	st->data = mem;
-	st->cap = cap;
+	ss->data = mem;
+	ss->cap = cap;
 	return true;
+}
+
+/* How many thinnings a new sample outlives: the run of 1 bits from the low end. */
+static unsigned store_fate(sample_store *st)
+{
+	unsigned f = 0;
+	if (!st->fates)
+		return STORE_FATES - 1;
+	for (;;) {
+		if (!st->nbits) {
+			st->bits = rng_next(st->fates);
+			st->nbits = 64;
+		}
+		bool survives = st->bits & 1;
+		st->bits >>= 1, st->nbits--;
+		if (!survives || f == STORE_FATES - 1)
+			return f;
+		f++;
+	}
 }
 
 bool store_push(sample_store *st, const inline_alloc *a, const isample *s)
 {
-	if (!store_room(st, a))
+	store_stream *ss = &st->s[(st->level + store_fate(st)) % STORE_FATES];
+	if (!stream_room(ss, a))
 		return false;
-	st->len =
-	    (size_t)(encode_sample(st->data + st->len, s, st->start, st->addr, st->pc) - st->data);
-	st->start = s->start;
-	st->addr = s->addr;
-	st->pc = s->start_pc;
+	ss->len = (size_t)(encode_sample(ss->data + ss->len, s, ss->start, ss->addr, ss->pc,
+	                                 (uint8_t)st->level) -
+	                   ss->data);
+	ss->start = s->start;
+	ss->addr = s->addr;
+	ss->pc = s->start_pc;
+	ss->n++;
 	st->n++;
 	return true;
 }
 
+static void stream_free(store_stream *ss, const inline_alloc *a)
+{
+	if (ss->data)
+		a->release(ss->data, ss->cap);
+	memset(ss, 0, sizeof *ss);
+}
+
 void store_free(sample_store *st, const inline_alloc *a)
 {
-	if (st->data)
-		a->release(st->data, st->cap);
+	rng *fates = st->fates;
+	for (unsigned k = 0; k < STORE_FATES; k++)
+		stream_free(&st->s[k], a);
 	memset(st, 0, sizeof *st);
+	st->fates = fates;
 }
 
 void store_iter_init(store_iter *it, const sample_store *st)
 {
 	memset(it, 0, sizeof *it);
-	it->p = st->data;
-	it->left = st->n;
+	it->st = st;
+	it->p = st->s[st->level % STORE_FATES].data;
+	it->left = st->s[st->level % STORE_FATES].n;
 }
 
 bool store_iter_next(store_iter *it, isample *out)
 {
-	if (!it->left)
-		return false;
-	it->p = decode_sample(it->p, out, &it->prev);
+	const sample_store *st = it->st;
+	while (!it->left) {
+		const store_stream *ss;
+		if (++it->k >= STORE_FATES)
+			return false;
+		ss = &st->s[(st->level + it->k) % STORE_FATES];
+		it->p = ss->data;
+		it->left = ss->n;
+		memset(&it->prev, 0, sizeof it->prev);
+	}
+	it->p = decode_sample(it->p, out, &it->prev, (uint8_t)st->level);
 	it->prev = *out;
 	it->left--;
 	return true;
 }
 
-uint64_t store_thin(sample_store *st, const inline_alloc *a, rng *r)
+void store_thin(sample_store *st, const inline_alloc *a)
 {
-	/*
-	 * In place: each kept sample is re-encoded (relative to the kept one
-	 * before it) over the bytes already read. It never needs more bytes
-	 * than it and the dropped samples since the last kept one took: a
-	 * varint of a sum of deltas is at most one byte longer than the longest
-	 * of them (zigzag(x + y) <= 2 max + 2), so no longer than their
-	 * varints together; the other fields keep their lengths (the level is a
-	 * plain byte). So the writer never passes the reader.
-	 */
-	uint64_t bits = 0, kept = 0, start = 0, addr = 0, pc = 0;
-	size_t used, top = st->len;
-	unsigned nbits = 0;
-	const uint8_t *p = st->data;
-	uint8_t *q = st->data;
-	isample s, prev = {0};
-	if (!st->n)
-		return 0;
-	for (uint64_t i = 0; i < st->n; i++) {
-		p = decode_sample(p, &s, &prev);
-		prev = s;
-		if (nbits == 0) {
-			bits = rng_next(r);
-			nbits = 64;
-		}
-		bool keep = bits & 1;
-		bits >>= 1, nbits--;
-		if (!keep)
-			continue;
-		s.level++;
-		q = encode_sample(q, &s, start, addr, pc);
-		start = s.start;
-		addr = s.addr;
-		pc = s.start_pc;
-		kept++;
-	}
-	st->len = (size_t)(q - st->data);
-	st->n = kept;
-	/* Give back the pages emptied: kept, they would hold the store's high
-	 * mark resident after every thinning, and a program whose own peak
-	 * comes after it (matmul's, at the end of its loops) would peak higher. */
-	used = (st->len + STORE_PAGE - 1) / STORE_PAGE * STORE_PAGE;
-	top = (top + STORE_PAGE - 1) / STORE_PAGE * STORE_PAGE;
-	if (a->discard && top > used)
-		a->discard(st->data + used, top - used);
-	st->start = start;
-	st->addr = addr;
-	st->pc = pc;
-	return 0;
+	store_stream *ss = &st->s[st->level % STORE_FATES];
+	st->n -= ss->n;
+	stream_free(ss, a);
+	st->level++;
 }
 
 /* ----------------------------------------------------------- watch table */

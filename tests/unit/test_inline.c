@@ -349,42 +349,58 @@ static void test_zero_capacity_censors_at_once(void **state)
 
 /* ---- store and thinning ---- */
 
+/* Bytes of samples in all of a store's streams. */
+static size_t store_len(const sample_store *st)
+{
+	size_t len = 0;
+	for (unsigned k = 0; k < STORE_FATES; k++)
+		len += st->s[k].len;
+	return len;
+}
+
 static void test_store_thin_keeps_half(void **state)
 {
 	sample_store st = {0};
 	store_iter it;
 	isample s;
 	rng r;
-	uint64_t kept_sum = 0, n = 5 * 1024 + 17;
+	const uint64_t n = 5 * 1024 + 17;
+	uint8_t *seen = calloc(n, 1);
 	(void)state;
+	assert_non_null(seen);
+	rng_seed(&r, 3);
+	st.fates = &r;
 	for (uint64_t i = 0; i < n; i++) {
 		isample x = {.start = i, .end = i + 3, .state = LOMAS_SAMPLE_REUSED};
 		assert_true(store_push(&st, &inline_malloc_alloc, &x));
 	}
 	assert_int_equal(st.n, n);
-	rng_seed(&r, 3);
-	store_thin(&st, &inline_malloc_alloc, &r);
-	/* Binomial(n, 1/2): within 5 standard deviations. */
-	assert_true(st.n > n / 2 - 5 * 45 && st.n < n / 2 + 5 * 45);
-	uint64_t count = 0, last = 0;
-	store_iter_init(&it, &st);
-	while (store_iter_next(&it, &s)) {
-		assert_int_equal(s.level, 1);
-		assert_int_equal(s.end, s.start + 3);
-		if (count)
-			assert_true(s.start > last); /* order kept, no duplicates */
-		last = s.start;
-		kept_sum += s.start;
-		count++;
+	/* Two thinnings: Binomial(n, 1/2), then Binomial(n, 1/4), each within 5
+	 * standard deviations. */
+	for (unsigned level = 1; level <= 2; level++) {
+		uint64_t expect = n >> level, sd = level == 1 ? 36 : 32, count = 0;
+		store_thin(&st, &inline_malloc_alloc);
+		assert_true(st.n > expect - 5 * sd && st.n < expect + 5 * sd);
+		memset(seen, 0, n);
+		store_iter_init(&it, &st);
+		while (store_iter_next(&it, &s)) {
+			assert_int_equal(s.level, level);
+			assert_int_equal(s.end, s.start + 3);
+			assert_true(s.start < n);
+			assert_false(seen[s.start]); /* no duplicates */
+			seen[s.start] = 1;
+			count++;
+		}
+		assert_int_equal(count, st.n);
 	}
-	assert_int_equal(count, st.n);
-	assert_true(kept_sum > 0);
 	store_free(&st, &inline_malloc_alloc);
-	assert_null(st.data);
 	assert_int_equal(st.n, 0);
+	assert_int_equal(store_len(&st), 0);
+	free(seen);
 }
 
-/* The encoded store gives back exactly what was pushed, whatever the values. */
+/* The encoded store gives back exactly what was pushed, whatever the values
+ * (and in the order pushed: with no fates, one stream). */
 static void test_store_packs_losslessly(void **state)
 {
 	sample_store st = {0};
@@ -413,7 +429,7 @@ static void test_store_packs_losslessly(void **state)
 		assert_true(store_push(&st, &inline_malloc_alloc, w));
 	}
 	assert_int_equal(st.n, n);
-	size_t k = 0, packed_bytes = st.len;
+	size_t k = 0, packed_bytes = store_len(&st);
 	store_iter_init(&it, &st);
 	while (store_iter_next(&it, &got)) {
 		assert_true(k < n);
@@ -478,95 +494,124 @@ static void assert_same_sample(const isample *got, const isample *want)
 	assert_int_equal(got->level, want->level);
 }
 
-/* The test's allocator: malloc, with discarded pages overwritten by garbage. */
-static size_t discarded;
+/* The test's allocator: malloc, counting what is out; released memory is
+ * overwritten with garbage first. */
+static size_t held;
 static void *poison_alloc(size_t bytes)
 {
-	return inline_malloc_alloc.alloc(bytes);
+	void *mem = inline_malloc_alloc.alloc(bytes);
+	if (mem)
+		held += bytes;
+	return mem;
 }
 static void poison_release(void *mem, size_t bytes)
 {
+	memset(mem, 0x5a, bytes);
+	held -= bytes;
 	inline_malloc_alloc.release(mem, bytes);
 }
 static void *poison_grow(void *mem, size_t old, size_t bytes)
 {
-	return inline_malloc_alloc.grow(mem, old, bytes);
+	void *m = inline_malloc_alloc.grow(mem, old, bytes);
+	if (m)
+		held += bytes - old;
+	return m;
 }
-static void poison_discard(void *mem, size_t bytes)
+static const inline_alloc poison = {poison_alloc, poison_release, poison_grow};
+
+/* A model sample: the sample, the level its fate ends at, its push number. */
+typedef struct fated {
+	isample s;
+	uint32_t death;
+	size_t seq;
+} fated;
+
+static int fated_order(const void *a, const void *b)
 {
-	memset(mem, 0x5a, bytes);
-	discarded += bytes;
+	const fated *x = a, *y = b;
+	if (x->death != y->death)
+		return x->death < y->death ? -1 : 1;
+	return x->seq < y->seq ? -1 : x->seq > y->seq;
 }
-static const inline_alloc poison = {poison_alloc, poison_release, poison_grow, poison_discard};
 
 /*
- * Thinning in place, against a plain array thinned by the same random bits
- * (one a sample, in order, low bit first, a fresh 64-bit draw per 64 and per
- * thinning): rounds of pushes (extreme deltas included, past the store's
- * first allocation) and thinnings give back exactly the model's samples,
- * levels raised (and wrapping at 255 as a byte does), and never grow it;
- * the pages thinning empties are discarded (here: overwritten with garbage)
- * without harm, whole pages past the samples only.
+ * Thinning against a plain array whose samples get their fates from the same
+ * random bits (one a bit, low bit first, a fresh 64-bit draw per 64: the run
+ * of ones before the first zero, at most STORE_FATES - 1): rounds of pushes
+ * (extreme deltas included, past a stream's first allocation) and thinnings
+ * give back exactly the model's samples, levels raised (and wrapping at 255
+ * as a byte does), in the store's order (by the level their fate ends at,
+ * then as pushed). A thinning gives the dropped samples' memory back.
  */
-static void test_store_thin_in_place_matches_model(void **state)
+static void test_store_thin_matches_model(void **state)
 {
 	sample_store st = {0};
 	store_iter it;
 	isample got, last = {0};
-	rng gen, thin, model_thin;
-	size_t n = 0, cap = 40000;
-	isample *model = calloc(cap, sizeof *model);
+	rng gen, fates, model_fates;
+	size_t n = 0, seq = 0, cap = 40000;
+	uint32_t level = 0;
+	uint64_t bits = 0;
+	unsigned nbits = 0;
+	fated *model = calloc(cap, sizeof *model);
 	(void)state;
 	assert_non_null(model);
+	held = 0;
 	rng_seed(&gen, 12345);
-	rng_seed(&thin, 99);
-	rng_seed(&model_thin, 99);
+	rng_seed(&fates, 99);
+	rng_seed(&model_fates, 99);
+	st.fates = &fates;
 	for (int round = 0; round < 6; round++) {
 		size_t add = round == 0 ? 15000 : 4000 + 1000 * (size_t)round;
 		for (size_t i = 0; i < add; i++) {
-			edge_sample(&gen, &last, &model[n]);
+			fated *m = &model[n];
+			unsigned f = 0;
+			edge_sample(&gen, &last, &m->s);
 			/* Runs of equal samples too: the shortest encodings. */
 			if (i % 50 < 5 && n)
-				model[n] = model[n - 1];
-			last = model[n];
-			assert_true(store_push(&st, &poison, &model[n]));
+				m->s = model[n - 1].s;
+			last = m->s;
+			for (;;) {
+				if (!nbits) {
+					bits = rng_next(&model_fates);
+					nbits = 64;
+				}
+				bool survives = bits & 1;
+				bits >>= 1, nbits--;
+				if (!survives || f == STORE_FATES - 1)
+					break;
+				f++;
+			}
+			m->death = level + f;
+			m->seq = seq++;
+			assert_true(store_push(&st, &poison, &m->s));
 			n++;
 		}
-		size_t before = st.len, pages;
-		discarded = 0;
-		assert_int_equal(store_thin(&st, &poison, &thin), 0);
-		assert_true(st.len <= before);
-		/* Whole pages from the one the samples end in, up to the old end. */
-		pages = (before + 4095) / 4096 - (st.len + 4095) / 4096;
-		assert_int_equal(discarded, pages * 4096);
-		assert_true(round == 0 || discarded > 0);
-		uint64_t bits = 0;
-		unsigned nbits = 0;
-		size_t k = 0;
+		size_t before = store_len(&st), held_before = held, k = 0;
+		store_thin(&st, &poison);
 		for (size_t i = 0; i < n; i++) {
-			if (nbits == 0) {
-				bits = rng_next(&model_thin);
-				nbits = 64;
-			}
-			if (bits & 1) {
-				model[k] = model[i];
-				model[k].level = (uint8_t)(model[k].level + 1);
-				k++;
-			}
-			bits >>= 1, nbits--;
+			if (model[i].death == level)
+				continue;
+			model[k] = model[i];
+			model[k].s.level = (uint8_t)(model[k].s.level + 1);
+			k++;
 		}
+		level++;
+		assert_true(n - k > 1000); /* about half */
 		n = k;
 		assert_int_equal(st.n, n);
+		assert_true(store_len(&st) < before);
+		assert_true(held < held_before);
+		qsort(model, n, sizeof *model, fated_order);
 		store_iter_init(&it, &st);
 		for (size_t i = 0; i < n; i++) {
 			assert_true(store_iter_next(&it, &got));
-			assert_same_sample(&got, &model[i]);
+			assert_same_sample(&got, &model[i].s);
 		}
 		assert_false(store_iter_next(&it, &got));
-		/* New samples go on after the kept ones. */
-		last = n ? model[n - 1] : (isample){0};
 	}
 	store_free(&st, &poison);
+	assert_int_equal(held, 0);
 	free(model);
 }
 
@@ -579,15 +624,17 @@ static void test_store_thin_to_empty(void **state)
 	rng r;
 	(void)state;
 	rng_seed(&r, 1);
-	assert_int_equal(store_thin(&st, &inline_malloc_alloc, &r), 0);
+	st.fates = &r;
+	store_thin(&st, &inline_malloc_alloc);
 	assert_int_equal(st.n, 0);
 	for (int tries = 0; st.n == 0 && tries < 64; tries++) {
 		assert_true(store_push(&st, &inline_malloc_alloc, &s));
 		while (st.n)
-			store_thin(&st, &inline_malloc_alloc, &r);
-		assert_int_equal(st.len, 0);
+			store_thin(&st, &inline_malloc_alloc);
+		assert_int_equal(store_len(&st), 0);
 		s.start += 3;
 		s.end += 3;
+		s.level = (uint8_t)st.level;
 		assert_true(store_push(&st, &inline_malloc_alloc, &s));
 	}
 	store_iter_init(&it, &st);
@@ -841,7 +888,7 @@ int main(void)
 	    cmocka_unit_test(test_zero_capacity_censors_at_once),
 	    cmocka_unit_test(test_store_thin_keeps_half),
 	    cmocka_unit_test(test_store_packs_losslessly),
-	    cmocka_unit_test(test_store_thin_in_place_matches_model),
+	    cmocka_unit_test(test_store_thin_matches_model),
 	    cmocka_unit_test(test_store_thin_to_empty),
 	    cmocka_unit_test(test_table_thin_drops_half),
 	    cmocka_unit_test(test_window_accounting),
