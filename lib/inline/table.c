@@ -363,33 +363,35 @@ static void slot_to_dangling(const wt_slot *s, isample *out)
 	out->state = LOMAS_SAMPLE_DANGLING;
 }
 
-bool wt_watched(const watch_table *wt, uint64_t addr)
+/* The slot watching addr's line, or WT_NONE (the filter byte first). */
+static uint32_t wt_find(const watch_table *wt, uint64_t addr)
 {
 	uint64_t line = addr >> wt->line_shift;
+	uint32_t i;
 	if (wt->filter && !filter_may_watch(wt->filter[filter_index(addr)], addr))
-		return false;
-	for (uint32_t i = ~wt->buckets[bucket_of(wt, line)]; i != WT_NONE; i = wt->slots[i].next)
+		return WT_NONE;
+	for (i = ~wt->buckets[bucket_of(wt, line)]; i != WT_NONE; i = wt->slots[i].next)
 		if (wt->slots[i].line == line)
-			return true;
-	return false;
+			break;
+	return i;
+}
+
+bool wt_watched(const watch_table *wt, uint64_t addr)
+{
+	return wt_find(wt, addr) != WT_NONE;
 }
 
 bool wt_touch(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, isample *out)
 {
-	uint64_t line = addr >> wt->line_shift;
-	if (wt->filter && !filter_may_watch(wt->filter[filter_index(addr)], addr))
+	uint32_t i = wt_find(wt, addr);
+	if (i == WT_NONE)
 		return false;
-	for (uint32_t i = ~wt->buckets[bucket_of(wt, line)]; i != WT_NONE; i = wt->slots[i].next) {
-		if (wt->slots[i].line != line)
-			continue;
-		slot_to_sample(&wt->slots[i], out);
-		out->end = clock;
-		out->end_pc = pc;
-		out->state = LOMAS_SAMPLE_REUSED;
-		slot_remove(wt, i);
-		return true;
-	}
-	return false;
+	slot_to_sample(&wt->slots[i], out);
+	out->end = clock;
+	out->end_pc = pc;
+	out->state = LOMAS_SAMPLE_REUSED;
+	slot_remove(wt, i);
+	return true;
 }
 
 bool wt_start(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, lomas_ref_kind kind,
