@@ -130,6 +130,8 @@ extern const inline_alloc inline_malloc_alloc; /* calloc/free/realloc */
 /* Append s; false when memory ran out (the sample is lost and counted by the caller). */
 bool store_push(sample_store *st, const inline_alloc *a, const isample *s);
 void store_free(sample_store *st, const inline_alloc *a);
+/* Move from's samples to to; from is left empty, its fates kept. */
+void store_take(sample_store *to, sample_store *from);
 /*
  * The adaptive thinning step of period "auto": drop the samples whose fate
  * ends at this level (each sample's with probability 1/2, independently) and

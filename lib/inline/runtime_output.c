@@ -172,9 +172,7 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 			taken_store *ts = &taken->items[taken->n];
 			st = inline_profile_add_thread_head(p, &td, window, &ts->place);
 			/* The thread goes on (if live) with an empty store, as below. */
-			ts->st = t->done;
-			memset(&t->done, 0, sizeof t->done);
-			t->done.fates = ts->st.fates;
+			store_take(&ts->st, &t->done);
 			taken->n++;
 			if (!st && td.open && !wt_collect(td.open, &ts->st, &rt_map_alloc))
 				st = error_set(LOMAS_ENOMEM, "out of memory");

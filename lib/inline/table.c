@@ -188,6 +188,13 @@ void store_free(sample_store *st, const inline_alloc *a)
 	st->fates = fates;
 }
 
+void store_take(sample_store *to, sample_store *from)
+{
+	*to = *from;
+	memset(from, 0, sizeof *from);
+	from->fates = to->fates;
+}
+
 void store_iter_init(store_iter *it, const sample_store *st)
 {
 	memset(it, 0, sizeof *it);
