@@ -15,7 +15,8 @@
  *   LOMAS_OUTPUT     profile path (default lomas-<pid>.lomas in the working
  *                    directory at start-up)
  *   LOMAS_PERIOD     mean sampling period in references, or auto (default:
- *                    auto, 20k-40k samples per thread by adaptive thinning)
+ *                    auto: from 128, doubling as the process's samples grow;
+ *                    see README.md)
  *   LOMAS_SEED       seed of the sampling generator (default 1)
  *   LOMAS_LINE_SIZE  cache line size in bytes (default 64)
  *   LOMAS_WINDOW     window length in references, or auto (256 x period)

@@ -372,8 +372,10 @@ static inline_thread *thread_attach(inline_fast *f, uint64_t after)
 	t->done.fates = t->adaptive ? &t->thin : NULL;
 	t->base_period = t->adaptive ? AUTO_START_PERIOD : (double)s.period;
 	/* A thread joining a running session samples at the process's current rate. */
-	t->level = t->adaptive ? (uint8_t)atomic_load(&rt.auto_level) : 0;
-	t->published = 0;
+	t->level = 0;
+	if (t->adaptive)
+		rt_thread_thin_to(t, atomic_load(&rt.auto_level));
+	t->unpublished = 0;
 	t->lost = 0;
 	/* The reference being handled gets clock 0. */
 	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
@@ -392,59 +394,61 @@ static void push_sample(inline_thread *t, const isample *s)
 		t->lost++;
 }
 
-/* Halve the samples (done and open), one level up: period "auto". */
+/* The lowest level period auto keeps samples at, with the period at level. */
+static uint32_t auto_floor(uint32_t level)
+{
+	return level < AUTO_LEVELS ? 0 : level - (AUTO_LEVELS - 1);
+}
+
 void rt_thread_thin_to(inline_thread *t, uint32_t level)
 {
-	while (t->level < level && t->level < 40) {
+	if (level > AUTO_MAX_LEVEL)
+		level = AUTO_MAX_LEVEL;
+	if (t->level >= level)
+		return;
+	t->level = (uint8_t)level;
+	while (t->done.level < auto_floor(level)) {
+		wt_thin(&t->wt, &t->thin, (uint8_t)(t->done.level + 1));
 		store_thin(&t->done, &rt_map_alloc);
-		wt_thin(&t->wt, &t->thin);
-		t->level++;
 	}
 }
 
-/* After a thinning: sampling is memoryless, so draw the next gap afresh at the new rate. */
+/* After a level change: sampling is memoryless, so draw the next gap afresh at the new rate. */
 static void redraw_gap(inline_thread *t, uint64_t clock)
 {
 	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
 	t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
 }
 
-/* Add the change in the thread's (scaled) sample count to the process's total. */
-static void auto_publish(inline_thread *t, bool now)
+/* The period's level once all threads together have taken n samples. */
+static uint32_t auto_level_at(uint64_t n)
 {
-	uint64_t mine = (t->done.n + t->wt.live) << t->level;
-	uint64_t step = (uint64_t)AUTO_PUBLISH << t->level;
-	if (!now && mine < t->published + step && mine + step > t->published)
-		return;
-	/* Unsigned arithmetic: a decrease wraps and the sum comes out right. */
-	atomic_fetch_add_explicit(&rt.auto_weighted, mine - t->published, memory_order_relaxed);
-	t->published = mine;
+	uint64_t l = n < AUTO_FIRST ? 0 : 1 + (n - AUTO_FIRST) / AUTO_STEP;
+	return l > AUTO_MAX_LEVEL ? AUTO_MAX_LEVEL : (uint32_t)l;
 }
 
 /*
- * Period auto after a sample start: catch up with the process's level, or
- * raise it (halving every thread's samples, each at its next sample) when all
- * threads together hold 2 x AUTO_TARGET. A thread behind counts as if it had
- * caught up already (its count << its level >> the process's level), so one
- * busy thread cannot raise the level again before the others have thinned.
+ * Period auto after a sample start: add the thread's samples to the
+ * process's count (in steps of AUTO_PUBLISH), raise the process's level when
+ * the count says so, and bring the thread to it.
  */
 static void auto_budget(inline_thread *t, uint64_t clock)
 {
-	uint32_t level = atomic_load_explicit(&rt.auto_level, memory_order_relaxed);
-	auto_publish(t, false);
+	uint32_t level;
+	if (++t->unpublished >= AUTO_PUBLISH) {
+		uint64_t n = atomic_fetch_add_explicit(&rt.auto_taken, t->unpublished,
+		                                       memory_order_relaxed) +
+		             t->unpublished;
+		uint32_t want = auto_level_at(n);
+		t->unpublished = 0;
+		level = atomic_load_explicit(&rt.auto_level, memory_order_relaxed);
+		while (level < want && !atomic_compare_exchange_weak(&rt.auto_level, &level, want))
+			;
+	}
+	level = atomic_load_explicit(&rt.auto_level, memory_order_relaxed);
 	if (t->level < level) {
 		rt_thread_thin_to(t, level);
 		redraw_gap(t, clock);
-		auto_publish(t, true);
-		return;
-	}
-	if (level < 40 &&
-	    (atomic_load_explicit(&rt.auto_weighted, memory_order_relaxed) >> level) >=
-	        2u * AUTO_TARGET &&
-	    atomic_compare_exchange_strong(&rt.auto_level, &level, level + 1)) {
-		rt_thread_thin_to(t, level + 1);
-		redraw_gap(t, clock);
-		auto_publish(t, true);
 	}
 }
 

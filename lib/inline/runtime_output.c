@@ -153,6 +153,21 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 		if (period > max_period)
 			max_period = period;
 	}
+	/* 256 x the mean period: with period auto, the references per sample
+	 * held (the samples' weights differ: see AUTO_LEVELS). */
+	if (!window && rt.set.period == 0) {
+		uint64_t refs = 0, held = 0;
+		for (size_t i = 0; i < n; i++) {
+			inline_thread *t = list[i];
+			if (!rt_spin_lock_bounded(&t->lock))
+				continue;
+			refs += rt_thread_refs(t);
+			held += t->done.n + t->wt.live;
+			rt_spin_unlock(&t->lock);
+		}
+		if (held && refs / held > AUTO_START_PERIOD)
+			window = 256 * (refs / held);
+	}
 	if (!window)
 		window = (uint64_t)(256.0 * (max_period > 0 ? max_period : AUTO_START_PERIOD));
 	for (size_t i = 0; i < n; i++) {
@@ -372,7 +387,7 @@ lomas_status lomas_inline_start(const lomas_config *cfg)
 	}
 	rt.explicit_mode = true;
 	rt.written = false;
-	atomic_store(&rt.auto_weighted, 0);
+	atomic_store(&rt.auto_taken, 0);
 	atomic_store(&rt.auto_level, 0);
 	atomic_store(&rt.active, true);
 	atomic_fetch_add(&rt.epoch, 1);

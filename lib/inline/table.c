@@ -36,8 +36,8 @@ const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes, realloc_byte
  * start_pc as zigzag deltas from the previous sample's (zero before the
  * first), the end (0 for LOMAS_CLOCK_NONE, else 1 + the zigzag delta from
  * start) and the end_pc (zigzag delta from start_pc), then kind | state << 4
- * and the level, as a byte relative to the store's (so thinning, which
- * raises both, rewrites nothing).
+ * and the level the sample was pushed with (a byte: the level it is read
+ * back with is the greater of it and the store's, see store_level_of).
  */
 #define PACKED_MAX_SAMPLE 52u
 /* The first allocation (untouched past what is used) and the growth step (x2). */
@@ -83,7 +83,7 @@ static inline const uint8_t *get_varint(const uint8_t *p, uint64_t *v)
 
 /* s relative to the previous sample's start, addr and start_pc. */
 static inline uint8_t *encode_sample(uint8_t *q, const isample *s, uint64_t start, uint64_t addr,
-                                     uint64_t pc, uint8_t level)
+                                     uint64_t pc)
 {
 	q = put_varint(q, zigzag(s->start - start));
 	q = put_varint(q, s->end == LOMAS_CLOCK_NONE ? 0 : zigzag(s->end - s->start) + 1);
@@ -91,8 +91,20 @@ static inline uint8_t *encode_sample(uint8_t *q, const isample *s, uint64_t star
 	q = put_varint(q, zigzag(s->start_pc - pc));
 	q = put_varint(q, zigzag(s->end_pc - s->start_pc));
 	q[0] = (uint8_t)((s->kind & 0xfu) | (s->state & 0xfu) << 4);
-	q[1] = (uint8_t)(s->level - level);
+	q[1] = s->level;
 	return q + 2;
+}
+
+/*
+ * The level of a sample pushed with level pushed, in a store now at level:
+ * the greater of the two (a sample below the store's level has outlived
+ * each thinning since, each doubling its weight). Bytes, compared as a
+ * signed difference: a live sample is never more than STORE_FATES levels
+ * from the store's.
+ */
+static inline uint8_t store_level_of(uint8_t pushed, uint8_t level)
+{
+	return (int8_t)(uint8_t)(pushed - level) < 0 ? level : pushed;
 }
 
 static inline const uint8_t *decode_sample(const uint8_t *p, isample *s, const isample *prev,
@@ -112,7 +124,7 @@ static inline const uint8_t *decode_sample(const uint8_t *p, isample *s, const i
 	s->end_pc = s->start_pc + unzigzag(v);
 	s->kind = p[0] & 0xfu;
 	s->state = p[0] >> 4;
-	s->level = (uint8_t)(p[1] + level);
+	s->level = store_level_of(p[1], level);
 	return p + 2;
 }
 
@@ -137,12 +149,20 @@ static bool stream_room(store_stream *ss, const inline_alloc *a)
 	return true;
 }
 
-/* How many thinnings a new sample outlives: the run of 1 bits from the low end. */
-static unsigned store_fate(sample_store *st)
+/*
+ * The stream of a new sample of level pushed: the level whose thinning drops
+ * it. Its first thinning is the one that raises the store past its level;
+ * it outlives F of them, F the run of 1 bits from the low end, and the
+ * stream is at most STORE_FATES - 1 levels above the store's.
+ */
+static unsigned store_death(sample_store *st, uint8_t pushed)
 {
+	uint32_t ahead = (uint8_t)(pushed - (uint8_t)st->level), last = STORE_FATES - 1;
 	unsigned f = 0;
+	if (ahead > last)
+		ahead = (int8_t)ahead < 0 ? 0 : last;
 	if (!st->fates)
-		return STORE_FATES - 1;
+		return st->level + last;
 	for (;;) {
 		if (!st->nbits) {
 			st->bits = rng_next(st->fates);
@@ -150,20 +170,19 @@ static unsigned store_fate(sample_store *st)
 		}
 		bool survives = st->bits & 1;
 		st->bits >>= 1, st->nbits--;
-		if (!survives || f == STORE_FATES - 1)
-			return f;
+		if (!survives || ahead + f == last)
+			return st->level + ahead + f;
 		f++;
 	}
 }
 
 bool store_push(sample_store *st, const inline_alloc *a, const isample *s)
 {
-	store_stream *ss = &st->s[(st->level + store_fate(st)) % STORE_FATES];
+	store_stream *ss = &st->s[store_death(st, s->level) % STORE_FATES];
 	if (!stream_room(ss, a))
 		return false;
-	ss->len = (size_t)(encode_sample(ss->data + ss->len, s, ss->start, ss->addr, ss->pc,
-	                                 (uint8_t)st->level) -
-	                   ss->data);
+	ss->len =
+	    (size_t)(encode_sample(ss->data + ss->len, s, ss->start, ss->addr, ss->pc) - ss->data);
 	ss->start = s->start;
 	ss->addr = s->addr;
 	ss->pc = s->start_pc;
@@ -463,22 +482,24 @@ bool wt_collect(const watch_table *wt, sample_store *st, const inline_alloc *a)
 	return true;
 }
 
-void wt_thin(watch_table *wt, rng *r)
+void wt_thin(watch_table *wt, rng *r, uint8_t level)
 {
 	uint64_t bits = 0;
 	unsigned nbits = 0;
 	uint32_t i = wt->oldest;
 	while (i != WT_NONE) {
 		uint32_t next = wt->slots[i].newer;
-		if (nbits == 0) {
-			bits = rng_next(r);
-			nbits = 64;
+		if (wt->slots[i].level < level) {
+			if (nbits == 0) {
+				bits = rng_next(r);
+				nbits = 64;
+			}
+			if (bits & 1)
+				wt->slots[i].level = level;
+			else
+				slot_remove(wt, i);
+			bits >>= 1, nbits--;
 		}
-		if (bits & 1)
-			wt->slots[i].level++;
-		else
-			slot_remove(wt, i);
-		bits >>= 1, nbits--;
 		i = next;
 	}
 }

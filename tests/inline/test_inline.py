@@ -195,19 +195,23 @@ def test_four_threads_get_their_own_clocks(tmp_path):
 
 
 def test_period_auto_is_one_budget_for_all_threads(tmp_path):
-    """Period auto halves the samples when all threads together hold 40k (each thread
-    thins at its next sample), and every thread's samples still stand for its
-    references: the weights of a thread's samples add up to its clock."""
+    """Period auto doubles the period when all threads together have taken 32k
+    samples at 128 (then every 7.5k; each thread follows at its next sample), and
+    every thread's samples still stand for its references: the weights of a
+    thread's samples add up to its clock."""
     prof = str(tmp_path / "p.lomas")
     nodes, steps = 4096, 1000000
     run([inline("threads"), str(nodes), str(steps)], {"LOMAS_OUTPUT": prof})
     d = export_json(prof)
     refs = sum(t["refs"] for t in d["threads"])
     assert refs > 10_000_000
-    # At the start period (128) this run would take 80k samples; per-thread budgets
-    # would keep them all. Threads that exited before the level last rose are
-    # thinned when the profile is taken.
-    assert 18000 <= len(d["samples"]) <= 45000, len(d["samples"])
+    # No thread alone would take 32k samples at 128: per-thread budgets would
+    # keep them all at 128 (80k samples or more).
+    assert all(t["refs"] / 128 < 32000 for t in d["threads"])
+    weights = {s["weight"] for s in d["samples"]}
+    assert min(weights) >= 128 and max(weights) >= 512, sorted(weights)
+    # Held: at most the first 32k plus 4 levels of 7.5k, fewer once thinned.
+    assert 18000 <= len(d["samples"]) <= 62000, len(d["samples"])
     for i, t in enumerate(d["threads"][1:], start=1):
         w = sum(s["weight"] for s in d["samples"] if s["thread"] == i)
         assert abs(w - t["refs"]) < 0.06 * t["refs"], (i, w, t["refs"])
