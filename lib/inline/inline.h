@@ -423,7 +423,7 @@ RT_HIDDEN void rt_trace_flush(inline_thread *t);
 RT_HIDDEN uint64_t rt_thread_refs(const inline_thread *t);
 /* Bring t to the period level (auto), thinning its samples older than the
  * levels kept; t locked: its owner or exited. */
-RT_HIDDEN void rt_thread_thin_to(inline_thread *t, uint32_t level);
+RT_HIDDEN void rt_thread_to_level(inline_thread *t, uint32_t level);
 RT_HIDDEN void rt_key_destructor(void *arg);
 /* The slow path: called by the hooks and by code the pass plugin instrumented. */
 RT_EXPORT void lomas__slow(const void *addr, uint64_t info, uintptr_t pc_hint);

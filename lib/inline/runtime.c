@@ -374,7 +374,7 @@ static inline_thread *thread_attach(inline_fast *f, uint64_t after)
 	/* A thread joining a running session samples at the process's current rate. */
 	t->level = 0;
 	if (t->adaptive)
-		rt_thread_thin_to(t, atomic_load(&rt.auto_level));
+		rt_thread_to_level(t, atomic_load(&rt.auto_level));
 	t->unpublished = 0;
 	t->lost = 0;
 	/* The reference being handled gets clock 0. */
@@ -400,7 +400,7 @@ static uint32_t auto_floor(uint32_t level)
 	return level < AUTO_LEVELS ? 0 : level - (AUTO_LEVELS - 1);
 }
 
-void rt_thread_thin_to(inline_thread *t, uint32_t level)
+void rt_thread_to_level(inline_thread *t, uint32_t level)
 {
 	if (level > AUTO_MAX_LEVEL)
 		level = AUTO_MAX_LEVEL;
@@ -447,7 +447,7 @@ static void auto_budget(inline_thread *t, uint64_t clock)
 	}
 	level = atomic_load_explicit(&rt.auto_level, memory_order_relaxed);
 	if (t->level < level) {
-		rt_thread_thin_to(t, level);
+		rt_thread_to_level(t, level);
 		redraw_gap(t, clock);
 	}
 }

@@ -129,19 +129,27 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 			list[n++] = t;
 		}
 	qsort(list, n, sizeof *list, by_index);
-	/* Period auto: a thread that exited (or the caller) before the process
-	 * level last rose has not thinned to it; do it now, so the profile holds
-	 * the budget and not the budget plus what finished threads kept. Other
-	 * live threads read their tables without a lock: leave them be. */
-	for (size_t i = 0; i < n; i++) {
+	/* Period auto, one pass under each thread's lock: a thread that exited
+	 * (or the caller) before the process level last rose has not followed
+	 * it; bring it there now, so the profile holds the budget and not the
+	 * budget plus what finished threads kept (other live threads read their
+	 * tables without a lock: leave them be). And count the references and
+	 * the samples held, for the window: 256 x the mean period, with these
+	 * mixed weights the references per sample held (see AUTO_LEVELS). */
+	uint64_t refs = 0, held = 0;
+	for (size_t i = 0; rt.set.period == 0 && i < n; i++) {
 		inline_thread *t = list[i];
 		uint32_t level = atomic_load(&rt.auto_level);
-		if (t->adaptive && t->level < level && (t->exited || t->fast == &lomas__fast) &&
-		    rt_spin_lock_bounded(&t->lock)) {
-			rt_thread_thin_to(t, level);
-			rt_spin_unlock(&t->lock);
-		}
+		if (!rt_spin_lock_bounded(&t->lock))
+			continue;
+		if (t->adaptive && t->level < level && (t->exited || t->fast == &lomas__fast))
+			rt_thread_to_level(t, level);
+		refs += rt_thread_refs(t);
+		held += t->done.n + t->wt.live;
+		rt_spin_unlock(&t->lock);
 	}
+	if (!window && held && refs / held > AUTO_START_PERIOD)
+		window = 256 * (refs / held);
 	if ((st = lomas_profile_new(rt.set.line_size, &p)))
 		goto done;
 	if (taken && !(taken->items = calloc(n ? n : 1, sizeof *taken->items))) {
@@ -152,21 +160,6 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 		double period = list[i]->base_period * (double)(1ull << list[i]->level);
 		if (period > max_period)
 			max_period = period;
-	}
-	/* 256 x the mean period: with period auto, the references per sample
-	 * held (the samples' weights differ: see AUTO_LEVELS). */
-	if (!window && rt.set.period == 0) {
-		uint64_t refs = 0, held = 0;
-		for (size_t i = 0; i < n; i++) {
-			inline_thread *t = list[i];
-			if (!rt_spin_lock_bounded(&t->lock))
-				continue;
-			refs += rt_thread_refs(t);
-			held += t->done.n + t->wt.live;
-			rt_spin_unlock(&t->lock);
-		}
-		if (held && refs / held > AUTO_START_PERIOD)
-			window = 256 * (refs / held);
 	}
 	if (!window)
 		window = (uint64_t)(256.0 * (max_period > 0 ? max_period : AUTO_START_PERIOD));
