@@ -261,7 +261,7 @@ static uint32_t pow2_at_least(uint32_t n)
 size_t wt_bytes(uint32_t capacity)
 {
 	uint32_t nb = pow2_at_least(capacity ? capacity : 1);
-	return (size_t)capacity * sizeof(wt_slot) + (size_t)nb * sizeof(uint32_t) + FILTER_SIZE;
+	return (size_t)capacity * sizeof(wt_slot) + (size_t)nb * sizeof(uint32_t) + 2 * FILTER_SIZE;
 }
 
 void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift, uint8_t *filter)
@@ -273,6 +273,7 @@ void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift,
 	wt->slots = mem;
 	wt->buckets = (uint32_t *)(wt->slots + capacity);
 	wt->fcount = (uint8_t *)(wt->buckets + wt->nbuckets);
+	wt->ftags = wt->fcount + FILTER_SIZE;
 	wt->filter = filter;
 	wt->oldest = wt->newest = WT_NONE;
 	wt_clear(wt);
@@ -306,6 +307,7 @@ static void filter_add(watch_table *wt, uint64_t line)
 			wt->filter[i] = FILTER_ANY;
 		if (wt->fcount[i] != 255)
 			wt->fcount[i]++;
+		wt->ftags[i] ^= tag;
 	}
 }
 
@@ -318,11 +320,15 @@ static void filter_remove(watch_table *wt, uint64_t line)
 	for (uint64_t b = first; b <= last; b++) {
 		uint32_t i = (uint32_t)b & FILTER_MASK;
 		/* A saturated count stays (a harmless false positive); a byte that
-		 * became FILTER_ANY stays so until no watched block maps there. */
+		 * became FILTER_ANY stays so while two or more watched blocks map
+		 * there, and takes the tag of the last one left. */
 		if (wt->fcount[i] == 255 || wt->fcount[i] == 0)
 			continue;
+		wt->ftags[i] ^= filter_tag(b << FILTER_SHIFT);
 		if (!--wt->fcount[i])
 			wt->filter[i] = 0;
+		else if (wt->fcount[i] == 1)
+			wt->filter[i] = wt->ftags[i]; /* the one block left's tag */
 	}
 }
 
@@ -333,7 +339,8 @@ void wt_clear(watch_table *wt)
 		uint64_t first, last;
 		line_blocks(wt, wt->slots[i].line, &first, &last);
 		for (uint64_t b = first; b <= last; b++)
-			wt->filter[b & FILTER_MASK] = wt->fcount[b & FILTER_MASK] = 0;
+			wt->filter[b & FILTER_MASK] = wt->fcount[b & FILTER_MASK] =
+			    wt->ftags[b & FILTER_MASK] = 0;
 	}
 	/* Empty only the buckets in use (0 is empty: heads are stored as ~index). */
 	for (uint32_t i = wt->oldest; i != WT_NONE; i = wt->slots[i].newer)
