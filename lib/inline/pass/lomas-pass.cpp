@@ -777,8 +777,11 @@ extern "C" LLVM_ATTRIBUTE_WEAK PassPluginLibraryInfo llvmGetPassPluginInfo()
 {
 	return {LLVM_PLUGIN_API_VERSION, "lomas-pass", "1", [](PassBuilder &PB) {
 		        PB.registerOptimizerLastEPCallback([](ModulePassManager &MPM,
-		                                              OptimizationLevel) {
+		                                              OptimizationLevel Level) {
 			        MPM.addPass(LomasPass());
+			        // At -O0 the program's own code stays as written.
+			        if (Level == OptimizationLevel::O0)
+				        return;
 			        // The pass runs after the pipeline's own clean-ups: merge
 			        // the versioned loops' entry checks' common parts and hoist
 			        // what is invariant in the loops around them (the tiled
