@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# The inline clock's overhead on programs written apart from the sampler, built
+# the way a user (or the issue's check) builds them: plain with
+#   clang-16 -O2 prog.c
+# and instrumented with the pkg-config recipe only
+#   clang-16 -O2 $(pkg-config --cflags lomas-inline) prog.c $(pkg-config --libs lomas-inline)
+# (PKG_CONFIG_PATH is the build directory's uninstalled .pc files). The
+# programs (bench/extra/*.c: a stencil, a transpose, a hash table, a quicksort,
+# a search tree, a histogram, a word count, a sparse matrix-vector product) were
+# not tuned for: the bundled workloads (bench/inline.sh) are the ones the
+# instrumentation was measured on. For each: the outputs of the two builds must
+# be identical, then the two run side by side, alternating, REPS times
+# (default 5); times are the fastest of each, peak RSS the median.
+#   bench/inline-extra.sh [BUILD_DIR] [REPS]   (extra env, e.g. LOMAS_PERIOD, is passed on)
+set -euo pipefail
+build=$(cd "${1:-build}" && pwd)
+reps=${2:-5}
+src=$(cd "$(dirname "$0")/extra" && pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export PKG_CONFIG_PATH="$build/meson-uninstalled${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
+if ! command -v clang-16 >/dev/null || ! pkg-config --exists lomas-inline; then
+	echo "inline-extra.sh: needs clang-16 and $build/meson-uninstalled/lomas-inline-uninstalled.pc" >&2
+	exit 1
+fi
+
+# Sizes for runs of ~0.05-0.5 s natively.
+declare -A args=(
+	[stencil]="1024 20"
+	[transpose]="2048 5"
+	[hash]="1048576 4000000"
+	[qsort]="4000000"
+	[bst]="500000 2000000"
+	[hist]="67108864 4096"
+	[strings]="16777216 8"
+	[spmv]="200000 16 10"
+)
+order=(stencil transpose hash qsort bst hist strings spmv)
+
+# shellcheck disable=SC2046
+for w in "${order[@]}"; do
+	clang-16 -O2 "$src/$w.c" -o "$tmp/$w-plain"
+	clang-16 -O2 $(pkg-config --cflags lomas-inline) "$src/$w.c" \
+		$(pkg-config --libs lomas-inline) -o "$tmp/$w-inline"
+done
+
+# One run: prints "microseconds peak_rss_kb".
+one() {
+	local t0 t1
+	t0=$(date +%s%N)
+	/usr/bin/time -f %M -o "$tmp/rss" "$@" >"$tmp/out"
+	t1=$(date +%s%N)
+	echo "$(( (t1 - t0) / 1000 )) $(cat "$tmp/rss")"
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+printf '%-9s %10s %10s %7s %10s %10s %7s\n' program plain_s inline_s time_x plain_KB inline_KB rss_x
+logsum_t=0
+logsum_m=0
+n=0
+for w in "${order[@]}"; do
+	: >"$tmp/pt"; : >"$tmp/it"; : >"$tmp/pm"; : >"$tmp/im"
+	for ((r = 0; r < reps; r++)); do
+		# shellcheck disable=SC2086
+		read -r t m < <(one "$tmp/$w-plain" ${args[$w]})
+		cp "$tmp/out" "$tmp/out.plain"
+		echo "$t" >>"$tmp/pt"; echo "$m" >>"$tmp/pm"
+		# shellcheck disable=SC2086
+		read -r t m < <(LOMAS_OUTPUT="$tmp/p.lomas" one "$tmp/$w-inline" ${args[$w]})
+		if ! cmp -s "$tmp/out" "$tmp/out.plain"; then
+			echo "inline-extra.sh: $w prints differently with the sampler" >&2
+			exit 1
+		fi
+		echo "$t" >>"$tmp/it"; echo "$m" >>"$tmp/im"
+	done
+	pt=$(sort -n "$tmp/pt" | head -1); it=$(sort -n "$tmp/it" | head -1)
+	pm=$(median <"$tmp/pm"); im=$(median <"$tmp/im")
+	awk -v w="$w" -v pt="$pt" -v it="$it" -v pm="$pm" -v im="$im" 'BEGIN {
+		printf "%-9s %10.3f %10.3f %7.2f %10d %10d %7.2f\n", w, pt / 1e6, it / 1e6,
+			it / pt, pm, im, im / pm }'
+	logsum_t=$(awk -v a="$logsum_t" -v pt="$pt" -v it="$it" 'BEGIN { print a + log(it / pt) }')
+	logsum_m=$(awk -v a="$logsum_m" -v pm="$pm" -v im="$im" 'BEGIN { print a + log(im / pm) }')
+	n=$((n + 1))
+done
+awk -v t="$logsum_t" -v m="$logsum_m" -v n="$n" 'BEGIN {
+	printf "%-9s %10s %10s %7.2f %10s %10s %7.2f\n", "geomean", "", "", exp(t / n), "", "", exp(m / n)
+	printf "goals: time <= 1.50x, peak RSS <= 1.10x (settings: LOMAS_PERIOD=%s)\n", ENVIRON["LOMAS_PERIOD"] ? ENVIRON["LOMAS_PERIOD"] : "auto" }'
