@@ -44,16 +44,8 @@ for w in "${order[@]}"; do
 		$(pkg-config --libs lomas-inline) -o "$tmp/$w-inline"
 done
 
-# One run: prints "microseconds peak_rss_kb".
-one() {
-	local t0 t1
-	t0=$(date +%s%N)
-	/usr/bin/time -f %M -o "$tmp/rss" "$@" >"$tmp/out"
-	t1=$(date +%s%N)
-	echo "$(( (t1 - t0) / 1000 )) $(cat "$tmp/rss")"
-}
-
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+# shellcheck source=bench/inline-lib.sh
+. "$(dirname "$0")/inline-lib.sh"
 
 printf '%-9s %10s %10s %7s %10s %10s %7s\n' program plain_s inline_s time_x plain_KB inline_KB rss_x
 logsum_t=0
@@ -83,6 +75,4 @@ for w in "${order[@]}"; do
 	logsum_m=$(awk -v a="$logsum_m" -v pm="$pm" -v im="$im" 'BEGIN { print a + log(im / pm) }')
 	n=$((n + 1))
 done
-awk -v t="$logsum_t" -v m="$logsum_m" -v n="$n" 'BEGIN {
-	printf "%-9s %10s %10s %7.2f %10s %10s %7.2f\n", "geomean", "", "", exp(t / n), "", "", exp(m / n)
-	printf "goals: time <= 1.50x, peak RSS <= 1.10x (settings: LOMAS_PERIOD=%s)\n", ENVIRON["LOMAS_PERIOD"] ? ENVIRON["LOMAS_PERIOD"] : "auto" }'
+footer 9 "$logsum_t" "$logsum_m" "$n"

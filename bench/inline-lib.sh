@@ -1,0 +1,20 @@
+# Shared by bench/inline.sh and bench/inline-extra.sh (sourced; needs $tmp).
+
+# One run: prints "microseconds peak_rss_kb"; the program's output goes to $tmp/out.
+one() {
+	local t0 t1
+	t0=$(date +%s%N)
+	/usr/bin/time -f %M -o "$tmp/rss" "$@" >"$tmp/out"
+	t1=$(date +%s%N)
+	echo "$(( (t1 - t0) / 1000 )) $(cat "$tmp/rss")"
+}
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
+
+# The geometric means of the ratios (sums of logs over n rows) and the goals.
+# Usage: footer WIDTH LOGSUM_TIME LOGSUM_RSS N
+footer() {
+	awk -v wd="$1" -v t="$2" -v m="$3" -v n="$4" 'BEGIN {
+		printf "%-" wd "s %10s %10s %7.2f %10s %10s %7.2f\n", "geomean", "", "", exp(t / n), "", "", exp(m / n)
+		printf "goals: time <= 1.50x, peak RSS <= 1.10x (settings: LOMAS_PERIOD=%s)\n", ENVIRON["LOMAS_PERIOD"] ? ENVIRON["LOMAS_PERIOD"] : "auto" }'
+}
