@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <float.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,15 +17,18 @@
 #include "core.h"
 
 #define PF_MAGIC "LOMASPRF"
-#define PF_MAJOR 1u
+#define PF_MAJOR 2u
 #define PF_MINOR 0u
+#define PF_OLDEST_MAJOR 1u /* 1.x files (SAMPLES only) still load */
 #define PF_HEADER_SIZE 32u
 #define PF_ENTRY_SIZE 32u
 #define PF_PROFILE_SIZE 8u
 #define PF_THREAD_SIZE 16u
 #define PF_WINDOW_SIZE 24u
 #define PF_SAMPLE_SIZE 64u
-#define PF_MAP_FIXED 32u /* start, end, offset, prot, path length */
+#define PF_MAP_FIXED 32u    /* start, end, offset, prot, path length */
+#define PF_BLOCK_HEADER 32u /* PSAMPLES: thread, floor, base weight, count, length */
+#define PF_MIN_RECORD 7u    /* five one-byte varints and two bytes */
 
 enum {
 	SEC_META = 1,
@@ -34,11 +38,12 @@ enum {
 	SEC_WINDOWS = 5,
 	SEC_SAMPLES = 6,
 	SEC_MAPS = 7,
-	SEC_KNOWN = 8, /* one past the last known type */
+	SEC_PSAMPLES = 8, /* format 2.0 */
+	SEC_KNOWN = 9,    /* one past the last known type */
 };
 
 static const char *const sec_names[SEC_KNOWN] = {
-    "?", "META", "PROFILE", "CALIB", "THREADS", "WINDOWS", "SAMPLES", "MAPS",
+    "?", "META", "PROFILE", "CALIB", "THREADS", "WINDOWS", "SAMPLES", "MAPS", "PSAMPLES",
 };
 
 /* ------------------------------------------------------ little-endian access */
@@ -82,6 +87,220 @@ static inline void wrf64(uint8_t *p, double d)
 	wr64(p, u);
 }
 
+/* ------------------------------------------------------------- window index */
+
+/*
+ * The windows of each thread in (start, index) order, to find the window a
+ * packed sample belongs to: the last of its thread's windows, in that order,
+ * that starts at or before the sample's start.
+ */
+typedef struct window_index {
+	uint64_t *starts; /* the windows' starts, in that order, thread by thread */
+	uint32_t *idx;    /* their indices */
+	size_t *first;    /* thread t's windows are [first[t], first[t + 1]) */
+} window_index;
+
+typedef struct start_idx {
+	uint64_t start;
+	uint32_t idx;
+} start_idx;
+
+static int start_idx_cmp(const void *a, const void *b)
+{
+	const start_idx *x = a, *y = b;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+static void window_index_free(window_index *wi)
+{
+	free(wi->starts);
+	free(wi->idx);
+	free(wi->first);
+	memset(wi, 0, sizeof *wi);
+}
+
+/* Build the index of p's windows; every window must name one of p's threads. */
+static lomas_status window_index_build(const lomas_profile *p, window_index *wi)
+{
+	const size_t nt = p->threads.n, nw = p->windows.n;
+	start_idx *tmp = NULL;
+	size_t *at = NULL;
+	memset(wi, 0, sizeof *wi);
+	wi->first = calloc(nt + 2, sizeof *wi->first);
+	wi->starts = malloc(sizeof *wi->starts * (nw ? nw : 1));
+	wi->idx = malloc(sizeof *wi->idx * (nw ? nw : 1));
+	tmp = malloc(sizeof *tmp * (nw ? nw : 1));
+	at = malloc(sizeof *at * (nt + 1));
+	if (!wi->first || !wi->starts || !wi->idx || !tmp || !at) {
+		free(tmp);
+		free(at);
+		window_index_free(wi);
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	}
+	/* Counting sort by thread (stable: index order within a thread). */
+	for (size_t i = 0; i < nw; i++)
+		wi->first[p->windows.items[i].thread + 1]++;
+	for (size_t t = 0; t < nt; t++)
+		wi->first[t + 1] += wi->first[t];
+	memcpy(at, wi->first, sizeof *at * (nt + 1));
+	for (size_t i = 0; i < nw; i++) {
+		size_t k = at[p->windows.items[i].thread]++;
+		tmp[k].start = p->windows.items[i].start;
+		tmp[k].idx = (uint32_t)i;
+	}
+	/* Then by start within each thread (most producers write them in order). */
+	for (size_t t = 0; t < nt; t++) {
+		start_idx *seg = tmp + wi->first[t];
+		size_t n = wi->first[t + 1] - wi->first[t];
+		for (size_t i = 1; i < n; i++)
+			if (start_idx_cmp(&seg[i - 1], &seg[i]) > 0) {
+				qsort(seg, n, sizeof *seg, start_idx_cmp);
+				break;
+			}
+	}
+	for (size_t i = 0; i < nw; i++) {
+		wi->starts[i] = tmp[i].start;
+		wi->idx[i] = tmp[i].idx;
+	}
+	free(tmp);
+	free(at);
+	return LOMAS_OK;
+}
+
+/*
+ * The window of thread t that a sample starting at clock falls in (see
+ * window_index), or UINT32_MAX when none of t's windows starts at or before
+ * it. *hint: the position found last for the same thread (0 at first); the
+ * next sample's is usually the same or the next one.
+ */
+static uint32_t window_index_find(const window_index *wi, uint32_t t, uint64_t clock, size_t *hint)
+{
+	size_t lo = wi->first[t], hi = wi->first[t + 1], h = *hint;
+	if (h >= lo && h < hi && wi->starts[h] <= clock) {
+		while (h + 1 < hi && wi->starts[h + 1] <= clock && h + 1 - *hint < 4)
+			h++;
+		if (h + 1 == hi || wi->starts[h + 1] > clock) {
+			*hint = h;
+			return wi->idx[h];
+		}
+	}
+	/* The last position in [lo, hi) whose start is <= clock. */
+	if (lo == hi || wi->starts[lo] > clock)
+		return UINT32_MAX;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (wi->starts[mid] <= clock)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	*hint = lo;
+	return wi->idx[lo];
+}
+
+/* --------------------------------------------------------- sample packing */
+
+/*
+ * The profile's own samples as PSAMPLES blocks (header and records), in
+ * order, in a malloc'd buffer. A block is a run of samples of one thread
+ * whose weights are its first one's (the base) times a power of two. Sets
+ * *packable to false (and returns LOMAS_OK) when some sample cannot be
+ * packed as it is: p is then written with a SAMPLES section.
+ */
+static lomas_status pack_samples(const lomas_profile *p, uint8_t **out, size_t *out_len,
+                                 bool *packable)
+{
+	window_index wi;
+	uint8_t *b = NULL;
+	size_t len = 0, cap = 0, head = 0, hint = 0;
+	uint64_t count = 0;
+	uint32_t thread = UINT32_MAX;
+	double base = 0;
+	packed_sample prev = {0};
+	lomas_status st;
+	*out = NULL;
+	*out_len = 0;
+	*packable = false;
+	for (size_t i = 0; i < p->windows.n; i++)
+		if (p->windows.items[i].thread >= p->threads.n)
+			return LOMAS_OK;
+	if (!p->samples.n) {
+		*packable = true;
+		return LOMAS_OK;
+	}
+	if ((st = window_index_build(p, &wi)))
+		return st;
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const lomas_sample *s = &p->samples.items[i];
+		packed_sample x = {.start = s->start,
+		                   .end = s->end,
+		                   .addr = s->addr,
+		                   .start_pc = s->start_pc,
+		                   .end_pc = s->end_pc,
+		                   .kind = s->kind,
+		                   .state = s->state,
+		                   .cross = (s->flags & LOMAS_SAMPLE_CROSS_THREAD) != 0};
+		int e = 0;
+		if (s->thread >= p->threads.n || s->kind > LOMAS_REF_STORE ||
+		    s->state > LOMAS_SAMPLE_CENSORED || (s->flags & ~LOMAS_SAMPLE_CROSS_THREAD) ||
+		    !(s->weight > 0.0 && s->weight <= DBL_MAX) || !packed_representable(&x))
+			goto unpackable;
+		if (s->thread != thread)
+			hint = 0;
+		if (window_index_find(&wi, s->thread, s->start, &hint) != s->window)
+			goto unpackable;
+		/* The level: weight = base x 2^level exactly, else a new block. */
+		if (s->thread == thread && frexp(s->weight / base, &e) == 0.5 && e >= 1 &&
+		    e <= 256 && ldexp(base, e - 1) == s->weight)
+			x.level = (uint8_t)(e - 1);
+		else
+			thread = UINT32_MAX;
+		if (cap - len < PF_BLOCK_HEADER + PACKED_MAX_RECORD) {
+			size_t ncap = cap ? cap * 2 : 4096;
+			uint8_t *nb = realloc(b, ncap);
+			if (!nb) {
+				st = error_set(LOMAS_ENOMEM, "out of memory");
+				goto fail;
+			}
+			b = nb;
+			cap = ncap;
+		}
+		if (thread == UINT32_MAX) {
+			if (count) {
+				wr64(b + head + 16, count);
+				wr64(b + head + 24, len - head - PF_BLOCK_HEADER);
+			}
+			head = len;
+			memset(b + head, 0, PF_BLOCK_HEADER);
+			thread = s->thread;
+			base = s->weight;
+			wr32(b + head, thread);
+			wrf64(b + head + 8, base);
+			len += PF_BLOCK_HEADER;
+			count = 0;
+			memset(&prev, 0, sizeof prev);
+		}
+		len = (size_t)(packed_put(b + len, &x, &prev) - b);
+		prev = x;
+		count++;
+	}
+	wr64(b + head + 16, count);
+	wr64(b + head + 24, len - head - PF_BLOCK_HEADER);
+	window_index_free(&wi);
+	*out = b;
+	*out_len = len;
+	*packable = true;
+	return LOMAS_OK;
+unpackable:
+	st = LOMAS_OK;
+fail:
+	window_index_free(&wi);
+	free(b);
+	return st;
+}
+
 /* ------------------------------------------------------------------ encoder */
 
 static size_t align8(size_t n)
@@ -116,6 +335,9 @@ typedef struct encoder {
 	uint32_t crc;                     /* of the current section so far */
 	lomas_status st;                  /* the first error */
 	const profile_sample_source *src; /* samples after p's own, or NULL */
+	bool packed;                      /* samples in PSAMPLES (else SAMPLES) */
+	const uint8_t *own;               /* p's samples packed (PSAMPLES blocks) */
+	size_t own_len;
 } encoder;
 
 static int pwrite_all(int fd, const uint8_t *data, size_t len, uint64_t off)
@@ -207,9 +429,11 @@ static void enc_str(encoder *e, const char *s)
 }
 
 /* Section sizes and offsets (8-byte aligned after the header and table). */
-static lomas_status layout(const lomas_profile *p, uint64_t nsamples, size_t size[SEC_KNOWN],
+static lomas_status layout(const encoder *e, const lomas_profile *p, size_t size[SEC_KNOWN],
                            size_t off[SEC_KNOWN], const int *order, size_t nsec, size_t *total)
 {
+	const profile_sample_source *src = e->src;
+	uint64_t nsamples = p->samples.n + (src ? src->n : 0);
 	if (p->meta.n > UINT32_MAX || p->calib.n > UINT32_MAX || p->maps.n > UINT32_MAX)
 		return error_set(LOMAS_ERANGE, "too many metadata, calibration or map entries");
 
@@ -238,12 +462,16 @@ static lomas_status layout(const lomas_profile *p, uint64_t nsamples, size_t siz
 	}
 	/* The arrays already live in memory at >= these sizes, so no overflow;
 	 * samples from a source need not. */
-	if (nsamples > (SIZE_MAX / 2 - 8) / PF_SAMPLE_SIZE)
+	if (nsamples > (SIZE_MAX / 2 - 8) / PF_SAMPLE_SIZE ||
+	    (src && (src->nblocks > (SIZE_MAX / 4) / PF_BLOCK_HEADER || src->bytes > SIZE_MAX / 4)))
 		return error_set(LOMAS_ERANGE, "too many samples (%llu)",
 		                 (unsigned long long)nsamples);
 	size[SEC_THREADS] = 8 + p->threads.n * PF_THREAD_SIZE;
 	size[SEC_WINDOWS] = 8 + p->windows.n * PF_WINDOW_SIZE;
 	size[SEC_SAMPLES] = 8 + (size_t)nsamples * PF_SAMPLE_SIZE;
+	size[SEC_PSAMPLES] =
+	    8 + e->own_len +
+	    (src ? (size_t)src->nblocks * PF_BLOCK_HEADER + (size_t)src->bytes : 0);
 
 	/* Layout: header, section table, then each section 8-byte aligned. */
 	*total = PF_HEADER_SIZE + nsec * PF_ENTRY_SIZE;
@@ -271,6 +499,40 @@ static void enc_sample(encoder *e, const lomas_sample *s)
 	q[58] = (uint8_t)s->flags;
 	q[59] = (uint8_t)(s->flags >> 8);
 	enc_done(e, PF_SAMPLE_SIZE);
+}
+
+/* The source's blocks, as they are, each after its header; they must add
+ * up to what the source declared (the layout was made from that). */
+static void enc_source(encoder *e)
+{
+	const profile_sample_source *src = e->src;
+	uint64_t n = 0, bytes = 0;
+	for (uint64_t i = 0; i < src->nblocks && !e->st; i++) {
+		profile_sample_block b;
+		lomas_status st;
+		uint8_t *q;
+		if ((st = src->next(src->ctx, &b))) {
+			e->st = st;
+			return;
+		}
+		n += b.n;
+		bytes += b.len;
+		if (n > src->n || bytes > src->bytes) {
+			e->st =
+			    error_set(LOMAS_EINVAL, "the sample source gave more than it declared");
+			return;
+		}
+		q = enc_room(e, PF_BLOCK_HEADER);
+		wr32(q, b.thread);
+		wr32(q + 4, b.level_floor);
+		wrf64(q + 8, b.base_weight);
+		wr64(q + 16, b.n);
+		wr64(q + 24, b.len);
+		enc_done(e, PF_BLOCK_HEADER);
+		enc_bytes(e, b.data, b.len);
+	}
+	if (!e->st && (n != src->n || bytes != src->bytes))
+		e->st = error_set(LOMAS_EINVAL, "the sample source gave less than it declared");
 }
 
 static void enc_section(encoder *e, const lomas_profile *p, int t)
@@ -314,19 +576,15 @@ static void enc_section(encoder *e, const lomas_profile *p, int t)
 		}
 		break;
 	case SEC_SAMPLES:
-		enc_u64(e, p->samples.n + (e->src ? e->src->n : 0));
+		enc_u64(e, p->samples.n);
 		for (size_t i = 0; i < p->samples.n; i++)
 			enc_sample(e, &p->samples.items[i]);
-		for (uint64_t i = 0; e->src && i < e->src->n && !e->st; i++) {
-			lomas_sample s;
-			lomas_status st;
-			if ((st = e->src->next(e->src->ctx, &s)) ||
-			    (st = profile_check_sample(p, p->samples.n + (size_t)i, &s))) {
-				e->st = st;
-				break;
-			}
-			enc_sample(e, &s);
-		}
+		break;
+	case SEC_PSAMPLES:
+		enc_u64(e, p->samples.n + (e->src ? e->src->n : 0));
+		enc_bytes(e, e->own, e->own_len);
+		if (e->src)
+			enc_source(e);
 		break;
 	case SEC_MAPS:
 		enc_u32(e, (uint32_t)p->maps.n);
@@ -344,21 +602,49 @@ static void enc_section(encoder *e, const lomas_profile *p, int t)
 	}
 }
 
+static lomas_status encode_sections(encoder *e, const lomas_profile *p, const size_t *size,
+                                    const size_t *off, const int *order, size_t nsec, size_t total,
+                                    uint32_t *crc, uint8_t *head, size_t head_len);
+
 /* The whole file through e: the sections at their offsets, then the header and table. */
 static lomas_status encode(encoder *e, const lomas_profile *p, size_t *len)
 {
 	size_t size[SEC_KNOWN] = {0}, off[SEC_KNOWN] = {0};
 	uint32_t crc[SEC_KNOWN] = {0};
-	static const int order[] = {SEC_PROFILE, SEC_META,    SEC_CALIB, SEC_THREADS,
-	                            SEC_WINDOWS, SEC_SAMPLES, SEC_MAPS};
+	int order[] = {SEC_PROFILE, SEC_META,     SEC_CALIB, SEC_THREADS,
+	               SEC_WINDOWS, SEC_PSAMPLES, SEC_MAPS};
 	const size_t nsec = sizeof order / sizeof order[0];
 	uint8_t head[PF_HEADER_SIZE + sizeof order / sizeof order[0] * PF_ENTRY_SIZE];
 	size_t total = 0;
+	uint8_t *own = NULL;
 	lomas_status st;
 
-	if ((st = layout(p, p->samples.n + (e->src ? e->src->n : 0), size, off, order, nsec,
-	                 &total)))
+	if ((st = pack_samples(p, &own, &e->own_len, &e->packed)))
 		return st;
+	e->own = own;
+	if (!e->packed) {
+		if (e->src)
+			return error_set(
+			    LOMAS_EINVAL,
+			    "profile samples that cannot be packed, with a sample source");
+		order[5] = SEC_SAMPLES;
+	}
+	st = layout(e, p, size, off, order, nsec, &total);
+	if (!st)
+		st = encode_sections(e, p, size, off, order, nsec, total, crc, head, sizeof head);
+	free(own);
+	e->own = NULL;
+	if (st)
+		return st;
+	*len = total;
+	return LOMAS_OK;
+}
+
+/* encode's second half: the sections, then the header and table into head. */
+static lomas_status encode_sections(encoder *e, const lomas_profile *p, const size_t *size,
+                                    const size_t *off, const int *order, size_t nsec, size_t total,
+                                    uint32_t *crc, uint8_t *head, size_t head_len)
+{
 	if (e->image == NULL && e->stage == NULL) {
 		/* profile_save_buffer: the image, zeroed (the padding between sections). */
 		if (!(e->image = calloc(1, total)))
@@ -372,7 +658,7 @@ static lomas_status encode(encoder *e, const lomas_profile *p, size_t *len)
 	}
 	if (e->st)
 		return e->st;
-	memset(head, 0, sizeof head);
+	memset(head, 0, head_len);
 	for (size_t i = 0; i < nsec; i++) {
 		uint8_t *q = head + PF_HEADER_SIZE + i * PF_ENTRY_SIZE;
 		int t = order[i];
@@ -387,9 +673,8 @@ static lomas_status encode(encoder *e, const lomas_profile *p, size_t *len)
 	wr32(head + 20, crc32_update(0, head + PF_HEADER_SIZE, nsec * PF_ENTRY_SIZE));
 	wr64(head + 24, PF_HEADER_SIZE);
 	enc_seek(e, 0);
-	enc_bytes(e, head, sizeof head);
+	enc_bytes(e, head, head_len);
 	enc_flush(e);
-	*len = total;
 	return e->st;
 }
 
@@ -738,10 +1023,154 @@ static lomas_status decode_samples(const reader *r, const section *s, lomas_prof
 	return LOMAS_OK;
 }
 
+/*
+ * PSAMPLES: u64 count, then blocks to the section's end, each a 32-byte
+ * header (u32 thread, u32 level floor, f64 base weight, u64 records, u64
+ * bytes) and its packed records (see packed_sample in core.h). A sample's
+ * window is the one of its thread that its start falls in (window_index).
+ */
+static lomas_status decode_psamples(const reader *r, const section *s, lomas_profile *p)
+{
+	const uint8_t *q, *end = r->b + s->off + s->len;
+	uint64_t count, i = 0;
+	window_index wi;
+	lomas_status st = LOMAS_OK;
+	if (s->len < 8)
+		return bad(r, s->off,
+		           "section PSAMPLES length %" PRIu64 " is shorter than its count", s->len);
+	count = rd64(r->b + s->off);
+	if (count > (s->len - 8) / PF_MIN_RECORD)
+		return bad(r, s->off,
+		           "section PSAMPLES count %" PRIu64
+		           " is too large for its length %" PRIu64,
+		           count, s->len);
+	if ((st = vec_reserve(&p->samples, count)) || (st = window_index_build(p, &wi)))
+		return st;
+	for (q = r->b + s->off + 8; q < end && !st;) {
+		uint64_t at = (uint64_t)(q - r->b), n, blen;
+		uint32_t thread, floor;
+		double base;
+		packed_sample prev = {0}, x;
+		size_t hint = 0;
+		const uint8_t *bend;
+		if ((size_t)(end - q) < PF_BLOCK_HEADER) {
+			st =
+			    bad(r, at, "sample block header runs past the end of section PSAMPLES");
+			break;
+		}
+		thread = rd32(q);
+		floor = rd32(q + 4);
+		base = rdf64(q + 8);
+		n = rd64(q + 16);
+		blen = rd64(q + 24);
+		if (thread >= p->threads.n) {
+			st = bad(r, at, "sample block names thread %" PRIu32 " of %zu", thread,
+			         p->threads.n);
+			break;
+		}
+		if (floor > 255) {
+			st = bad(r, at + 4, "sample block level floor %" PRIu32 " is above 255",
+			         floor);
+			break;
+		}
+		if (!(base > 0.0 && base <= DBL_MAX)) {
+			st = bad(r, at + 8,
+			         "sample block base weight %g is not positive and finite", base);
+			break;
+		}
+		if (n > count - i) {
+			st = bad(r, at + 16,
+			         "sample block of %" PRIu64
+			         " records: more samples than the count %" PRIu64,
+			         n, count);
+			break;
+		}
+		if (blen > (uint64_t)(end - q) - PF_BLOCK_HEADER) {
+			st = bad(r, at + 24,
+			         "sample block length %" PRIu64
+			         " runs past the end of section PSAMPLES",
+			         blen);
+			break;
+		}
+		q += PF_BLOCK_HEADER;
+		bend = q + blen;
+		for (uint64_t k = 0; k < n; k++, i++) {
+			lomas_sample *o = &p->samples.items[i];
+			unsigned level;
+			at = (uint64_t)(q - r->b);
+			if (!(q = packed_get(q, bend, &x, &prev))) {
+				st = bad(r, at,
+				         "sample %" PRIu64
+				         ": record runs past its block or has a malformed varint",
+				         i);
+				break;
+			}
+			if (q[-2] & PACKED_KIND_RESERVED || x.kind > LOMAS_REF_STORE) {
+				st = bad(r, (uint64_t)(q - 2 - r->b),
+				         "sample %" PRIu64 ": bad kind byte 0x%02x", i, q[-2]);
+				break;
+			}
+			if (x.state > LOMAS_SAMPLE_CENSORED) {
+				st = bad(r, (uint64_t)(q - 2 - r->b),
+				         "sample %" PRIu64 ": bad state %u", i, x.state);
+				break;
+			}
+			level = x.level > floor ? x.level : floor;
+			o->start = x.start;
+			o->end = x.end;
+			o->addr = x.addr;
+			o->start_pc = x.start_pc;
+			o->end_pc = x.end_pc;
+			o->weight = ldexp(base, (int)level);
+			o->thread = thread;
+			o->window = window_index_find(&wi, thread, x.start, &hint);
+			o->kind = x.kind;
+			o->state = x.state;
+			o->flags = x.cross ? LOMAS_SAMPLE_CROSS_THREAD : 0;
+			o->reserved = 0;
+			if (o->window == UINT32_MAX) {
+				st = bad(r, at,
+				         "sample %" PRIu64 ": no window of thread %" PRIu32
+				         " starts at or before its start %" PRIu64,
+				         i, thread, x.start);
+				break;
+			}
+			if (!(o->weight <= DBL_MAX)) {
+				st = bad(r, (uint64_t)(q - 1 - r->b),
+				         "sample %" PRIu64 ": weight %g x 2^%u is not finite", i,
+				         base, level);
+				break;
+			}
+			if (x.state != LOMAS_SAMPLE_DANGLING && x.end <= x.start) {
+				st = bad(r, at,
+				         "sample %" PRIu64 ": end %" PRIu64
+				         " not after start %" PRIu64,
+				         i, x.end, x.start);
+				break;
+			}
+			prev = x;
+		}
+		if (!st && q != bend)
+			st = bad(r, (uint64_t)(q - r->b),
+			         "%" PRIu64 " unused bytes at the end of a sample block",
+			         (uint64_t)(bend - q));
+	}
+	window_index_free(&wi);
+	if (st)
+		return st;
+	if (i != count)
+		return bad(r, s->off,
+		           "section PSAMPLES count %" PRIu64 " disagrees with its %" PRIu64
+		           " records",
+		           count, i);
+	p->samples.n = count;
+	return LOMAS_OK;
+}
+
 /* Read the header and section table into secs[SEC_KNOWN]. */
 static lomas_status read_table(const reader *r, section *secs)
 {
-	uint32_t version, flags, nsec, tcrc, crc;
+	uint32_t version, major, flags, nsec, tcrc, crc;
 	uint64_t toff;
 	if (r->len < PF_HEADER_SIZE) {
 		if (r->len >= 8 && memcmp(r->b, PF_MAGIC, 8) != 0)
@@ -757,9 +1186,10 @@ static lomas_status read_table(const reader *r, section *secs)
 		           "format version %u.%u is newer than this reader (%u.%u); "
 		           "a newer liblomas is needed",
 		           version >> 16, version & 0xffff, PF_MAJOR, PF_MINOR);
-	if (version >> 16 != PF_MAJOR)
+	if (version >> 16 < PF_OLDEST_MAJOR)
 		return bad(r, 8, "unsupported format version %u.%u", version >> 16,
 		           version & 0xffff);
+	major = version >> 16;
 	flags = rd32(r->b + 12);
 	if (flags != 0)
 		return bad(r, 12, "unknown header flags 0x%" PRIx32, flags);
@@ -791,7 +1221,7 @@ static lomas_status read_table(const reader *r, section *secs)
 			           nm, type, off, len, r->len);
 		if (crc32_update(0, r->b + off, (size_t)len) != scrc)
 			return bad(r, off, "section %s (type %" PRIu32 ") CRC mismatch", nm, type);
-		if (type == 0 || type >= SEC_KNOWN)
+		if (type == 0 || type >= SEC_KNOWN || (major < 2 && type == SEC_PSAMPLES))
 			continue; /* unknown: skipped (a newer minor version's addition) */
 		if (sflags != 0)
 			return bad(r, e + 4, "section %s has unknown flags 0x%" PRIx32, nm, sflags);
@@ -806,12 +1236,19 @@ static lomas_status read_table(const reader *r, section *secs)
 		secs[type].len = len;
 	}
 	{
-		static const int required[] = {SEC_PROFILE, SEC_THREADS, SEC_WINDOWS, SEC_SAMPLES};
+		static const int required[] = {SEC_PROFILE, SEC_THREADS, SEC_WINDOWS};
 		for (size_t i = 0; i < sizeof required / sizeof required[0]; i++)
 			if (!secs[required[i]].present)
 				return bad(r, toff, "required section %s is missing",
 				           sec_names[required[i]]);
 	}
+	/* The samples: SAMPLES in 1.x; SAMPLES or PSAMPLES, not both, from 2.0. */
+	if (secs[SEC_SAMPLES].present && secs[SEC_PSAMPLES].present)
+		return bad(r, secs[SEC_PSAMPLES].entry,
+		           "sections SAMPLES and PSAMPLES both present");
+	if (!secs[SEC_SAMPLES].present && !secs[SEC_PSAMPLES].present)
+		return bad(r, toff, "required section %s is missing",
+		           major < 2 ? "SAMPLES" : "PSAMPLES (or SAMPLES)");
 	return LOMAS_OK;
 }
 
@@ -845,14 +1282,16 @@ lomas_status profile_load_buffer(const void *data, size_t len, const char *name,
 		return st;
 	if ((st = decode_threads(&r, &secs[SEC_THREADS], p)) ||
 	    (st = decode_windows(&r, &secs[SEC_WINDOWS], p)) ||
-	    (st = decode_samples(&r, &secs[SEC_SAMPLES], p)) ||
+	    (secs[SEC_SAMPLES].present && (st = decode_samples(&r, &secs[SEC_SAMPLES], p))) ||
+	    (secs[SEC_PSAMPLES].present && (st = decode_psamples(&r, &secs[SEC_PSAMPLES], p))) ||
 	    (secs[SEC_META].present && (st = decode_meta(&r, &secs[SEC_META], p))) ||
 	    (secs[SEC_CALIB].present && (st = decode_calib(&r, &secs[SEC_CALIB], p))) ||
 	    (secs[SEC_MAPS].present && (st = decode_maps(&r, &secs[SEC_MAPS], p))))
 		goto fail;
 	/* The decoders already made these checks; this backstop keeps the two in step. */
 	if ((st = profile_validate(p))) {
-		error_prefix(st, "%s: offset %" PRIu64, r.name, secs[SEC_SAMPLES].off);
+		error_prefix(st, "%s: offset %" PRIu64, r.name,
+		             secs[secs[SEC_SAMPLES].present ? SEC_SAMPLES : SEC_PSAMPLES].off);
 		goto fail;
 	}
 	*out = p;

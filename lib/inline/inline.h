@@ -64,23 +64,16 @@ static inline bool filter_may_watch(uint8_t byte, uint64_t addr)
 
 /* ------------------------------------------------------------- samples */
 
-/* A finished (or, at collection, still open) sample in the thread's store. */
-typedef struct isample {
-	uint64_t start;    /* thread clock of the sampled reference */
-	uint64_t end;      /* reuse or drop clock; LOMAS_CLOCK_NONE when dangling */
-	uint64_t addr;     /* data address of the sampled reference */
-	uint64_t start_pc; /* instruction next to the sampled reference */
-	uint64_t end_pc;   /* instruction next to the reuse (0 if none) */
-	uint8_t kind;      /* lomas_ref_kind */
-	uint8_t state;     /* lomas_sample_state */
-	uint8_t level;     /* weight = base period x 2^level (adaptive thinning) */
-	uint8_t reserved;
-	uint32_t reserved2;
-} isample;
+/*
+ * A finished (or, at collection, still open) sample in the thread's store: a
+ * packed record (core.h). level: weight = base period x 2^level (adaptive
+ * thinning); cross is never set (reuse is per thread).
+ */
+typedef packed_sample isample;
 
 /*
- * Finished samples as delta/varint records (table.c: about 12-20 bytes a
- * sample instead of 48), in STORE_FATES streams, each one growing allocation
+ * Finished samples as packed records (table.c: about 12-20 bytes a sample
+ * instead of 48), in STORE_FATES streams, each one growing allocation
  * whose unused tail is never touched (zero-fill pages stay unmapped). The
  * store has a level (the thinnings so far); a thinning drops each sample at
  * or below it with probability 1/2, independently, and the survivors' level
@@ -94,13 +87,11 @@ typedef struct isample {
  */
 #define STORE_FATES 32u
 typedef struct store_stream {
-	uint8_t *data;  /* cap bytes, or NULL (no sample yet) */
-	size_t len;     /* bytes of samples */
-	size_t cap;     /* bytes allocated */
-	uint64_t n;     /* samples */
-	uint64_t start; /* the newest sample's start, addr and start_pc: */
-	uint64_t addr;  /* the next one is encoded relative to them */
-	uint64_t pc;
+	uint8_t *data; /* cap bytes, or NULL (no sample yet) */
+	size_t len;    /* bytes of samples */
+	size_t cap;    /* bytes allocated */
+	uint64_t n;    /* samples */
+	isample prev;  /* the newest sample: the next one is encoded relative to it */
 } store_stream;
 
 typedef struct sample_store {
@@ -116,7 +107,7 @@ typedef struct sample_store {
 typedef struct store_iter {
 	const sample_store *st;
 	unsigned k; /* streams done */
-	const uint8_t *p;
+	const uint8_t *p, *end;
 	uint64_t left; /* samples left in stream k */
 	isample prev;
 } store_iter;
@@ -140,6 +131,16 @@ bool store_push(sample_store *st, const inline_alloc *a, const isample *s);
 void store_free(sample_store *st, const inline_alloc *a);
 /* Move from's samples to to; from is left empty, its fates kept. */
 void store_take(sample_store *to, sample_store *from);
+/*
+ * The store as PSAMPLES blocks (its streams are blocks as they are): the
+ * next non-empty stream after the *k done (0 at first), in store_iter's
+ * order, as a block of thread's samples of weight base_period x 2^level;
+ * false when none is left. The block points into the store.
+ */
+bool store_next_block(const sample_store *st, unsigned *k, uint32_t thread, double base_period,
+                      profile_sample_block *out);
+/* Add the store's samples, non-empty streams and their bytes to src's totals. */
+void store_add_totals(const sample_store *st, profile_sample_source *src);
 /*
  * The adaptive thinning step of period "auto": drop the samples whose fate
  * ends at the store's level (each sample at or below it with probability

@@ -32,68 +32,15 @@ const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes, realloc_byte
 /* ----------------------------------------------------------------- store */
 
 /*
- * A sample is five varints and two bytes: the start, the addr and the
- * start_pc as zigzag deltas from the previous sample's (zero before the
- * first), the end (0 for LOMAS_CLOCK_NONE, else 1 + the zigzag delta from
- * start) and the end_pc (zigzag delta from start_pc), then kind | state << 4
- * and the level the sample was pushed with (a byte: the level it is read
- * back with is the greater of it and the store's, see store_level_of).
+ * A sample is one packed record (core.h, packed_sample: the profile file's
+ * PSAMPLES records): the start, the addr and the start_pc as deltas from the
+ * previous sample's in its stream, the end and end_pc from the start and
+ * start_pc, the kind and state, and the level the sample was pushed with (a
+ * byte: the level it is read back with is the greater of it and the store's,
+ * see store_level_of). Each stream is a PSAMPLES block as it is.
  */
-#define PACKED_MAX_SAMPLE 52u
 /* The first allocation (untouched past what is used) and the growth step (x2). */
 #define STORE_FIRST_BYTES (256u * 1024u)
-
-static inline uint64_t zigzag(uint64_t delta)
-{
-	return (delta << 1) ^ (uint64_t)((int64_t)delta >> 63);
-}
-
-static inline uint64_t unzigzag(uint64_t v)
-{
-	return (v >> 1) ^ (0 - (v & 1));
-}
-
-/*
- * LEB128, low 7 bits first. (Reading and writing the varints as whole 8-byte
- * words, the groups gathered with shifts and masks, was slower: 21 ns a push
- * instead of 14 on stream's samples, whose varints are mostly 1-3 bytes.)
- */
-static inline uint8_t *put_varint(uint8_t *q, uint64_t v)
-{
-	while (v >= 0x80) {
-		*q++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*q++ = (uint8_t)v;
-	return q;
-}
-
-static inline const uint8_t *get_varint(const uint8_t *p, uint64_t *v)
-{
-	uint64_t x = 0;
-	for (unsigned shift = 0;; shift += 7) {
-		uint8_t b = *p++;
-		x |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80))
-			break;
-	}
-	*v = x;
-	return p;
-}
-
-/* s relative to the previous sample's start, addr and start_pc. */
-static inline uint8_t *encode_sample(uint8_t *q, const isample *s, uint64_t start, uint64_t addr,
-                                     uint64_t pc)
-{
-	q = put_varint(q, zigzag(s->start - start));
-	q = put_varint(q, s->end == LOMAS_CLOCK_NONE ? 0 : zigzag(s->end - s->start) + 1);
-	q = put_varint(q, zigzag(s->addr - addr));
-	q = put_varint(q, zigzag(s->start_pc - pc));
-	q = put_varint(q, zigzag(s->end_pc - s->start_pc));
-	q[0] = (uint8_t)((s->kind & 0xfu) | (s->state & 0xfu) << 4);
-	q[1] = s->level;
-	return q + 2;
-}
 
 /*
  * The level of a sample pushed with level pushed, in a store now at level:
@@ -107,25 +54,12 @@ static inline uint8_t store_level_of(uint8_t pushed, uint8_t level)
 	return (int8_t)(uint8_t)(pushed - level) < 0 ? level : pushed;
 }
 
-static inline const uint8_t *decode_sample(const uint8_t *p, isample *s, const isample *prev,
-                                           uint8_t level)
+static inline const uint8_t *decode_sample(const uint8_t *p, const uint8_t *end, isample *s,
+                                           const isample *prev, uint8_t level)
 {
-	uint64_t v;
-	memset(s, 0, sizeof *s);
-	p = get_varint(p, &v);
-	s->start = prev->start + unzigzag(v);
-	p = get_varint(p, &v);
-	s->end = v == 0 ? LOMAS_CLOCK_NONE : s->start + unzigzag(v - 1);
-	p = get_varint(p, &v);
-	s->addr = prev->addr + unzigzag(v);
-	p = get_varint(p, &v);
-	s->start_pc = prev->start_pc + unzigzag(v);
-	p = get_varint(p, &v);
-	s->end_pc = s->start_pc + unzigzag(v);
-	s->kind = p[0] & 0xfu;
-	s->state = p[0] >> 4;
-	s->level = store_level_of(p[1], level);
-	return p + 2;
+	p = packed_get(p, end, s, prev);
+	s->level = store_level_of(s->level, level);
+	return p;
 }
 
 /* Room for one more sample: the first allocation, or twice the last. */
@@ -133,7 +67,7 @@ static bool stream_room(store_stream *ss, const inline_alloc *a)
 {
 	size_t cap;
 	uint8_t *mem;
-	if (ss->cap - ss->len >= PACKED_MAX_SAMPLE)
+	if (ss->cap - ss->len >= PACKED_MAX_RECORD)
 		return true;
 	if (!ss->data) {
 		if (!(ss->data = a->alloc(STORE_FIRST_BYTES)))
@@ -181,11 +115,8 @@ bool store_push(sample_store *st, const inline_alloc *a, const isample *s)
 	store_stream *ss = &st->s[store_death(st, s->level) % STORE_FATES];
 	if (!stream_room(ss, a))
 		return false;
-	ss->len =
-	    (size_t)(encode_sample(ss->data + ss->len, s, ss->start, ss->addr, ss->pc) - ss->data);
-	ss->start = s->start;
-	ss->addr = s->addr;
-	ss->pc = s->start_pc;
+	ss->len = (size_t)(packed_put(ss->data + ss->len, s, &ss->prev) - ss->data);
+	ss->prev = *s;
 	ss->n++;
 	st->n++;
 	return true;
@@ -219,6 +150,7 @@ void store_iter_init(store_iter *it, const sample_store *st)
 	memset(it, 0, sizeof *it);
 	it->st = st;
 	it->p = st->s[st->level % STORE_FATES].data;
+	it->end = it->p + st->s[st->level % STORE_FATES].len;
 	it->left = st->s[st->level % STORE_FATES].n;
 }
 
@@ -231,13 +163,44 @@ bool store_iter_next(store_iter *it, isample *out)
 			return false;
 		ss = &st->s[(st->level + it->k) % STORE_FATES];
 		it->p = ss->data;
+		it->end = ss->data + ss->len;
 		it->left = ss->n;
 		memset(&it->prev, 0, sizeof it->prev);
 	}
-	it->p = decode_sample(it->p, out, &it->prev, (uint8_t)st->level);
+	it->p = decode_sample(it->p, it->end, out, &it->prev, (uint8_t)st->level);
 	it->prev = *out;
 	it->left--;
 	return true;
+}
+
+bool store_next_block(const sample_store *st, unsigned *k, uint32_t thread, double base_period,
+                      profile_sample_block *out)
+{
+	while (*k < STORE_FATES) {
+		const store_stream *ss = &st->s[(st->level + (*k)++) % STORE_FATES];
+		if (!ss->n)
+			continue;
+		out->thread = thread;
+		out->level_floor = (uint8_t)st->level;
+		out->base_weight = base_period;
+		out->n = ss->n;
+		out->data = ss->data;
+		out->len = ss->len;
+		return true;
+	}
+	return false;
+}
+
+void store_add_totals(const sample_store *st, profile_sample_source *src)
+{
+	for (unsigned k = 0; k < STORE_FATES; k++) {
+		const store_stream *ss = &st->s[k];
+		if (!ss->n)
+			continue;
+		src->n += ss->n;
+		src->nblocks++;
+		src->bytes += ss->len;
+	}
 }
 
 void store_thin(sample_store *st, const inline_alloc *a)

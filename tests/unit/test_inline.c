@@ -783,36 +783,77 @@ static void test_profile_assembly(void **state)
 	table_free(&f);
 }
 
-/* A sample source over stores, as the runtime's exit path reads them. */
+/* A sample source over stores, as the runtime's exit path gives them. */
 typedef struct test_source {
 	const sample_store *st[2];
 	inline_sample_place pl[2];
 	size_t at;
-	store_iter it;
-	bool started;
-	uint64_t fail_at; /* fail at this sample (UINT64_MAX: never) */
+	unsigned k;
+	uint64_t fail_at; /* fail at this block (UINT64_MAX: never) */
 	uint64_t given;
 } test_source;
 
-static lomas_status test_source_next(void *ctx, lomas_sample *out)
+static lomas_status test_source_next(void *ctx, profile_sample_block *out)
 {
 	test_source *ts = ctx;
-	isample s;
 	if (ts->given++ == ts->fail_at)
 		return LOMAS_EIO;
 	while (ts->at < 2) {
-		if (!ts->started) {
-			store_iter_init(&ts->it, ts->st[ts->at]);
-			ts->started = true;
-		}
-		if (store_iter_next(&ts->it, &s)) {
-			inline_sample_to_profile(&s, &ts->pl[ts->at], out);
+		if (store_next_block(ts->st[ts->at], &ts->k, ts->pl[ts->at].thread,
+		                     ts->pl[ts->at].base_period, out))
 			return LOMAS_OK;
-		}
 		ts->at++;
-		ts->started = false;
+		ts->k = 0;
 	}
 	return LOMAS_EINVAL;
+}
+
+static void test_source_rewind(test_source *ts, uint64_t fail_at)
+{
+	ts->at = 0, ts->k = 0, ts->given = 0, ts->fail_at = fail_at;
+}
+
+static int sample_order(const void *pa, const void *pb)
+{
+	const lomas_sample *a = pa, *b = pb;
+	if (a->thread != b->thread)
+		return a->thread < b->thread ? -1 : 1;
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;
+	return (a->addr > b->addr) - (a->addr < b->addr);
+}
+
+/*
+ * The samples (in any order: the streams of a thinning store interleave the
+ * open samples with the finished ones), threads and windows of a and b are
+ * the same. Sorts both profiles' samples.
+ */
+static void assert_same_samples(lomas_profile *a, lomas_profile *b)
+{
+	assert_int_equal(a->threads.n, b->threads.n);
+	assert_int_equal(a->windows.n, b->windows.n);
+	for (size_t i = 0; i < a->windows.n; i++) {
+		assert_int_equal(a->windows.items[i].start, b->windows.items[i].start);
+		assert_int_equal(a->windows.items[i].refs, b->windows.items[i].refs);
+		assert_int_equal(a->windows.items[i].thread, b->windows.items[i].thread);
+	}
+	assert_int_equal(a->samples.n, b->samples.n);
+	qsort(a->samples.items, a->samples.n, sizeof *a->samples.items, sample_order);
+	qsort(b->samples.items, b->samples.n, sizeof *b->samples.items, sample_order);
+	for (size_t i = 0; i < a->samples.n; i++) {
+		const lomas_sample *x = &a->samples.items[i], *y = &b->samples.items[i];
+		assert_int_equal(x->start, y->start);
+		assert_int_equal(x->end, y->end);
+		assert_int_equal(x->addr, y->addr);
+		assert_int_equal(x->start_pc, y->start_pc);
+		assert_int_equal(x->end_pc, y->end_pc);
+		assert_true(x->weight == y->weight);
+		assert_int_equal(x->thread, y->thread);
+		assert_int_equal(x->window, y->window);
+		assert_int_equal(x->kind, y->kind);
+		assert_int_equal(x->state, y->state);
+		assert_int_equal(x->flags, y->flags);
+	}
 }
 
 static void fill_store(sample_store *st, rng *r, size_t n, uint64_t refs)
@@ -835,41 +876,49 @@ static void fill_store(sample_store *st, rng *r, size_t n, uint64_t refs)
 }
 
 /*
- * The exit path: the thread heads in the profile and the samples from the
- * stores (open ones appended, dangling) give byte for byte the file of the
- * profile that holds every sample in memory (profile_save_buffer), in a
- * buffer and in a file; a source's bad sample or failure fails the save.
+ * The exit path: the thread heads in the profile and the stores' streams
+ * (open samples appended, dangling) copied as PSAMPLES blocks give a file
+ * that loads as the profile that holds every sample in memory (the windows
+ * come from the samples' starts, the weights from the blocks' base and
+ * floor), in a buffer and in a file; a failing source fails the save, and
+ * one that gives other totals than it declared too.
  */
 static void test_streamed_samples_equal_in_memory_file(void **state)
 {
-	lomas_profile *mem, *head;
+	lomas_profile *mem, *head, *got_p;
 	table_fixture f;
 	sample_store a = {0}, b = {0};
 	inline_thread_data ta, tb;
 	test_source src = {.fail_at = UINT64_MAX};
 	profile_sample_source ps = {.next = test_source_next, .ctx = &src};
-	void *want, *got;
-	size_t want_len, got_len;
-	rng r;
+	void *got;
+	size_t got_len, want_len;
+	rng r, fates;
 	isample c;
 	(void)state;
 	rng_seed(&r, 5);
+	rng_seed(&fates, 6);
+	/* Thread a's store thins (its samples spread over many streams, the
+	 * floor above some pushed levels); b's has one stream. */
+	a.fates = &fates;
 	fill_store(&a, &r, 3000, 4000000);
+	store_thin(&a, &inline_malloc_alloc);
+	store_thin(&a, &inline_malloc_alloc);
 	fill_store(&b, &r, 700, 90000);
 	table_new(&f, 64, 6);
+	/* Open samples up to the thread's last reference (the last window). */
 	for (uint64_t i = 0; i < 100; i++)
-		wt_start(&f.wt, 0x10000 + i * 64 * 3, 4000000 + i, 0x500 + i, LOMAS_REF_LOAD, 2,
+		wt_start(&f.wt, 0x10000 + i * 64 * 3, 4000100 + i, 0x500 + i, LOMAS_REF_LOAD, 2,
 		         &c);
 	ta = (inline_thread_data){
 	    .tid = 7, .refs = 4000200, .base_period = 128.0, .done = &a, .open = &f.wt};
-	tb = (inline_thread_data){.tid = 8, .refs = 90000, .base_period = 128.0, .done = &b};
+	tb = (inline_thread_data){.tid = 8, .refs = 90000, .base_period = 96.0, .done = &b};
 	assert_int_equal(lomas_profile_new(64, &mem), LOMAS_OK);
 	assert_int_equal(inline_profile_add_thread(mem, &ta, 32768), LOMAS_OK);
 	assert_int_equal(inline_profile_add_thread(mem, &tb, 32768), LOMAS_OK);
 	profile_meta_setf(mem, "clock", "inline");
 	assert_int_equal(profile_validate(mem), LOMAS_OK);
-	assert_int_equal(mem->samples.n, 3000 + 64 + 700);
-	assert_int_equal(profile_save_buffer(mem, &want, &want_len), LOMAS_OK);
+	assert_int_equal(mem->samples.n, a.n + 64 + 700);
 
 	assert_int_equal(lomas_profile_new(64, &head), LOMAS_OK);
 	assert_int_equal(inline_profile_add_thread_head(head, &ta, 32768, &src.pl[0]), LOMAS_OK);
@@ -879,39 +928,47 @@ static void test_streamed_samples_equal_in_memory_file(void **state)
 	assert_true(wt_collect(&f.wt, &a, &inline_malloc_alloc));
 	src.st[0] = &a;
 	src.st[1] = &b;
-	ps.n = a.n + b.n;
+	store_add_totals(&a, &ps);
+	store_add_totals(&b, &ps);
 	assert_int_equal(ps.n, mem->samples.n);
+	assert_true(ps.nblocks > 2);
 	assert_int_equal(profile_save_buffer_src(head, &ps, &got, &got_len), LOMAS_OK);
-	assert_int_equal(got_len, want_len);
-	assert_memory_equal(got, want, want_len);
-	free(got);
+	/* Packed: about 12-20 bytes a sample, not 64. */
+	assert_true(got_len < 30 * ps.n);
+	assert_int_equal(profile_load_buffer(got, got_len, "streamed", &got_p), LOMAS_OK);
+	assert_same_samples(mem, got_p);
+	lomas_profile_free(got_p);
+	want_len = got_len;
 
-	/* Through a file, 64 KiB at a time. */
+	/* Through a file, 64 KiB at a time: the same bytes. */
 	FILE *tf = tmpfile();
 	assert_non_null(tf);
-	memset(&src.it, 0, sizeof src.it);
-	src.at = 0, src.started = false, src.given = 0;
+	test_source_rewind(&src, UINT64_MAX);
 	assert_int_equal(profile_save_fd_src(head, &ps, fileno(tf)), LOMAS_OK);
-	got = malloc(want_len + 1);
-	assert_non_null(got);
+	void *file = malloc(want_len + 1);
+	assert_non_null(file);
 	assert_int_equal(fseek(tf, 0, SEEK_END), 0);
 	assert_int_equal(ftell(tf), (long)want_len);
 	rewind(tf);
-	assert_int_equal(fread(got, 1, want_len + 1, tf), want_len);
-	assert_memory_equal(got, want, want_len);
-	free(got);
+	assert_int_equal(fread(file, 1, want_len + 1, tf), want_len);
+	assert_memory_equal(file, got, want_len);
+	free(file);
 	fclose(tf);
+	free(got);
 
-	/* A failing source, and a sample naming a window of another thread. */
-	src.at = 0, src.started = false, src.given = 0, src.fail_at = 2000;
+	/* A failing source, and one that gives fewer or more than it declared. */
+	test_source_rewind(&src, 3);
 	assert_int_equal(profile_save_buffer_src(head, &ps, &got, &got_len), LOMAS_EIO);
 	assert_null(got);
-	src.at = 0, src.started = false, src.given = 0, src.fail_at = UINT64_MAX;
-	src.pl[1].first_window = 0; /* thread 1's samples in thread 0's windows */
-	assert_int_equal(profile_save_buffer_src(head, &ps, &got, &got_len), LOMAS_EFORMAT);
+	test_source_rewind(&src, UINT64_MAX);
+	ps.bytes++;
+	assert_int_equal(profile_save_buffer_src(head, &ps, &got, &got_len), LOMAS_EINVAL);
+	assert_null(got);
+	ps.bytes -= 2;
+	test_source_rewind(&src, UINT64_MAX);
+	assert_int_equal(profile_save_buffer_src(head, &ps, &got, &got_len), LOMAS_EINVAL);
 	assert_null(got);
 
-	free(want);
 	lomas_profile_free(mem);
 	lomas_profile_free(head);
 	store_free(&a, &inline_malloc_alloc);

@@ -104,6 +104,58 @@ static lomas_profile *make_full(void)
 	return p;
 }
 
+/*
+ * A profile whose samples can all be packed (PSAMPLES): each sample in the
+ * window its start falls in, weights a power-of-two multiple of the first of
+ * their run, only the cross-thread flag; 3 threads, windows out of start
+ * order in the array, extreme deltas (addresses and pcs near 0 and 2^64),
+ * runs of weights that force new blocks.
+ */
+static lomas_profile *make_packable(void)
+{
+	lomas_profile *p;
+	static const uint64_t wstart[6] = {0, 40000, 20000, 0, 0, 7};
+	static const uint32_t wthread[6] = {0, 0, 0, 1, 2, 2};
+	assert_int_equal(lomas_profile_new(64, &p), LOMAS_OK);
+	for (uint32_t t = 0; t < 3; t++) {
+		lomas_thread th = {.tid = 500 + t, .refs = 60000};
+		assert_int_equal(profile_add_thread(p, &th), LOMAS_OK);
+	}
+	for (uint32_t w = 0; w < 6; w++) {
+		lomas_window win = {.start = wstart[w], .refs = 20000, .thread = wthread[w]};
+		assert_int_equal(profile_add_window(p, &win), LOMAS_OK);
+	}
+	for (uint32_t i = 0; i < 400; i++) {
+		lomas_sample s = {0};
+		s.thread = i < 300 ? 0 : i < 350 ? 1 : 2;
+		s.start = s.thread == 0 ? (uint64_t)(i * 7919) % 59999 : (uint64_t)(i % 50) * 3;
+		s.window = s.thread == 1      ? 3
+		           : s.thread == 2    ? (s.start >= 7 ? 5 : 4)
+		           : s.start >= 40000 ? 1
+		           : s.start >= 20000 ? 2
+		                              : 0;
+		s.state = (uint8_t)(i % 3);
+		s.end = s.state == LOMAS_SAMPLE_DANGLING ? LOMAS_CLOCK_NONE
+		        : i % 17 == 0                    ? UINT64_MAX - 1
+		                                         : s.start + 1 + (uint64_t)i * i * i;
+		s.addr = i % 11 == 0   ? UINT64_MAX - i
+		         : i % 13 == 0 ? i
+		                       : 0x7f0000001000ull + i * 0x48;
+		s.start_pc = i % 7 == 0 ? UINT64_MAX - 3 : 0x401000 + i;
+		s.end_pc = s.state == LOMAS_SAMPLE_REUSED ? (i % 5 ? 0x402000 + i : 1) : 0;
+		/* 128, 256, 512 .. then a run at 96 x 2^k, then 1000. */
+		s.weight = i < 200   ? ldexp(128.0, (int)(i % 5))
+		           : i < 380 ? ldexp(96.0, (int)(i % 3))
+		                     : 1000.0;
+		s.kind = (uint8_t)(i % 2);
+		s.flags = i % 5 == 0 ? LOMAS_SAMPLE_CROSS_THREAD : 0;
+		assert_int_equal(profile_add_sample(p, &s), LOMAS_OK);
+	}
+	assert_int_equal(profile_validate(p), LOMAS_OK);
+	assert_int_equal(lomas_profile_meta_set(p, "clock", "inline"), LOMAS_OK);
+	return p;
+}
+
 static bool same_bits(double a, double b)
 {
 	return memcmp(&a, &b, sizeof a) == 0;
@@ -340,6 +392,132 @@ static tbuf minimal_file(void)
 	return build_file(s, 5);
 }
 
+/*
+ * PSAMPLES by hand (docs/profile-format.md, format 2.0): a byte writer with
+ * its own LEB128 varints, blocks of records.
+ */
+typedef struct pbuf {
+	uint8_t b[512];
+	size_t n;
+} pbuf;
+
+static void pb_byte(pbuf *p, uint8_t v)
+{
+	assert_true(p->n < sizeof p->b);
+	p->b[p->n++] = v;
+}
+
+static void pb_varint(pbuf *p, uint64_t v)
+{
+	do {
+		pb_byte(p, (uint8_t)((v & 0x7f) | (v > 0x7f ? 0x80 : 0)));
+		v >>= 7;
+	} while (v);
+}
+
+static uint64_t zz(int64_t d)
+{
+	return d < 0 ? ((uint64_t)(-(d + 1)) << 1) | 1 : (uint64_t)d << 1;
+}
+
+/* A block header: thread, floor, base, records, bytes. */
+static void pb_block(pbuf *p, uint32_t thread, uint32_t floor, double base, uint64_t n,
+                     uint64_t len)
+{
+	uint64_t wb;
+	assert_true(p->n + 32 <= sizeof p->b);
+	memcpy(&wb, &base, 8);
+	put32(p->b + p->n, thread);
+	put32(p->b + p->n + 4, floor);
+	put64(p->b + p->n + 8, wb);
+	put64(p->b + p->n + 16, n);
+	put64(p->b + p->n + 24, len);
+	p->n += 32;
+}
+
+/*
+ * One thread of 1000 references, windows [0, 500) and [500, 1000), and a
+ * PSAMPLES section of 3 samples in one block (floor 1, base 10):
+ *   start 5, end 9, addr 0x1000, pcs 0x400 -> 0x404, store, reused, level 0
+ *   start 600, dangling, same addr and pc, load, cross-thread, level 3
+ *   start 550, end 700, addr 0x1040, censored, level 1
+ * Offsets of interest into the payload: rec[i] (each record's first byte).
+ */
+static uint8_t pay_windows2[8 + 48];
+static pbuf pay_psamples;
+static size_t rec[3];
+
+static void make_psamples(void)
+{
+	pbuf *p = &pay_psamples;
+	size_t body;
+	make_payloads();
+	memset(pay_windows2, 0, sizeof pay_windows2);
+	put64(pay_windows2, 2);
+	put64(pay_windows2 + 8 + 8, 500);
+	put64(pay_windows2 + 32, 500);
+	put64(pay_windows2 + 32 + 8, 500);
+	memset(p, 0, sizeof *p);
+	put64(p->b, 3);
+	p->n = 8;
+	pb_block(p, 0, 1, 10.0, 3, 0);
+	body = p->n;
+	rec[0] = p->n;
+	pb_varint(p, zz(5));
+	pb_varint(p, zz(4) + 1);
+	pb_varint(p, zz(0x1000));
+	pb_varint(p, zz(0x400));
+	pb_varint(p, zz(4));
+	pb_byte(p, LOMAS_REF_STORE | LOMAS_SAMPLE_REUSED << 4);
+	pb_byte(p, 0);
+	rec[1] = p->n;
+	pb_varint(p, zz(595));
+	pb_varint(p, 0);
+	pb_varint(p, 0);
+	pb_varint(p, 0);
+	pb_varint(p, 0);
+	pb_byte(p, LOMAS_REF_LOAD | 0x4 | LOMAS_SAMPLE_DANGLING << 4);
+	pb_byte(p, 3);
+	rec[2] = p->n;
+	pb_varint(p, zz(-50));
+	pb_varint(p, zz(150) + 1);
+	pb_varint(p, zz(0x40));
+	pb_varint(p, 0);
+	pb_varint(p, 0);
+	pb_byte(p, LOMAS_SAMPLE_CENSORED << 4);
+	pb_byte(p, 1);
+	put64(p->b + 8 + 24, p->n - body);
+}
+
+/* A 2.0 file of the hand-built PSAMPLES payload (maybe edited: data, len). */
+static tbuf psamples_file(const uint8_t *data, size_t len)
+{
+	tsec s[] = {{2, pay_profile, sizeof pay_profile},
+	            {4, pay_threads, sizeof pay_threads},
+	            {5, pay_windows2, sizeof pay_windows2},
+	            {8, data, len}};
+	tbuf t = build_file(s, 4);
+	put32(t.b + 8, 0x00020000);
+	return t;
+}
+
+/* The section type of table entry i of an encoded image. */
+static uint32_t entry_type(const uint8_t *b, size_t i)
+{
+	const uint8_t *e = b + 32 + 32 * i;
+	return (uint32_t)e[0] | (uint32_t)e[1] << 8;
+}
+
+/* Is there a table entry of type t? */
+static bool has_section(const uint8_t *b, uint32_t t)
+{
+	uint32_t n = b[16] | b[17] << 8;
+	for (uint32_t i = 0; i < n; i++)
+		if (entry_type(b, i) == t)
+			return true;
+	return false;
+}
+
 /* Loading t must fail with EFORMAT and a message containing needle and "offset". */
 static void expect_format(const tbuf *t, const char *needle)
 {
@@ -366,6 +544,251 @@ static void test_roundtrip_buffer(void **state)
 	lomas_profile_free(q);
 	free(b);
 	lomas_profile_free(p);
+}
+
+/* A packable profile goes to PSAMPLES (format 2.0), in 12-20 bytes a sample
+ * here, and round-trips exactly; an unpackable one (make_full: samples
+ * outside the window their start falls in) goes to SAMPLES, also exactly. */
+static void test_packed_roundtrip(void **state)
+{
+	lomas_profile *p = make_packable(), *q, *f = make_full();
+	uint8_t *b;
+	size_t len;
+	(void)state;
+	encode(p, &b, &len);
+	assert_int_equal(get64(b + 8) & 0xffffffff, 0x00020000);
+	assert_true(has_section(b, 8));
+	assert_false(has_section(b, 6));
+	assert_true(len < 600 + 20 * p->samples.n);
+	assert_int_equal(profile_load_buffer(b, len, "mem", &q), LOMAS_OK);
+	assert_same(p, q);
+	lomas_profile_free(q);
+	free(b);
+	encode(f, &b, &len);
+	assert_true(has_section(b, 6));
+	assert_false(has_section(b, 8));
+	assert_int_equal(profile_load_buffer(b, len, "mem", &q), LOMAS_OK);
+	assert_same(f, q);
+	lomas_profile_free(q);
+	free(b);
+	/* One sample outside its window is enough for SAMPLES; so is an unknown flag. */
+	p->samples.items[7].window = p->samples.items[7].window == 0 ? 2 : 0;
+	encode(p, &b, &len);
+	assert_true(has_section(b, 6));
+	free(b);
+	lomas_profile_free(f);
+	lomas_profile_free(p);
+	p = make_packable();
+	p->samples.items[3].flags |= 0x8;
+	encode(p, &b, &len);
+	assert_true(has_section(b, 6));
+	assert_int_equal(profile_load_buffer(b, len, "mem", &q), LOMAS_OK);
+	assert_same(p, q);
+	lomas_profile_free(q);
+	free(b);
+	lomas_profile_free(p);
+}
+
+/* The hand-built PSAMPLES file: windows from starts, weights from base,
+ * floor and level, flags from the kind byte. */
+static void test_psamples_handbuilt(void **state)
+{
+	lomas_profile *p;
+	tbuf t;
+	(void)state;
+	make_psamples();
+	t = psamples_file(pay_psamples.b, pay_psamples.n);
+	assert_int_equal(profile_load_buffer(t.b, t.len, "x", &p), LOMAS_OK);
+	assert_int_equal(p->samples.n, 3);
+	const lomas_sample *s = p->samples.items;
+	assert_int_equal(s[0].start, 5);
+	assert_int_equal(s[0].end, 9);
+	assert_int_equal(s[0].addr, 0x1000);
+	assert_int_equal(s[0].start_pc, 0x400);
+	assert_int_equal(s[0].end_pc, 0x404);
+	assert_int_equal(s[0].kind, LOMAS_REF_STORE);
+	assert_int_equal(s[0].state, LOMAS_SAMPLE_REUSED);
+	assert_int_equal(s[0].window, 0);
+	assert_true(s[0].weight == 20.0); /* level 0 below the floor 1 */
+	assert_int_equal(s[0].flags, 0);
+	assert_int_equal(s[1].start, 600);
+	assert_int_equal(s[1].end, LOMAS_CLOCK_NONE);
+	assert_int_equal(s[1].state, LOMAS_SAMPLE_DANGLING);
+	assert_int_equal(s[1].kind, LOMAS_REF_LOAD);
+	assert_int_equal(s[1].flags, LOMAS_SAMPLE_CROSS_THREAD);
+	assert_int_equal(s[1].window, 1);
+	assert_true(s[1].weight == 80.0);
+	assert_int_equal(s[2].start, 550);
+	assert_int_equal(s[2].end, 700);
+	assert_int_equal(s[2].addr, 0x1040);
+	assert_int_equal(s[2].end_pc, 0x400);
+	assert_int_equal(s[2].state, LOMAS_SAMPLE_CENSORED);
+	assert_int_equal(s[2].window, 1);
+	assert_true(s[2].weight == 20.0);
+	lomas_profile_free(p);
+	/* 1.x knows no type 8: there it is skipped, and SAMPLES is required. */
+	put32(t.b + 8, 0x00010000);
+	expect_format(&t, "required section SAMPLES is missing");
+	free(t.b);
+	make_psamples();
+	{
+		tsec sec[] = {{2, pay_profile, sizeof pay_profile},
+		              {4, pay_threads, sizeof pay_threads},
+		              {5, pay_windows, sizeof pay_windows},
+		              {6, pay_samples, sizeof pay_samples},
+		              {8, pay_psamples.b, pay_psamples.n}};
+		t = build_file(sec, 5);
+		assert_int_equal(profile_load_buffer(t.b, t.len, "x", &p), LOMAS_OK);
+		assert_int_equal(p->samples.n, 2); /* SAMPLES' */
+		lomas_profile_free(p);
+		put32(t.b + 8, 0x00020000);
+		expect_format(&t, "sections SAMPLES and PSAMPLES both present");
+		free(t.b);
+	}
+	{
+		tsec sec[] = {{2, pay_profile, sizeof pay_profile},
+		              {4, pay_threads, sizeof pay_threads},
+		              {5, pay_windows, sizeof pay_windows}};
+		t = build_file(sec, 3);
+		put32(t.b + 8, 0x00020000);
+		expect_format(&t, "required section PSAMPLES (or SAMPLES) is missing");
+		free(t.b);
+	}
+}
+
+/* Edit a copy of the hand-built PSAMPLES payload and expect the message. */
+static void psamples_bad(void (*edit)(pbuf *), const char *needle)
+{
+	pbuf c;
+	tbuf t;
+	make_psamples();
+	c = pay_psamples;
+	edit(&c);
+	t = psamples_file(c.b, c.n);
+	expect_format(&t, needle);
+	free(t.b);
+}
+
+static void e_count_big(pbuf *c)
+{
+	put64(c->b, c->n);
+}
+static void e_count_more(pbuf *c)
+{
+	put64(c->b, 4);
+}
+static void e_count_less(pbuf *c)
+{
+	put64(c->b, 2);
+}
+static void e_short_header(pbuf *c)
+{
+	c->n = 8 + 31;
+}
+static void e_thread(pbuf *c)
+{
+	put32(c->b + 8, 1);
+}
+static void e_floor(pbuf *c)
+{
+	put32(c->b + 12, 256);
+}
+static void e_base(pbuf *c)
+{
+	double w = -2.0;
+	uint64_t wb;
+	memcpy(&wb, &w, 8);
+	put64(c->b + 16, wb);
+}
+static void e_block_len(pbuf *c)
+{
+	put64(c->b + 32, c->n);
+}
+static void e_record_past_block(pbuf *c)
+{
+	put64(c->b + 32, get64(c->b + 32) - 1); /* the last record's level byte outside */
+	c->n--;
+}
+static void e_overlong(pbuf *c)
+{
+	/* The first record's start: 11 continuation bytes. */
+	memmove(c->b + rec[0] + 10, c->b + rec[0], c->n - rec[0]);
+	for (int i = 0; i < 11; i++)
+		c->b[rec[0] + i] = 0x80;
+	c->n += 10;
+	put64(c->b + 32, get64(c->b + 32) + 10);
+}
+static void e_tenth_byte(pbuf *c)
+{
+	/* A tenth byte above 1 (more than 64 bits), ending the varint. */
+	memmove(c->b + rec[0] + 9, c->b + rec[0] + 1, c->n - rec[0] - 1);
+	for (int i = 0; i < 9; i++)
+		c->b[rec[0] + i] = 0xff;
+	c->b[rec[0] + 9] = 2;
+	c->n += 9;
+	put64(c->b + 32, get64(c->b + 32) + 9);
+}
+static void e_kind_reserved(pbuf *c)
+{
+	c->b[rec[1] - 2] |= 0x08;
+}
+static void e_kind(pbuf *c)
+{
+	c->b[rec[1] - 2] = 2;
+}
+static void e_state(pbuf *c)
+{
+	c->b[rec[1] - 2] = 3 << 4;
+}
+static void e_weight(pbuf *c)
+{
+	double w = 1e300;
+	uint64_t wb;
+	memcpy(&wb, &w, 8);
+	put64(c->b + 16, wb);
+	c->b[rec[2] - 1] = 200;
+}
+static void e_end(pbuf *c)
+{
+	c->b[rec[0] + 1] = 1; /* end = start + 0 */
+}
+static void e_unused(pbuf *c)
+{
+	put64(c->b + 32, get64(c->b + 32) + 1);
+	c->b[c->n++] = 0;
+}
+
+/* Every malformed PSAMPLES section is refused with its offset. */
+static void test_psamples_malformed(void **state)
+{
+	(void)state;
+	psamples_bad(e_count_big, "count");
+	psamples_bad(e_count_more, "disagrees with its 3 records");
+	psamples_bad(e_count_less, "more samples than the count 2");
+	psamples_bad(e_short_header, "block header runs past");
+	psamples_bad(e_thread, "names thread 1 of 1");
+	psamples_bad(e_floor, "floor 256");
+	psamples_bad(e_base, "base weight");
+	psamples_bad(e_block_len, "runs past the end of section PSAMPLES");
+	psamples_bad(e_record_past_block, "sample 2: record runs past its block");
+	psamples_bad(e_overlong, "sample 0: record runs past its block or has a malformed varint");
+	psamples_bad(e_tenth_byte, "malformed varint");
+	psamples_bad(e_kind_reserved, "sample 0: bad kind byte 0x09");
+	psamples_bad(e_kind, "sample 0: bad kind byte 0x02");
+	psamples_bad(e_state, "sample 0: bad state 3");
+	psamples_bad(e_weight, "sample 1: weight 1e+300 x 2^200 is not finite");
+	psamples_bad(e_end, "sample 0: end 5 not after start 5");
+	psamples_bad(e_unused, "1 unused bytes at the end of a sample block");
+	{
+		/* No window of the thread starts at or before a sample's start. */
+		tbuf t;
+		make_psamples();
+		put64(pay_windows2 + 8, 10); /* the first window starts at 10 */
+		t = psamples_file(pay_psamples.b, pay_psamples.n);
+		expect_format(&t,
+		              "sample 0: no window of thread 0 starts at or before its start 5");
+		free(t.b);
+	}
 }
 
 static void test_roundtrip_file(void **state)
@@ -411,12 +834,11 @@ static void test_minimal_handbuilt(void **state)
 	free(t.b);
 }
 
-static void test_truncation(void **state)
+static void truncations(lomas_profile *p)
 {
-	lomas_profile *p = make_full(), *q;
+	lomas_profile *q;
 	uint8_t *b;
 	size_t len;
-	(void)state;
 	encode(p, &b, &len);
 	for (size_t n = 0; n < len; n++) {
 		uint8_t *c = malloc(n ? n : 1); /* exact size so ASan sees any overread */
@@ -432,13 +854,20 @@ static void test_truncation(void **state)
 	lomas_profile_free(p);
 }
 
-static void test_byte_flips(void **state)
+/* Every truncation of both encodings is refused (SAMPLES and PSAMPLES). */
+static void test_truncation(void **state)
 {
-	lomas_profile *p = make_full(), *q;
+	(void)state;
+	truncations(make_full());
+	truncations(make_packable());
+}
+
+static void byte_flips(lomas_profile *p)
+{
+	lomas_profile *q;
 	uint8_t *b;
 	size_t len, ok = 0;
 	static const uint8_t masks[] = {0x01, 0x80, 0xff};
-	(void)state;
 	encode(p, &b, &len);
 	for (size_t i = 0; i < len; i++) {
 		for (size_t m = 0; m < sizeof masks; m++) {
@@ -462,6 +891,13 @@ static void test_byte_flips(void **state)
 	assert_true(ok < 3 * 64);
 	free(b);
 	lomas_profile_free(p);
+}
+
+static void test_byte_flips(void **state)
+{
+	(void)state;
+	byte_flips(make_full());
+	byte_flips(make_packable());
 }
 
 static void test_unknown_section_skipped(void **state)
@@ -488,8 +924,14 @@ static void test_bad_header(void **state)
 	t.b[0] = 'X';
 	expect_format(&t, "bad magic");
 	t.b[0] = 'L';
-	put32(t.b + 8, 0x00020000); /* 2.0 */
+	put32(t.b + 8, 0x00030000); /* 3.0 */
 	expect_format(&t, "newer");
+	put32(t.b + 8, 0x00020000); /* 2.0 with SAMPLES loads */
+	{
+		lomas_profile *p;
+		assert_int_equal(profile_load_buffer(t.b, t.len, "x", &p), LOMAS_OK);
+		lomas_profile_free(p);
+	}
 	put32(t.b + 8, 0x00000003); /* 0.3 */
 	expect_format(&t, "version");
 	put32(t.b + 8, 0x00010005); /* 1.5: a newer minor version still loads */
@@ -857,7 +1299,7 @@ static void test_large(void **state)
 		                  .addr = i * 64,
 		                  .start_pc = i,
 		                  .end_pc = i + 1,
-		                  .weight = 1000.0 + (double)(i % 7),
+		                  .weight = ldexp(1000.0, (int)(i % 3)),
 		                  .state = (uint8_t)(i % 3),
 		                  .kind = (uint8_t)(i & 1)};
 		if (s.state == LOMAS_SAMPLE_DANGLING)
@@ -872,7 +1314,7 @@ static void test_large(void **state)
 	t2 = now_s();
 	print_message("1M samples: save %.1f ms, load %.1f ms\n", (t1 - t0) * 1e3, (t2 - t1) * 1e3);
 	assert_same(p, q);
-	assert_file_is_image(path, p); /* 64 MB: many staging flushes */
+	assert_file_is_image(path, p); /* 15 MB: many staging flushes */
 	lomas_profile_free(q);
 	lomas_profile_free(p);
 	unlink(path);
@@ -897,6 +1339,19 @@ static void test_write_corpus(void **state)
 	write_file(path, b, len / 2);
 	free(b);
 	lomas_profile_free(p);
+	p = make_packable();
+	encode(p, &b, &len);
+	snprintf(path, sizeof path, "%s/seed-packed", dir);
+	write_file(path, b, len);
+	free(b);
+	lomas_profile_free(p);
+	make_psamples();
+	{
+		tbuf t = psamples_file(pay_psamples.b, pay_psamples.n);
+		snprintf(path, sizeof path, "%s/seed-psamples", dir);
+		write_file(path, t.b, t.len);
+		free(t.b);
+	}
 	assert_int_equal(lomas_profile_new(64, &p), LOMAS_OK);
 	encode(p, &b, &len);
 	snprintf(path, sizeof path, "%s/seed-empty", dir);
@@ -929,6 +1384,9 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_roundtrip_buffer),
 	    cmocka_unit_test(test_roundtrip_file),
+	    cmocka_unit_test(test_packed_roundtrip),
+	    cmocka_unit_test(test_psamples_handbuilt),
+	    cmocka_unit_test(test_psamples_malformed),
 	    cmocka_unit_test(test_minimal_handbuilt),
 	    cmocka_unit_test(test_truncation),
 	    cmocka_unit_test(test_byte_flips),
