@@ -64,7 +64,28 @@ static void run(const char *prog, const char *clock)
 		CHECK(lomas_profile_meta_get(p, "seed", &v) == 0 && !strcmp(v, "7"), "seed");
 		CHECK(lomas_profile_meta_get(p, "command", &v) == 0 && strstr(v, "4096 100000"),
 		      "command");
+		/* The first call took the session's profile; a second one is decoded
+		 * again from the file's bytes: the same profile, a separate object. */
+		lomas_profile *p2 = NULL;
+		lomas_profile_info info2;
+		CHECK(lomas_session_profile(s, &p2) == LOMAS_OK && p2 && p2 != p,
+		      "second profile: %s", lomas_error_message());
+		if (p2) {
+			lomas_profile_info_get(p2, &info2);
+			CHECK(info2.samples == info.samples && info2.refs == info.refs &&
+			          info2.reused == info.reused && info2.threads == info.threads,
+			      "second profile differs");
+			CHECK(lomas_profile_meta_get(p2, "clock", &v) == 0 && !strcmp(v, "inline"),
+			      "second clock");
+			CHECK(lomas_profile_meta_get(p2, "command", &v) == 0 &&
+			          strstr(v, "4096 100000"),
+			      "second command");
+		}
 		lomas_profile_free(p);
+		lomas_profile_free(p2);
+		/* The session's stats outlive the profiles it gave away. */
+		CHECK(lomas_session_stats(s, &stats) == LOMAS_OK && stats.samples == info.samples,
+		      "stats after");
 	}
 	lomas_session_free(s);
 	lomas_config_free(cfg);
