@@ -27,8 +27,8 @@
  * path only tests the byte for non-zero; the slow path's first look compares
  * the tag, so a reference 4 MiB away from a watched line (an alias) costs no
  * watch-table lookup in 127 cases of 128. The watch table keeps the count of
- * watched blocks per byte beside it (wt.fcount; saturating at 255, then never
- * decremented) and the XOR of their tags (wt.ftags): when a byte's blocks are
+ * watched blocks per byte beside it (wt.fst[].count; saturating at 255, then
+ * never decremented) and the XOR of their tags (.tags): when a byte's blocks are
  * down to one, the XOR is that block's tag, and a FILTER_ANY byte becomes it
  * again (left "any", such a byte sent every reference to any block that maps
  * there to the watch table: 54% of the slow path's entries on the tiled
@@ -170,6 +170,15 @@ typedef struct wt_slot {
 } wt_slot;
 
 /*
+ * Per filter byte: how many watched blocks map there (saturating at 255) and
+ * the XOR of their tags, side by side (one cache line per visit, not two).
+ */
+typedef struct wt_fstate {
+	uint8_t count;
+	uint8_t tags;
+} wt_fstate;
+
+/*
  * The per-thread watch table: open samples keyed by line, at most capacity
  * of them, an age list (oldest first) for censoring when full, and the
  * filter bytes kept in step with it.
@@ -185,8 +194,7 @@ typedef struct watch_table {
 	uint32_t *buckets; /* nbuckets chain heads, stored as ~index: 0 is empty, so
 	                      zeroed memory is an empty table and is never written */
 	wt_slot *slots;    /* capacity slots */
-	uint8_t *fcount;   /* FILTER_SIZE counts: watched blocks per filter byte */
-	uint8_t *ftags;    /* FILTER_SIZE bytes: the XOR of those blocks' tags */
+	wt_fstate *fst;    /* FILTER_SIZE: per filter byte, its blocks' count and tags */
 	uint8_t *filter;   /* FILTER_SIZE bytes, or NULL (the table's thread has exited) */
 } watch_table;
 
@@ -202,6 +210,21 @@ void wt_clear(watch_table *wt);
 
 /* Is the line of addr watched? (Read-only: no lock needed by the owner.) */
 bool wt_watched(const watch_table *wt, uint64_t addr);
+
+/* Where a watched line's sample is: its slot and the link to it. */
+typedef struct wt_pos {
+	uint32_t slot;
+	uint32_t prev;   /* the slot before it in its bucket's chain, or WT_NONE */
+	uint32_t bucket; /* its bucket */
+} wt_pos;
+
+/* wt_watched that also says where (read-only). */
+bool wt_lookup(const watch_table *wt, uint64_t addr, wt_pos *pos);
+/* Does pos (from wt_lookup) still hold addr's line? (The table may have
+ * changed since: a signal handler's visit.) */
+bool wt_pos_valid(const watch_table *wt, uint64_t addr, const wt_pos *pos);
+/* wt_touch of the line at pos (valid): end its sample into *out. */
+void wt_end(watch_table *wt, const wt_pos *pos, uint64_t clock, uint64_t pc, isample *out);
 
 /*
  * A reference to addr at clock by the instruction pc: if its line is watched,
@@ -353,6 +376,7 @@ typedef struct inline_thread {
 	uint8_t level;
 	bool adaptive;
 	uint64_t next_sample;
+	uint64_t next_gap; /* the gap after next_sample, drawn at the period in force */
 	/* The least clock the next visit may have (see slow_visit). */
 	uint64_t next_clock;
 	uint64_t lost;

@@ -380,6 +380,7 @@ static inline_thread *thread_attach(inline_fast *f, uint64_t after)
 	/* The reference being handled gets clock 0. */
 	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
 	t->next_sample = rng_gap_with(&t->gaps, t->gap_log) - 1;
+	t->next_gap = rng_gap_with(&t->gaps, t->gap_log);
 	t->next_clock = 0;
 	f->countdown = -after;
 	f->zero_clock = 0;
@@ -418,6 +419,7 @@ static void redraw_gap(inline_thread *t, uint64_t clock)
 {
 	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
 	t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
+	t->next_gap = rng_gap_with(&t->gaps, t->gap_log);
 }
 
 /* The period's level once all threads together have taken n samples. */
@@ -481,9 +483,14 @@ static void trace_put(inline_thread *t, const void *addr, uint64_t info)
 	t->trace_len += (size_t)(e - q);
 }
 
-/* A full visit of the slow path (see lomas__slow); pc is the reference's. */
+/*
+ * A full visit of the slow path (see lomas__slow); pc is the reference's.
+ * found: where lomas__slow found the reference's line watched (screened), or
+ * NULL; it is checked again here (a signal handler's visit may have changed
+ * the table since), so a reuse costs one bucket walk, not two.
+ */
 static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info, uintptr_t pc,
-                                                 bool screened)
+                                                 bool screened, const wt_pos *found)
 {
 	inline_fast *f = &lomas__fast;
 	inline_thread *t = f->state;
@@ -525,13 +532,21 @@ static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info
 	t->next_clock = clock + 1;
 	if (t->trace)
 		trace_put(t, addr, info);
-	if (wt_touch(&t->wt, (uintptr_t)addr, clock, pc, &s))
+	if (found && wt_pos_valid(&t->wt, (uintptr_t)addr, found)) {
+		wt_end(&t->wt, found, clock, pc, &s);
 		push_sample(t, &s);
+	} else if (wt_touch(&t->wt, (uintptr_t)addr, clock, pc, &s)) {
+		push_sample(t, &s);
+	}
 	if (clock >= t->next_sample) {
 		lomas_ref_kind kind = (info & REF_STORE_BIT) ? LOMAS_REF_STORE : LOMAS_REF_LOAD;
 		if (wt_start(&t->wt, (uintptr_t)addr, clock, pc, kind, t->level, &s))
 			push_sample(t, &s);
-		t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
+		/* The gap drawn at the last start (or redraw): the countdown the
+		 * program resumes with needs no log and no division, which run
+		 * after it for the next start. */
+		t->next_sample = clock + t->next_gap;
+		t->next_gap = rng_gap_with(&t->gaps, t->gap_log);
 		if (t->adaptive)
 			auto_budget(t, clock);
 	}
@@ -559,9 +574,14 @@ static inline __attribute__((always_inline)) void slow_entry(const void *addr, u
 	const inline_thread *t = f->state;
 	bool screened = countdown_at(f, info) > 0 && t && !f->busy && !t->trace &&
 	                t->epoch == atomic_load_explicit(&rt.epoch, memory_order_relaxed);
-	if (screened && !wt_watched(&t->wt, (uintptr_t)addr))
+	wt_pos pos;
+	if (screened) {
+		if (!wt_lookup(&t->wt, (uintptr_t)addr, &pos))
+			return;
+		slow_visit(addr, info, pc, true, &pos);
 		return;
-	slow_visit(addr, info, pc, screened);
+	}
+	slow_visit(addr, info, pc, false, NULL);
 }
 
 /* The sanitizer-coverage hooks' entry. Never inlined, so its return address

@@ -224,7 +224,8 @@ static uint32_t pow2_at_least(uint32_t n)
 size_t wt_bytes(uint32_t capacity)
 {
 	uint32_t nb = pow2_at_least(capacity ? capacity : 1);
-	return (size_t)capacity * sizeof(wt_slot) + (size_t)nb * sizeof(uint32_t) + 2 * FILTER_SIZE;
+	return (size_t)capacity * sizeof(wt_slot) + (size_t)nb * sizeof(uint32_t) +
+	       FILTER_SIZE * sizeof(wt_fstate);
 }
 
 void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift, uint8_t *filter)
@@ -235,8 +236,7 @@ void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift,
 	wt->line_shift = line_shift;
 	wt->slots = mem;
 	wt->buckets = (uint32_t *)(wt->slots + capacity);
-	wt->fcount = (uint8_t *)(wt->buckets + wt->nbuckets);
-	wt->ftags = wt->fcount + FILTER_SIZE;
+	wt->fst = (wt_fstate *)(wt->buckets + wt->nbuckets);
 	wt->filter = filter;
 	wt->oldest = wt->newest = WT_NONE;
 	wt_clear(wt);
@@ -263,14 +263,15 @@ static void filter_add(watch_table *wt, uint64_t line)
 	line_blocks(wt, line, &first, &last);
 	for (uint64_t b = first; b <= last; b++) {
 		uint32_t i = (uint32_t)b & FILTER_MASK;
+		wt_fstate *f = &wt->fst[i];
 		uint8_t tag = filter_tag(b << FILTER_SHIFT);
-		if (!wt->fcount[i])
+		if (!f->count)
 			wt->filter[i] = tag;
 		else if (wt->filter[i] != tag)
 			wt->filter[i] = FILTER_ANY;
-		if (wt->fcount[i] != 255)
-			wt->fcount[i]++;
-		wt->ftags[i] ^= tag;
+		if (f->count != 255)
+			f->count++;
+		f->tags ^= tag;
 	}
 }
 
@@ -282,16 +283,17 @@ static void filter_remove(watch_table *wt, uint64_t line)
 	line_blocks(wt, line, &first, &last);
 	for (uint64_t b = first; b <= last; b++) {
 		uint32_t i = (uint32_t)b & FILTER_MASK;
+		wt_fstate *f = &wt->fst[i];
 		/* A saturated count stays (a harmless false positive); a byte that
 		 * became FILTER_ANY stays so while two or more watched blocks map
 		 * there, and takes the tag of the last one left. */
-		if (wt->fcount[i] == 255 || wt->fcount[i] == 0)
+		if (f->count == 255 || f->count == 0)
 			continue;
-		wt->ftags[i] ^= filter_tag(b << FILTER_SHIFT);
-		if (!--wt->fcount[i])
+		f->tags ^= filter_tag(b << FILTER_SHIFT);
+		if (!--f->count)
 			wt->filter[i] = 0;
-		else if (wt->fcount[i] == 1)
-			wt->filter[i] = wt->ftags[i]; /* the one block left's tag */
+		else if (f->count == 1)
+			wt->filter[i] = f->tags; /* the one block left's tag */
 	}
 }
 
@@ -301,9 +303,10 @@ void wt_clear(watch_table *wt)
 	for (uint32_t i = wt->oldest; wt->filter && i != WT_NONE; i = wt->slots[i].newer) {
 		uint64_t first, last;
 		line_blocks(wt, wt->slots[i].line, &first, &last);
-		for (uint64_t b = first; b <= last; b++)
-			wt->filter[b & FILTER_MASK] = wt->fcount[b & FILTER_MASK] =
-			    wt->ftags[b & FILTER_MASK] = 0;
+		for (uint64_t b = first; b <= last; b++) {
+			wt->filter[b & FILTER_MASK] = 0;
+			wt->fst[b & FILTER_MASK] = (wt_fstate){0, 0};
+		}
 	}
 	/* Empty only the buckets in use (0 is empty: heads are stored as ~index). */
 	for (uint32_t i = wt->oldest; i != WT_NONE; i = wt->slots[i].newer)
@@ -314,19 +317,17 @@ void wt_clear(watch_table *wt)
 	wt->oldest = wt->newest = WT_NONE;
 }
 
-/* Unlink slot i from its bucket chain, the age list and the filter; free it. */
-static void slot_remove(watch_table *wt, uint32_t i)
+/*
+ * Unlink slot i, whose bucket-chain predecessor is prev (WT_NONE: it heads
+ * bucket b), from its chain, the age list and the filter; free it.
+ */
+static void slot_unlink(watch_table *wt, uint32_t i, uint32_t prev, uint32_t b)
 {
 	wt_slot *s = &wt->slots[i];
-	uint32_t b = bucket_of(wt, s->line);
-	if (~wt->buckets[b] == i) {
+	if (prev == WT_NONE)
 		wt->buckets[b] = ~s->next;
-	} else {
-		uint32_t j = ~wt->buckets[b];
-		while (wt->slots[j].next != i)
-			j = wt->slots[j].next;
-		wt->slots[j].next = s->next;
-	}
+	else
+		wt->slots[prev].next = s->next;
 	if (s->older != WT_NONE)
 		wt->slots[s->older].newer = s->newer;
 	else
@@ -339,6 +340,15 @@ static void slot_remove(watch_table *wt, uint32_t i)
 	s->next = wt->free_head;
 	wt->free_head = i;
 	wt->live--;
+}
+
+/* slot_unlink, finding the predecessor (censoring and thinning). */
+static void slot_remove(watch_table *wt, uint32_t i)
+{
+	uint32_t b = bucket_of(wt, wt->slots[i].line), prev = WT_NONE;
+	for (uint32_t j = ~wt->buckets[b]; j != i; j = wt->slots[j].next)
+		prev = j;
+	slot_unlink(wt, i, prev, b);
 }
 
 static void slot_to_sample(const wt_slot *s, isample *out)
@@ -359,34 +369,55 @@ static void slot_to_dangling(const wt_slot *s, isample *out)
 	out->state = LOMAS_SAMPLE_DANGLING;
 }
 
-/* The slot watching addr's line, or WT_NONE (the filter byte first). */
-static uint32_t wt_find(const watch_table *wt, uint64_t addr)
+bool wt_lookup(const watch_table *wt, uint64_t addr, wt_pos *pos)
 {
 	uint64_t line = addr >> wt->line_shift;
-	uint32_t i;
+	uint32_t prev = WT_NONE, b;
 	if (wt->filter && !filter_may_watch(wt->filter[filter_index(addr)], addr))
-		return WT_NONE;
-	for (i = ~wt->buckets[bucket_of(wt, line)]; i != WT_NONE; i = wt->slots[i].next)
-		if (wt->slots[i].line == line)
-			break;
-	return i;
+		return false;
+	b = bucket_of(wt, line);
+	for (uint32_t i = ~wt->buckets[b]; i != WT_NONE; prev = i, i = wt->slots[i].next)
+		if (wt->slots[i].line == line) {
+			pos->slot = i;
+			pos->prev = prev;
+			pos->bucket = b;
+			return true;
+		}
+	return false;
+}
+
+bool wt_pos_valid(const watch_table *wt, uint64_t addr, const wt_pos *pos)
+{
+	if (pos->slot >= wt->capacity || pos->bucket >= wt->nbuckets ||
+	    (pos->prev != WT_NONE && pos->prev >= wt->capacity))
+		return false;
+	const wt_slot *s = &wt->slots[pos->slot];
+	uint32_t link =
+	    pos->prev == WT_NONE ? ~wt->buckets[pos->bucket] : wt->slots[pos->prev].next;
+	return link == pos->slot && s->line == addr >> wt->line_shift;
 }
 
 bool wt_watched(const watch_table *wt, uint64_t addr)
 {
-	return wt_find(wt, addr) != WT_NONE;
+	wt_pos pos;
+	return wt_lookup(wt, addr, &pos);
+}
+
+void wt_end(watch_table *wt, const wt_pos *pos, uint64_t clock, uint64_t pc, isample *out)
+{
+	slot_to_sample(&wt->slots[pos->slot], out);
+	out->end = clock;
+	out->end_pc = pc;
+	out->state = LOMAS_SAMPLE_REUSED;
+	slot_unlink(wt, pos->slot, pos->prev, pos->bucket);
 }
 
 bool wt_touch(watch_table *wt, uint64_t addr, uint64_t clock, uint64_t pc, isample *out)
 {
-	uint32_t i = wt_find(wt, addr);
-	if (i == WT_NONE)
+	wt_pos pos;
+	if (!wt_lookup(wt, addr, &pos))
 		return false;
-	slot_to_sample(&wt->slots[i], out);
-	out->end = clock;
-	out->end_pc = pc;
-	out->state = LOMAS_SAMPLE_REUSED;
-	slot_remove(wt, i);
+	wt_end(wt, &pos, clock, pc, out);
 	return true;
 }
 

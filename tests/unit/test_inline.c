@@ -976,6 +976,83 @@ static void test_streamed_samples_equal_in_memory_file(void **state)
 	table_free(&f);
 }
 
+/*
+ * A position from wt_lookup goes stale when the table changes before it is
+ * used (a signal handler's visit between the runtime's look and its visit):
+ * wt_pos_valid says so when the link to the slot or the slot's line changed,
+ * and wt_end at a valid one ends the same sample wt_touch would. Lines that
+ * share a bucket (found by lookup: capacity 4, so 4 buckets) make chains.
+ */
+/* Start a sample on the next line after *line that lands in bucket b
+ * (others are started, looked at and ended again); its address. */
+static uint64_t start_in_bucket(table_fixture *f, uint64_t *line, uint32_t b, uint64_t clock)
+{
+	isample s, c;
+	wt_pos pos;
+	for (;;) {
+		uint64_t addr = ++*line << 6;
+		assert_false(wt_start(&f->wt, addr, clock, 0, LOMAS_REF_LOAD, 0, &c));
+		assert_true(wt_lookup(&f->wt, addr, &pos));
+		if (pos.bucket == b)
+			return addr;
+		assert_true(wt_touch(&f->wt, addr, clock + 1, 0, &s));
+	}
+}
+
+/*
+ * A position from wt_lookup goes stale when the table changes before it is
+ * used (a signal handler's visit between the runtime's look and its visit):
+ * wt_pos_valid says so when the link to the slot or the slot's line changed,
+ * and wt_end at a valid one ends the same sample wt_touch would. Lines that
+ * share a bucket (capacity 4: 4 buckets) make a chain.
+ */
+static void test_stale_position_is_detected(void **state)
+{
+	table_fixture f;
+	uint64_t a, b, c, d, line = 0;
+	wt_pos p, q;
+	isample s, cens;
+	(void)state;
+	table_new(&f, 4, 6);
+	assert_false(wt_start(&f.wt, 1 << 6, 1, 0, LOMAS_REF_LOAD, 0, &cens));
+	assert_true(wt_lookup(&f.wt, 1 << 6, &p));
+	a = 1 << 6;
+	line = 1;
+	b = start_in_bucket(&f, &line, p.bucket, 10);
+	c = start_in_bucket(&f, &line, p.bucket, 20);
+	assert_int_equal(f.wt.live, 3);
+	/* New lines head the chain: a is last, behind b. */
+	assert_true(wt_lookup(&f.wt, a, &p));
+	assert_int_not_equal(p.prev, WT_NONE);
+	assert_true(wt_pos_valid(&f.wt, a, &p));
+	assert_false(wt_pos_valid(&f.wt, b, &p)); /* another line */
+	/* Its predecessor ends: the link to it moved, the position is stale. */
+	assert_true(wt_touch(&f.wt, b, 100, 0, &s));
+	assert_false(wt_pos_valid(&f.wt, a, &p));
+	assert_true(wt_lookup(&f.wt, a, &q));
+	assert_true(wt_pos_valid(&f.wt, a, &q));
+	/* A valid position ends the sample as wt_touch does. */
+	wt_end(&f.wt, &q, 200, 0x4242, &s);
+	assert_int_equal(s.start, 1);
+	assert_int_equal(s.end, 200);
+	assert_int_equal(s.end_pc, 0x4242);
+	assert_int_equal(s.state, LOMAS_SAMPLE_REUSED);
+	assert_false(wt_watched(&f.wt, a));
+	assert_false(wt_pos_valid(&f.wt, a, &q)); /* its slot is free */
+	/* Its slot taken again by another line of the same bucket: still stale. */
+	d = start_in_bucket(&f, &line, q.bucket, 300);
+	assert_true(wt_lookup(&f.wt, d, &p));
+	assert_int_equal(p.slot, q.slot);
+	assert_false(wt_pos_valid(&f.wt, a, &q));
+	/* The others are found as they were. */
+	assert_true(wt_touch(&f.wt, c, 400, 0, &s));
+	assert_int_equal(s.start, 20);
+	assert_true(wt_touch(&f.wt, d, 500, 0, &s));
+	assert_int_equal(s.start, 300);
+	assert_int_equal(f.wt.live, 0);
+	table_free(&f);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -994,6 +1071,7 @@ int main(void)
 	    cmocka_unit_test(test_window_accounting),
 	    cmocka_unit_test(test_profile_assembly),
 	    cmocka_unit_test(test_streamed_samples_equal_in_memory_file),
+	    cmocka_unit_test(test_stale_position_is_detected),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
