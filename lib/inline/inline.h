@@ -315,8 +315,14 @@ typedef struct inline_fast {
 	uint32_t index; /* creation order (0 = the first thread), or UINT32_MAX */
 } inline_fast;
 
-/* Reference info passed to the slow path: size in bytes | kind bit | after. */
+/*
+ * Reference info passed to the slow path: size in bytes | kind bit | next
+ * same | after. REF_NEXT_SAME (pass plugin): the run's next reference, which
+ * nothing separates from this one, is to the same address (the store of a
+ * read-modify-write after its load), so it is this reference's reuse.
+ */
 #define REF_STORE_BIT 0x100u
+#define REF_NEXT_SAME 0x200u
 #define REF_AFTER_SHIFT 16
 /* A countdown that never comes due (an exited thread, the exit path). */
 #define COUNTDOWN_NEVER ((uint64_t)INT64_MAX / 2)

@@ -540,8 +540,23 @@ static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info
 	}
 	if (clock >= t->next_sample) {
 		lomas_ref_kind kind = (info & REF_STORE_BIT) ? LOMAS_REF_STORE : LOMAS_REF_LOAD;
-		if (wt_start(&t->wt, (uintptr_t)addr, clock, pc, kind, t->level, &s))
+		if (info & REF_NEXT_SAME) {
+			/* The next reference reuses the line (distance 0): the sample
+			 * is complete now, with no watch, table slot or reuse visit.
+			 * Its end pc is its start pc (the reuse's is not known here;
+			 * a distance-0 reuse never misses, so no miss is attributed). */
+			memset(&s, 0, sizeof s);
+			s.start = clock;
+			s.end = clock + 1;
+			s.addr = (uintptr_t)addr;
+			s.start_pc = s.end_pc = pc;
+			s.kind = (uint8_t)kind;
+			s.state = LOMAS_SAMPLE_REUSED;
+			s.level = t->level;
 			push_sample(t, &s);
+		} else if (wt_start(&t->wt, (uintptr_t)addr, clock, pc, kind, t->level, &s)) {
+			push_sample(t, &s);
+		}
 		/* The gap drawn at the last start (or redraw): the countdown the
 		 * program resumes with needs no log and no division, which run
 		 * after it for the next start. */

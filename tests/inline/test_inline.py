@@ -123,7 +123,10 @@ def test_pass_plugin_and_sanitizer_coverage_sample_alike(w, args, tmp_path):
     """The pass plugin charges the countdown once per run of references and the
     sanitizer-coverage hooks once per reference: with the same seed and period
     the two builds of a program count the same references in every thread and
-    take the same samples, with the same reuse distances."""
+    take the same samples, with the same reuse distances. (phases' updates are
+    read-modify-writes: about 1.4k of its samples start at a load whose run's
+    next reference is the store to the same address, which the plugin ends at
+    once and the hooks watch until that store.)"""
     got = []
     for build in (inline(w), os.path.join(WORKLOADS, w + "-sancov")):
         prof = str(tmp_path / (os.path.basename(build) + ".lomas"))

@@ -83,6 +83,7 @@ constexpr uint64_t FilterSize = 1u << FilterBits;
 constexpr uint64_t FilterAny = 1;
 constexpr uint64_t FilterPad = 8;
 constexpr uint64_t RefStoreBit = 0x100;
+constexpr uint64_t RefNextSameBit = 0x200;
 constexpr unsigned AfterShift = 16;
 // Longest run charged at once: bounds the clock's lead inside a signal
 // handler and keeps "after" small.
@@ -103,6 +104,9 @@ struct Ref {
 	size_t Leader = 0;
 	int64_t Lo = 0, Hi = 0;
 	bool HasMembers = false;
+	// The run's next reference is to the same address (a read-modify-write's
+	// store after its load): it is this one's reuse, at distance 0.
+	bool NextSame = false;
 };
 
 // The reference I makes, if it is one we count.
@@ -599,6 +603,12 @@ class Instrumenter
 	void group(std::vector<Ref> &Run, ScalarEvolution &SE)
 	{
 		std::vector<size_t> Leaders;
+		for (size_t J = 0; J + 1 < Run.size(); J++) {
+			Value *A = Run[J].Addr, *B = Run[J + 1].Addr;
+			Run[J].NextSame =
+			    A == B || (SE.isSCEVable(A->getType()) && SE.isSCEVable(B->getType()) &&
+			               SE.getMinusSCEV(SE.getSCEV(B), SE.getSCEV(A))->isZero());
+		}
 		for (size_t J = 0; J < Run.size(); J++) {
 			Ref &R = Run[J];
 			R.Leader = J;
@@ -677,7 +687,8 @@ class Instrumenter
 		    TB.CreateICmpEQ(Byte, Tag));
 		Instruction *CallAt = SplitBlockAndInsertIfThen(Need, Then, false);
 		IRBuilder<> SB(CallAt);
-		uint64_t Info = R.Size | (R.Store ? RefStoreBit : 0) | (After << AfterShift);
+		uint64_t Info = R.Size | (R.Store ? RefStoreBit : 0) |
+		                (R.NextSame ? RefNextSameBit : 0) | (After << AfterShift);
 		if (LC)
 			commit(SB, *LC);
 		CallInst *Call = SB.CreateCall(Slow, {R.Addr, ConstantInt::get(I64, Info)});
