@@ -316,21 +316,36 @@ typedef struct inline_fast {
 } inline_fast;
 
 /*
- * Reference info passed to the slow path: size in bytes | kind bit | next
- * same | after. REF_NEXT_SAME (pass plugin): the run's next reference, which
- * nothing separates from this one, is to the same address (the store of a
- * read-modify-write after its load), so it is this reference's reuse.
+ * Reference info passed to the slow path: bits 0-7 the size in bytes, bit 8
+ * store, bit 9 REF_NEXT_KNOWN, bits 16-31 "after" (the references of the run
+ * after this one), bits 32-47 the next reference's offset. REF_NEXT_KNOWN
+ * (pass plugin): the run's next reference, which nothing separates from this
+ * one, is at this one's address plus the signed 16-bit offset (the store of
+ * a read-modify-write after its load: 0; the next field of a structure,
+ * element of an array...); when that lies in this reference's line, the
+ * next reference is this one's reuse, at distance 0.
  */
 #define REF_STORE_BIT 0x100u
-#define REF_NEXT_SAME 0x200u
+#define REF_NEXT_KNOWN 0x200u
 #define REF_AFTER_SHIFT 16
+#define REF_NEXT_SHIFT 32
+
+static inline uint64_t ref_after(uint64_t info)
+{
+	return (info >> REF_AFTER_SHIFT) & 0xffffu;
+}
+
+static inline int64_t ref_next_offset(uint64_t info)
+{
+	return (int16_t)(uint16_t)(info >> REF_NEXT_SHIFT);
+}
 /* A countdown that never comes due (an exited thread, the exit path). */
 #define COUNTDOWN_NEVER ((uint64_t)INT64_MAX / 2)
 
 /* The countdown as a per-reference decrement would have left it at a visit. */
 static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 {
-	return (int64_t)f->countdown + (int64_t)(info >> REF_AFTER_SHIFT);
+	return (int64_t)f->countdown + (int64_t)ref_after(info);
 }
 
 /* ------------------------------------------------------ runtime (slow path) */

@@ -494,7 +494,7 @@ static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info
 {
 	inline_fast *f = &lomas__fast;
 	inline_thread *t = f->state;
-	uint64_t after = info >> REF_AFTER_SHIFT, clock;
+	uint64_t after = ref_after(info), clock;
 	int64_t due = countdown_at(f, info);
 	isample s;
 	if (f->busy) {
@@ -540,7 +540,9 @@ static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info
 	}
 	if (clock >= t->next_sample) {
 		lomas_ref_kind kind = (info & REF_STORE_BIT) ? LOMAS_REF_STORE : LOMAS_REF_LOAD;
-		if (info & REF_NEXT_SAME) {
+		if ((info & REF_NEXT_KNOWN) &&
+		    !((((uintptr_t)addr + (uint64_t)ref_next_offset(info)) ^ (uintptr_t)addr) >>
+		      t->wt.line_shift)) {
 			/* The next reference reuses the line (distance 0): the sample
 			 * is complete now, with no watch, table slot or reuse visit.
 			 * Its end pc is its start pc (the reuse's is not known here;

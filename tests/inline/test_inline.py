@@ -140,6 +140,44 @@ def test_pass_plugin_and_sanitizer_coverage_sample_alike(w, args, tmp_path):
     assert got[0][1] == got[1][1]
 
 
+@pytest.mark.skipif(not PASS, reason="the pass plugin is not built (no LLVM 16 headers)")
+def test_next_reference_shortcut_takes_the_hooks_samples(tmp_path):
+    """A run whose next reference is at a constant offset from this one (the fields
+    of a 12-byte record: a load, a read-modify-write, a store) lets the plugin end a
+    sample at its start when that offset is in the same line; the samples are
+    exactly those of the hooks, which watch every line, also where a field pair
+    falls in two lines. The plugin ended many at once (same start and end pc,
+    distance 0), the hooks almost none (only where two call sites were merged)."""
+    src = os.path.join(SOURCE, "tests", "inline", "fields.c")
+    plugin, hooks = str(tmp_path / "fields-plugin"), str(tmp_path / "fields-hooks")
+    subprocess.run(["clang-16", "-O2"] + pkg_config("--cflags", "lomas-inline") +
+                   [src, "-o", plugin] + pkg_config("--libs", "lomas-inline"),
+                   check=True, capture_output=True, text=True)
+    static = os.path.join(BUILD, "lib", "inline", "liblomas-inline.a")
+    subprocess.run(["clang-16", "-O2", "-fsanitize-coverage=func,trace-loads,trace-stores",
+                    "-flto", "-I" + os.path.join(SOURCE, "include"), src, "-o", hooks,
+                    "-fuse-ld=lld-16", "-fno-sanitize-link-runtime", static,
+                    "-Wl,--wrap=pthread_create", "-lm", "-pthread"],
+                   check=True, capture_output=True, text=True)
+    got, shortcut, out = [], [], []
+    for exe in (plugin, hooks):
+        prof = exe + ".lomas"
+        r = run([exe, "5000", "3"], {"LOMAS_OUTPUT": prof, "LOMAS_PERIOD": "7",
+                                     "LOMAS_SEED": "11"})
+        out.append(r.stdout)
+        rows = export_csv(prof)
+        # Heap addresses differ between the processes (ASLR) but not where in its
+        # line each one falls, which decides the shortcut.
+        got.append(sorted((r["start"], r["end"], r["state"], r["kind"], int(r["addr"], 16) % 64)
+                          for r in rows))
+        shortcut.append(sum(1 for r in rows if r["distance"] == "0"
+                            and r["start_pc"] == r["end_pc"]))
+    assert out[0] == out[1]
+    assert len(got[0]) > 5000
+    assert got[0] == got[1]
+    assert shortcut[0] > len(got[0]) // 4 and shortcut[1] < shortcut[0] // 100, shortcut
+
+
 def test_reproducible_with_a_fixed_seed(tmp_path):
     """Same seed: identical profiles (address-space randomization off so the
     addresses and pcs repeat too); another seed: other samples."""

@@ -83,8 +83,9 @@ constexpr uint64_t FilterSize = 1u << FilterBits;
 constexpr uint64_t FilterAny = 1;
 constexpr uint64_t FilterPad = 8;
 constexpr uint64_t RefStoreBit = 0x100;
-constexpr uint64_t RefNextSameBit = 0x200;
+constexpr uint64_t RefNextKnownBit = 0x200;
 constexpr unsigned AfterShift = 16;
+constexpr unsigned NextShift = 32;
 // Longest run charged at once: bounds the clock's lead inside a signal
 // handler and keeps "after" small.
 constexpr size_t MaxRun = 256;
@@ -104,9 +105,12 @@ struct Ref {
 	size_t Leader = 0;
 	int64_t Lo = 0, Hi = 0;
 	bool HasMembers = false;
-	// The run's next reference is to the same address (a read-modify-write's
-	// store after its load): it is this one's reuse, at distance 0.
-	bool NextSame = false;
+	// The run's next reference is at this one's address plus NextOff (the
+	// store of a read-modify-write after its load: 0; the next field of a
+	// structure): when that is in this one's line (the runtime knows the line
+	// size), it is this one's reuse, at distance 0.
+	bool NextKnown = false;
+	int64_t NextOff = 0;
 };
 
 // The reference I makes, if it is one we count.
@@ -605,9 +609,18 @@ class Instrumenter
 		std::vector<size_t> Leaders;
 		for (size_t J = 0; J + 1 < Run.size(); J++) {
 			Value *A = Run[J].Addr, *B = Run[J + 1].Addr;
-			Run[J].NextSame =
-			    A == B || (SE.isSCEVable(A->getType()) && SE.isSCEVable(B->getType()) &&
-			               SE.getMinusSCEV(SE.getSCEV(B), SE.getSCEV(A))->isZero());
+			if (A == B) {
+				Run[J].NextKnown = true;
+				continue;
+			}
+			if (!SE.isSCEVable(A->getType()) || !SE.isSCEVable(B->getType()))
+				continue;
+			const auto *D =
+			    dyn_cast<SCEVConstant>(SE.getMinusSCEV(SE.getSCEV(B), SE.getSCEV(A)));
+			if (D && D->getAPInt().getSignificantBits() <= 16) {
+				Run[J].NextKnown = true;
+				Run[J].NextOff = D->getAPInt().getSExtValue();
+			}
 		}
 		for (size_t J = 0; J < Run.size(); J++) {
 			Ref &R = Run[J];
@@ -687,8 +700,9 @@ class Instrumenter
 		    TB.CreateICmpEQ(Byte, Tag));
 		Instruction *CallAt = SplitBlockAndInsertIfThen(Need, Then, false);
 		IRBuilder<> SB(CallAt);
-		uint64_t Info = R.Size | (R.Store ? RefStoreBit : 0) |
-		                (R.NextSame ? RefNextSameBit : 0) | (After << AfterShift);
+		uint64_t Info = R.Size | (R.Store ? RefStoreBit : 0) | (After << AfterShift);
+		if (R.NextKnown)
+			Info |= RefNextKnownBit | (uint64_t(uint16_t(R.NextOff)) << NextShift);
 		if (LC)
 			commit(SB, *LC);
 		CallInst *Call = SB.CreateCall(Slow, {R.Addr, ConstantInt::get(I64, Info)});
