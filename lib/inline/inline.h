@@ -101,7 +101,15 @@ typedef struct sample_store {
 	rng *fates;                  /* random bits for the fates; NULL: never dropped */
 	uint64_t bits;               /* unused bits drawn from *fates */
 	unsigned nbits;
+	/* Optional (store_reserve): the streams' first allocations, slice k for
+	 * stream k, each handed out once (bit k of reserve_used). */
+	uint8_t *reserve;
+	uint32_t reserve_used;
 } sample_store;
+
+/* A stream's first allocation; a reserve holds STORE_FATES of them. */
+#define STORE_FIRST_BYTES (256u * 1024u)
+#define STORE_RESERVE_BYTES ((size_t)STORE_FATES * STORE_FIRST_BYTES)
 
 /* Walks a store's samples: stream by stream, each in the order pushed. */
 typedef struct store_iter {
@@ -126,6 +134,16 @@ typedef struct inline_alloc {
 
 extern const inline_alloc inline_malloc_alloc; /* calloc/free/realloc */
 
+/*
+ * Give the store mem (STORE_RESERVE_BYTES from the allocator's own kind of
+ * memory: mmap in the runtime) for its streams' first allocations, so that a
+ * thread makes one mmap for them, not one per stream (a thread of a
+ * multithreaded program waited up to 3 ms on a single mmap while the others
+ * took page faults). The allocator must take back and grow any
+ * STORE_FIRST_BYTES slice of it on its own (munmap, mremap do). The store
+ * gives back what it never handed out in store_free, or when taken.
+ */
+void store_reserve(sample_store *st, void *mem);
 /* Append s; false when memory ran out (the sample is lost and counted by the caller). */
 bool store_push(sample_store *st, const inline_alloc *a, const isample *s);
 void store_free(sample_store *st, const inline_alloc *a);

@@ -370,6 +370,13 @@ static inline_thread *thread_attach(inline_fast *f, uint64_t after)
 	t->adaptive = s.period == 0;
 	/* Period auto thins the finished samples: each gets its fate as it is pushed. */
 	t->done.fates = t->adaptive ? &t->thin : NULL;
+	{
+		/* One mapping for the streams' first allocations (address space
+		 * only until used); without it each stream maps its own. */
+		void *reserve = map_bytes(STORE_RESERVE_BYTES);
+		if (reserve)
+			store_reserve(&t->done, reserve);
+	}
 	t->base_period = t->adaptive ? AUTO_START_PERIOD : (double)s.period;
 	/* A thread joining a running session samples at the process's current rate. */
 	t->level = 0;

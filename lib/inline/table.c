@@ -39,8 +39,6 @@ const inline_alloc inline_malloc_alloc = {calloc_bytes, free_bytes, realloc_byte
  * byte: the level it is read back with is the greater of it and the store's,
  * see store_level_of). Each stream is a PSAMPLES block as it is.
  */
-/* The first allocation (untouched past what is used) and the growth step (x2). */
-#define STORE_FIRST_BYTES (256u * 1024u)
 
 /*
  * The level of a sample pushed with level pushed, in a store now at level:
@@ -63,15 +61,22 @@ static inline const uint8_t *decode_sample(const uint8_t *p, const uint8_t *end,
 }
 
 /* Room for one more sample: the first allocation, or twice the last. */
-static bool stream_room(store_stream *ss, const inline_alloc *a)
+static bool stream_room(sample_store *st, unsigned k, const inline_alloc *a)
 {
+	store_stream *ss = &st->s[k];
 	size_t cap;
 	uint8_t *mem;
 	if (ss->cap - ss->len >= PACKED_MAX_RECORD)
 		return true;
 	if (!ss->data) {
-		if (!(ss->data = a->alloc(STORE_FIRST_BYTES)))
+		/* The reserve's slice k if never handed out, else fresh memory. The
+		 * first allocation (untouched past what is used), then x2. */
+		if (st->reserve && !(st->reserve_used & (1u << k))) {
+			st->reserve_used |= 1u << k;
+			ss->data = st->reserve + (size_t)k * STORE_FIRST_BYTES;
+		} else if (!(ss->data = a->alloc(STORE_FIRST_BYTES))) {
 			return false;
+		}
 		ss->cap = STORE_FIRST_BYTES;
 		return true;
 	}
@@ -112,8 +117,9 @@ static unsigned store_death(sample_store *st, uint8_t pushed)
 
 bool store_push(sample_store *st, const inline_alloc *a, const isample *s)
 {
-	store_stream *ss = &st->s[store_death(st, s->level) % STORE_FATES];
-	if (!stream_room(ss, a))
+	unsigned k = store_death(st, s->level) % STORE_FATES;
+	store_stream *ss = &st->s[k];
+	if (!stream_room(st, k, a))
 		return false;
 	ss->len = (size_t)(packed_put(ss->data + ss->len, s, &ss->prev) - ss->data);
 	ss->prev = *s;
@@ -129,9 +135,33 @@ static void stream_free(store_stream *ss, const inline_alloc *a)
 	memset(ss, 0, sizeof *ss);
 }
 
+void store_reserve(sample_store *st, void *mem)
+{
+	st->reserve = mem;
+	st->reserve_used = 0;
+}
+
+/* Give back the reserve's slices never handed out (each handed-out slice
+ * went with its stream), a run of them at a time. */
+static void reserve_free(sample_store *st, const inline_alloc *a)
+{
+	for (unsigned k = 0; st->reserve && k < STORE_FATES;) {
+		unsigned j = k;
+		while (j < STORE_FATES && !(st->reserve_used & (1u << j)))
+			j++;
+		if (j > k)
+			a->release(st->reserve + (size_t)k * STORE_FIRST_BYTES,
+			           (size_t)(j - k) * STORE_FIRST_BYTES);
+		k = j + 1;
+	}
+	st->reserve = NULL;
+	st->reserve_used = 0;
+}
+
 void store_free(sample_store *st, const inline_alloc *a)
 {
 	rng *fates = st->fates;
+	reserve_free(st, a);
 	for (unsigned k = 0; k < STORE_FATES; k++)
 		stream_free(&st->s[k], a);
 	memset(st, 0, sizeof *st);
