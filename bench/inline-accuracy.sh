@@ -4,7 +4,8 @@
 # with LOMAS_TRACE writing the full trace of the very same run; exactsim
 # simulates that trace exactly and the mean absolute error (percentage points,
 # 4 KiB-64 MiB, 4 sizes per octave) of `lomas-demo curve` is printed per
-# policy. Extra settings (LOMAS_PERIOD, LOMAS_SEED...) are passed on.
+# policy. LOMAS_PERIOD and LOMAS_SEED, when set, become record's --period and
+# --seed (record sets the program's LOMAS_* from its own options).
 # threads is left out: its four threads' lines reach one shared cache in the
 # simulation, while the sampler measures reuse per thread (by design), and
 # the trace interleaves the threads in buffer-sized runs, not as they ran.
@@ -39,7 +40,8 @@ print(",".join(map(str, out)))')
 printf "%-8s %10s %9s %12s %12s\n" workload refs samples "random MAE" "lru MAE"
 for w in stream stride random chase matmul tiled phases; do
 	# shellcheck disable=SC2086
-	LOMAS_TRACE="$tmp/t.trace" "$demo" record -o "$tmp/p.lomas" -- "$wl/$w-inline" ${args[$w]} \
+	LOMAS_TRACE="$tmp/t.trace" "$demo" record --period "${LOMAS_PERIOD:-auto}" \
+		--seed "${LOMAS_SEED:-1}" -o "$tmp/p.lomas" -- "$wl/$w-inline" ${args[$w]} \
 		>/dev/null 2>&1
 	"$demo" curve --sizes "$sizes" "$tmp/p.lomas" >"$tmp/model.csv"
 	"$sim" --sizes "$sizes" --runs 3 "$tmp/t.trace" >"$tmp/exact.csv"
