@@ -42,8 +42,11 @@
 #define FILTER_SIZE (1u << FILTER_BITS)
 #define FILTER_MASK (FILTER_SIZE - 1u)
 #define FILTER_ANY 1u
-/* Bytes past the filter's end that read as zero: the pass plugin's range test
- * (see lomas__range_clean) loads 8 filter bytes at any index with one load. */
+/* Bytes past the filter's end: the pass plugin's range test (see
+ * lomas__range_clean) loads 8 filter bytes at any index with one load and
+ * keeps only those inside the filter; the first pad byte mirrors byte 0, so
+ * its 16-bit load of a group's two adjacent blocks works at the end too.
+ * The rest read as zero. A filter given to the watch table has them. */
 #define FILTER_PAD 8u
 
 static inline uint32_t filter_index(uint64_t addr)
@@ -220,7 +223,8 @@ typedef struct watch_table {
 size_t wt_bytes(uint32_t capacity);
 /*
  * Lay the table out in mem (zeroed, wt_bytes(capacity) long) with the filter
- * (FILTER_SIZE zeroed bytes, kept in step with the open samples; NULL for none).
+ * (FILTER_SIZE + FILTER_PAD zeroed bytes, kept in step with the open samples;
+ * NULL for none).
  */
 void wt_init(watch_table *wt, void *mem, uint32_t capacity, unsigned line_shift, uint8_t *filter);
 /* Forget every open sample and clear their filter bytes. */

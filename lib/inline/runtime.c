@@ -289,7 +289,7 @@ void rt_trace_flush(inline_thread *t)
 void rt_filter_scrub(void)
 {
 	uint64_t *w = (uint64_t *)(void *)lomas__filter;
-	for (size_t i = 0; i < FILTER_SIZE / sizeof *w; i++)
+	for (size_t i = 0; i < (FILTER_SIZE + FILTER_PAD) / sizeof *w; i++)
 		if (w[i])
 			w[i] = 0;
 }

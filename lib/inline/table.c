@@ -285,6 +285,16 @@ static inline void line_blocks(const watch_table *wt, uint64_t line, uint64_t *f
 	*last = (((line + 1) << wt->line_shift) - 1) >> FILTER_SHIFT;
 }
 
+/* Set filter byte i; byte 0 is also kept in the first pad byte past the
+ * filter's end, so that a 16-bit load of the last byte (the pass plugin's
+ * test of a group's two blocks) sees its neighbour, byte 0, after it. */
+static inline void filter_set(watch_table *wt, uint32_t i, uint8_t v)
+{
+	wt->filter[i] = v;
+	if (i == 0)
+		wt->filter[FILTER_SIZE] = v;
+}
+
 static void filter_add(watch_table *wt, uint64_t line)
 {
 	uint64_t first, last;
@@ -296,9 +306,9 @@ static void filter_add(watch_table *wt, uint64_t line)
 		wt_fstate *f = &wt->fst[i];
 		uint8_t tag = filter_tag(b << FILTER_SHIFT);
 		if (!f->count)
-			wt->filter[i] = tag;
+			filter_set(wt, i, tag);
 		else if (wt->filter[i] != tag)
-			wt->filter[i] = FILTER_ANY;
+			filter_set(wt, i, FILTER_ANY);
 		if (f->count != 255)
 			f->count++;
 		f->tags ^= tag;
@@ -321,9 +331,9 @@ static void filter_remove(watch_table *wt, uint64_t line)
 			continue;
 		f->tags ^= filter_tag(b << FILTER_SHIFT);
 		if (!--f->count)
-			wt->filter[i] = 0;
+			filter_set(wt, i, 0);
 		else if (f->count == 1)
-			wt->filter[i] = f->tags; /* the one block left's tag */
+			filter_set(wt, i, f->tags); /* the one block left's tag */
 	}
 }
 
@@ -334,7 +344,7 @@ void wt_clear(watch_table *wt)
 		uint64_t first, last;
 		line_blocks(wt, wt->slots[i].line, &first, &last);
 		for (uint64_t b = first; b <= last; b++) {
-			wt->filter[b & FILTER_MASK] = 0;
+			filter_set(wt, (uint32_t)b & FILTER_MASK, 0);
 			wt->fst[b & FILTER_MASK] = (wt_fstate){0, 0};
 		}
 	}

@@ -140,16 +140,11 @@ def test_pass_plugin_and_sanitizer_coverage_sample_alike(w, args, tmp_path):
     assert got[0][1] == got[1][1]
 
 
-@pytest.mark.skipif(not PASS, reason="the pass plugin is not built (no LLVM 16 headers)")
-def test_next_reference_shortcut_takes_the_hooks_samples(tmp_path):
-    """A run whose next reference is at a constant offset from this one (the fields
-    of a 12-byte record: a load, a read-modify-write, a store) lets the plugin end a
-    sample at its start when that offset is in the same line; the samples are
-    exactly those of the hooks, which watch every line, also where a field pair
-    falls in two lines. The plugin ended many at once (same start and end pc,
-    distance 0), the hooks almost none (only where two call sites were merged)."""
-    src = os.path.join(SOURCE, "tests", "inline", "fields.c")
-    plugin, hooks = str(tmp_path / "fields-plugin"), str(tmp_path / "fields-hooks")
+def build_plugin_and_hooks(src, tmp_path):
+    """src built with the pkg-config recipe (the pass plugin) and with the
+    sanitizer-coverage hooks (LTO, the static runtime): the two executables."""
+    name = os.path.splitext(os.path.basename(src))[0]
+    plugin, hooks = str(tmp_path / (name + "-plugin")), str(tmp_path / (name + "-hooks"))
     subprocess.run(["clang-16", "-O2"] + pkg_config("--cflags", "lomas-inline") +
                    [src, "-o", plugin] + pkg_config("--libs", "lomas-inline"),
                    check=True, capture_output=True, text=True)
@@ -159,6 +154,19 @@ def test_next_reference_shortcut_takes_the_hooks_samples(tmp_path):
                     "-fuse-ld=lld-16", "-fno-sanitize-link-runtime", static,
                     "-Wl,--wrap=pthread_create", "-lm", "-pthread"],
                    check=True, capture_output=True, text=True)
+    return plugin, hooks
+
+
+@pytest.mark.skipif(not PASS, reason="the pass plugin is not built (no LLVM 16 headers)")
+def test_next_reference_shortcut_takes_the_hooks_samples(tmp_path):
+    """A run whose next reference is at a constant offset from this one (the fields
+    of a 12-byte record: a load, a read-modify-write, a store) lets the plugin end a
+    sample at its start when that offset is in the same line; the samples are
+    exactly those of the hooks, which watch every line, also where a field pair
+    falls in two lines. The plugin ended many at once (same start and end pc,
+    distance 0), the hooks almost none (only where two call sites were merged)."""
+    src = os.path.join(SOURCE, "tests", "inline", "fields.c")
+    plugin, hooks = build_plugin_and_hooks(src, tmp_path)
     got, shortcut, out = [], [], []
     for exe in (plugin, hooks):
         prof = exe + ".lomas"
@@ -176,6 +184,23 @@ def test_next_reference_shortcut_takes_the_hooks_samples(tmp_path):
     assert len(got[0]) > 5000
     assert got[0] == got[1]
     assert shortcut[0] > len(got[0]) // 4 and shortcut[1] < shortcut[0] // 100, shortcut
+
+
+@pytest.mark.skipif(not PASS, reason="the pass plugin is not built (no LLVM 16 headers)")
+def test_group_across_the_filter_end_takes_the_hooks_samples(tmp_path):
+    """A group of two references whose blocks are the filter's last byte and its
+    first (a 4 MiB boundary) is tested with one 16-bit load that reads the byte
+    past the filter's end, which mirrors byte 0: the reuse by the group's second
+    reference of a line watched there is seen, as the hooks see it."""
+    src = os.path.join(SOURCE, "tests", "inline", "wrap.c")
+    plugin, hooks = build_plugin_and_hooks(src, tmp_path)
+    got = []
+    for exe in (plugin, hooks):
+        prof = exe + ".lomas"
+        run([exe], {"LOMAS_OUTPUT": prof, "LOMAS_PERIOD": "20", "LOMAS_SEED": "2"})
+        got.append(sorted((r["start"], r["end"], r["state"], r["kind"]) for r in export_csv(prof)))
+    assert len(got[0]) > 800
+    assert got[0] == got[1]
 
 
 def test_reproducible_with_a_fixed_seed(tmp_path):

@@ -29,7 +29,7 @@ static void table_new(table_fixture *f, uint32_t capacity, unsigned line_shift)
 	f->bytes = wt_bytes(capacity);
 	f->mem = calloc(1, f->bytes);
 	assert_non_null(f->mem);
-	f->filter = calloc(1, FILTER_SIZE);
+	f->filter = calloc(1, FILTER_SIZE + FILTER_PAD);
 	assert_non_null(f->filter);
 	wt_init(&f->wt, f->mem, capacity, line_shift, f->filter);
 }

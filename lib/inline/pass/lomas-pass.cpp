@@ -177,6 +177,7 @@ class Instrumenter
 	explicit Instrumenter(Module &M) : M(M), C(M.getContext()), DL(M.getDataLayout())
 	{
 		I8 = Type::getInt8Ty(C);
+		I16 = Type::getInt16Ty(C);
 		I64 = Type::getInt64Ty(C);
 		Ptr = PointerType::getUnqual(C);
 		Fast = tlsGlobal("lomas__fast", I64);
@@ -599,11 +600,11 @@ class Instrumenter
 	// References of a run whose addresses differ from an earlier one's by a
 	// constant (scalar evolution: the same pointer, unrolled or vector copies of
 	// one access) join its group while the group's addresses span less than 64
-	// bytes: they then lie in at most two filter blocks, those of the lowest and
-	// the highest address. The leader loads both bytes; a member takes the full
-	// check only if one of them is set or the slow path was visited since the
-	// run began (which may have changed the filter), so on the fast path it
-	// costs one test of two registers.
+	// bytes: they then lie in at most two filter blocks, the lowest address's
+	// and the next. The leader loads both bytes with one 16-bit load; a member
+	// takes the full check only if one of them is set or the slow path was
+	// visited since the run began (which may have changed the filter), so on
+	// the fast path it costs one compare of two registers.
 	void group(std::vector<Ref> &Run, ScalarEvolution &SE)
 	{
 		std::vector<size_t> Leaders;
@@ -741,7 +742,8 @@ class Instrumenter
 			if (R.Leader != J) {
 				IRBuilder<> IB(R.I);
 				BasicBlock *Head = R.I->getParent();
-				Value *Cond = IB.CreateICmpUGE(GroupBytes[R.Leader], Clean);
+				Value *Cond = IB.CreateICmpUGE(GroupBytes[R.Leader],
+				                               IB.CreateZExt(Clean, I16));
 				Instruction *Then =
 				    SplitBlockAndInsertIfThen(Cond, R.I, false, Unlikely);
 				Value *D = emitFull(R, Then, Bar, Clean, After, LC);
@@ -750,14 +752,24 @@ class Instrumenter
 				continue;
 			}
 			if (R.HasMembers) {
+				// The group's blocks: the lowest address's, and the highest's,
+				// which is the same or the next (Hi - Lo < 64). Two blocks
+				// take one 16-bit load of the lowest's byte and the next
+				// (the runtime mirrors byte 0 past the filter's end for the
+				// last byte's next); a neighbour that is not the group's
+				// only sends a member to its own precise test.
 				IRBuilder<> IB(R.I);
 				Value *A = IB.CreatePtrToInt(R.Addr, I64);
-				Value *G =
-				    filterByte(IB, IB.CreateAdd(A, ConstantInt::get(I64, R.Lo)));
-				if (R.Hi > R.Lo)
-					G = IB.CreateOr(
-					    G, filterByte(IB, IB.CreateAdd(
-					                          A, ConstantInt::get(I64, R.Hi))));
+				Value *Lo = IB.CreateAdd(A, ConstantInt::get(I64, R.Lo));
+				Value *G;
+				if (R.Hi > R.Lo) {
+					Value *Idx = IB.CreateAnd(IB.CreateLShr(Lo, FilterShift),
+					                          FilterSize - 1);
+					G = IB.CreateAlignedLoad(
+					    I16, IB.CreateInBoundsGEP(I8, Filter, Idx), Align(1));
+				} else {
+					G = IB.CreateZExt(filterByte(IB, Lo), I16);
+				}
 				GroupBytes[J] = G;
 			}
 			Clean = emitFull(R, R.I, Bar, Clean, After, LC);
@@ -767,7 +779,7 @@ class Instrumenter
 	Module &M;
 	LLVMContext &C;
 	const DataLayout &DL;
-	Type *I8, *I64;
+	Type *I8, *I16, *I64;
 	PointerType *Ptr;
 	GlobalVariable *Fast, *Filter;
 	FunctionCallee Slow, RangeClean;
