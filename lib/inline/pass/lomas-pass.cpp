@@ -656,11 +656,12 @@ class Instrumenter
 		return B.CreateLoad(I8, B.CreateInBoundsGEP(I8, Filter, Idx), Volatile);
 	}
 
-	// Clean after a diamond at Tail: the old value from Head, New from Other.
+	// Clean (16 bits, compared with a group's two filter bytes) after a
+	// diamond at Tail: the old value from Head, New from Other.
 	Value *joinClean(BasicBlock *Tail, BasicBlock *Head, Value *Old, BasicBlock *Other,
 	                 Value *New)
 	{
-		PHINode *P = PHINode::Create(I8, 2, "lomas.clean", &Tail->front());
+		PHINode *P = PHINode::Create(I16, 2, "lomas.clean", &Tail->front());
 		P->addIncoming(Old, Head);
 		P->addIncoming(New, Other);
 		return P;
@@ -670,13 +671,16 @@ class Instrumenter
 	// in an armed run) leaves the fast path, then a visit if R is due or the
 	// byte may be R's line. Returns the clean flag after it (0 once the slow
 	// path was called).
+	// Own: R's filter byte, when the caller has it already (a group leader
+	// at its group's lowest address: the low byte of the group's 16-bit
+	// load), or null (loaded here, folded into the compare: cmp reg, mem).
 	Value *emitFull(const Ref &R, Instruction *At, Value *Bar, Value *Clean, uint64_t After,
-	                const LoopCount *LC)
+	                const LoopCount *LC, Value *Own = nullptr)
 	{
 		IRBuilder<> IB(At);
 		BasicBlock *Head = At->getParent();
 		Value *A = IB.CreatePtrToInt(R.Addr, I64);
-		Value *Go = IB.CreateICmpUGE(filterByte(IB, A), Bar);
+		Value *Go = IB.CreateICmpUGE(Own ? Own : filterByte(IB, A), Bar);
 		Instruction *Then = SplitBlockAndInsertIfThen(Go, At, false, Unlikely);
 		BasicBlock *ThenBB = Then->getParent();
 		// Off the fast path: visit only if this very reference is due (the
@@ -712,7 +716,7 @@ class Instrumenter
 		if (LC)
 			reload(SB, *LC);
 		Value *C2 = joinClean(Then->getParent(), ThenBB, Clean, CallAt->getParent(),
-		                      ConstantInt::get(I8, 0));
+		                      ConstantInt::get(I16, 0));
 		return joinClean(At->getParent(), Head, Clean, Then->getParent(), C2);
 	}
 
@@ -733,8 +737,9 @@ class Instrumenter
 		// the threads workload ten times slower on AMD Zen).
 		Value *Bar =
 		    B.CreateZExt(B.CreateICmpSGT(New, ConstantInt::get(I64, 0)), I8, "lomas.bar");
-		// Clean: Bar until the run's first slow-path visit, then 0.
-		Value *Clean = Bar;
+		// Clean: Bar until the run's first slow-path visit, then 0; 16 bits
+		// wide, as the groups' two filter bytes it is compared with.
+		Value *Clean = B.CreateZExt(Bar, I16);
 		std::vector<Value *> GroupBytes(K, nullptr);
 		for (uint64_t J = 0; J < K; J++) {
 			const Ref &R = Run[J];
@@ -742,8 +747,7 @@ class Instrumenter
 			if (R.Leader != J) {
 				IRBuilder<> IB(R.I);
 				BasicBlock *Head = R.I->getParent();
-				Value *Cond = IB.CreateICmpUGE(GroupBytes[R.Leader],
-				                               IB.CreateZExt(Clean, I16));
+				Value *Cond = IB.CreateICmpUGE(GroupBytes[R.Leader], Clean);
 				Instruction *Then =
 				    SplitBlockAndInsertIfThen(Cond, R.I, false, Unlikely);
 				Value *D = emitFull(R, Then, Bar, Clean, After, LC);
@@ -751,6 +755,7 @@ class Instrumenter
 				    joinClean(R.I->getParent(), Head, Clean, Then->getParent(), D);
 				continue;
 			}
+			Value *Own = nullptr;
 			if (R.HasMembers) {
 				// The group's blocks: the lowest address's, and the highest's,
 				// which is the same or the next (Hi - Lo < 64). Two blocks
@@ -771,8 +776,10 @@ class Instrumenter
 					G = IB.CreateZExt(filterByte(IB, Lo), I16);
 				}
 				GroupBytes[J] = G;
+				if (R.Lo == 0)
+					Own = IB.CreateTrunc(G, I8);
 			}
-			Clean = emitFull(R, R.I, Bar, Clean, After, LC);
+			Clean = emitFull(R, R.I, Bar, Clean, After, LC, Own);
 		}
 	}
 
