@@ -16,6 +16,7 @@
 #include <cmocka.h>
 
 #include "inline/inline.h"
+#include "profile_asserts.h"
 
 typedef struct table_fixture {
 	watch_table wt;
@@ -914,30 +915,9 @@ static int sample_order(const void *pa, const void *pb)
  */
 static void assert_same_samples(lomas_profile *a, lomas_profile *b)
 {
-	assert_int_equal(a->threads.n, b->threads.n);
-	assert_int_equal(a->windows.n, b->windows.n);
-	for (size_t i = 0; i < a->windows.n; i++) {
-		assert_int_equal(a->windows.items[i].start, b->windows.items[i].start);
-		assert_int_equal(a->windows.items[i].refs, b->windows.items[i].refs);
-		assert_int_equal(a->windows.items[i].thread, b->windows.items[i].thread);
-	}
-	assert_int_equal(a->samples.n, b->samples.n);
 	qsort(a->samples.items, a->samples.n, sizeof *a->samples.items, sample_order);
 	qsort(b->samples.items, b->samples.n, sizeof *b->samples.items, sample_order);
-	for (size_t i = 0; i < a->samples.n; i++) {
-		const lomas_sample *x = &a->samples.items[i], *y = &b->samples.items[i];
-		assert_int_equal(x->start, y->start);
-		assert_int_equal(x->end, y->end);
-		assert_int_equal(x->addr, y->addr);
-		assert_int_equal(x->start_pc, y->start_pc);
-		assert_int_equal(x->end_pc, y->end_pc);
-		assert_true(x->weight == y->weight);
-		assert_int_equal(x->thread, y->thread);
-		assert_int_equal(x->window, y->window);
-		assert_int_equal(x->kind, y->kind);
-		assert_int_equal(x->state, y->state);
-		assert_int_equal(x->flags, y->flags);
-	}
+	assert_same_threads_windows_samples(a, b);
 }
 
 static void fill_store(sample_store *st, rng *r, size_t n, uint64_t refs)
