@@ -458,7 +458,30 @@ lomas_status step_begin(monitor *m)
 	return LOMAS_OK;
 }
 
+static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool detaching);
+
+/*
+ * A thread's report: handle it and resume the thread. When that fails with
+ * LOMAS_ETARGET because the thread is being killed (PTRACE_SINGLESTEP fails
+ * with ESRCH on a tracee a SIGKILL is ending, and reading its memory fails
+ * too), the thread is marked running again, so that the next mon_wait
+ * collects its death. Left marked stopped, mon_wait passed it over: a
+ * session whose only thread it was polled forever without a system call
+ * while the target sat in its ptrace-stop (lomas-demo record of a target
+ * killed under it hung so, once in twenty kills).
+ */
 lomas_status step_handle(monitor *m, mon_thread *t, int status, bool detaching)
+{
+	pid_t tid = t->tid;
+	lomas_status st = handle_stop(m, t, status, detaching);
+	mon_thread *u;
+	if (st == LOMAS_ETARGET && !detaching && (u = mon_thread_of(m, tid)) &&
+	    u->state == MT_STOPPED)
+		u->state = MT_RUNNING;
+	return st;
+}
+
+static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool detaching)
 {
 	pid_t tid = t->tid;
 	int sig, ev;
