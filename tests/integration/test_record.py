@@ -154,6 +154,7 @@ def test_auto_clock_picks_inline_for_instrumented_programs(tmp_path):
 @needs_targets
 def test_target_killed_under_us_keeps_partial_profile(tmp_path):
     t = subprocess.Popen([target("t_spin")], stdout=subprocess.PIPE, text=True)
+    p = None
     try:
         assert t.stdout.readline() == "ready\n"
         out = tmp_path / "k.lomas"
@@ -168,5 +169,10 @@ def test_target_killed_under_us_keeps_partial_profile(tmp_path):
         assert prof["meta"]["clock"] == "step"
         assert len(prof["threads"]) == 1
     finally:
+        # record first: while it traces the target, the target cannot be
+        # reaped (a record that never returned left this wait hanging).
+        if p is not None and p.poll() is None:
+            p.kill()
+            p.wait()
         t.kill()
         t.wait()
