@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "lomas/lomas.h"
 
@@ -347,13 +348,46 @@ lomas_status profile_save_buffer_src(const lomas_profile *p, const profile_sampl
                                      void **data, size_t *len);
 lomas_status profile_save_fd_src(const lomas_profile *p, const profile_sample_source *src, int fd);
 /*
- * Save p to path atomically (a temporary file renamed over path, keeping an
- * existing file's mode). durable: also fsync the file and its directory
- * (lomas_profile_save); the inline runtime's exit path skips that, as perf
- * record does, since the program's own exit is what it delays.
+ * Save p to path atomically: a temporary file next to it (path.XXXXXX,
+ * created mode 0666 less the umask, as open(2) applies it; an existing
+ * regular file of ours at path keeps its permission bits) renamed over
+ * path. Any failure: LOMAS_EIO naming path, the step and errno, the
+ * temporary file removed, whatever was at path untouched. durable: also
+ * fsync the file and (best effort) its directory (lomas_profile_save); the
+ * inline runtime's exit path skips that, as perf record does, since the
+ * program's own exit is what it delays.
  */
 lomas_status profile_save_file(const lomas_profile *p, const char *path, bool durable);
 lomas_status profile_save_file_src(const lomas_profile *p, const profile_sample_source *src,
                                    const char *path, bool durable);
+
+/* ----------------------------------------------------------- save-path I/O */
+
+/*
+ * Every system call of the save path that can fail (profile_file.c, and the
+ * encoder's writes) goes through one of these wrappers so that a test can
+ * fail any one of them (tests/unit/test_save_faults.c). While
+ * save_io_faults.armed, each wrapped call counts in .calls and the one
+ * numbered .fail_at (from 1; 0 = none) fails with errno .err; with
+ * .short_write a failing write first writes half its bytes and the next
+ * call fails (a disk filling up). Not armed (always, outside tests), they
+ * are the plain calls. Not thread-safe: tests arm it around one save.
+ */
+typedef struct save_io_fault {
+	bool armed;
+	bool short_write;
+	int err;
+	uint64_t calls;
+	uint64_t fail_at;
+} save_io_fault;
+
+extern save_io_fault save_io_faults;
+
+int save_io_open(const char *path, int flags, mode_t mode);
+ssize_t save_io_pwrite(int fd, const void *buf, size_t len, off_t off);
+int save_io_fchmod(int fd, mode_t mode);
+int save_io_fsync(int fd);
+int save_io_close(int fd);
+int save_io_rename(const char *from, const char *to);
 
 #endif /* LOMAS_CORE_H */

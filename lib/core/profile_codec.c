@@ -340,14 +340,20 @@ typedef struct encoder {
 	size_t own_len;
 } encoder;
 
+/* Write all of data at off; -1 with errno set when a write fails (a short
+ * write is continued: on a full disk the next one says ENOSPC). */
 static int pwrite_all(int fd, const uint8_t *data, size_t len, uint64_t off)
 {
 	while (len) {
-		ssize_t k = pwrite(fd, data, len, (off_t)off);
+		ssize_t k = save_io_pwrite(fd, data, len, (off_t)off);
 		if (k < 0 && errno == EINTR)
 			continue;
-		if (k <= 0)
+		if (k < 0)
 			return -1;
+		if (k == 0) {
+			errno = ENOSPC; /* pwrite(2) makes no progress: treat as full */
+			return -1;
+		}
 		data += k;
 		len -= (size_t)k;
 		off += (uint64_t)k;
@@ -355,12 +361,18 @@ static int pwrite_all(int fd, const uint8_t *data, size_t len, uint64_t off)
 	return 0;
 }
 
+/*
+ * Write the staged bytes out. After the first failure the stage is still
+ * emptied (its bytes dropped): the encoder runs on to the end of the
+ * section it is in, and a stage that kept growing ran past its ENC_STAGE
+ * bytes (a heap overflow on every full disk).
+ */
 static void enc_flush(encoder *e)
 {
-	if (e->image || !e->n || e->st)
+	if (e->image || !e->n)
 		return;
-	if (pwrite_all(e->fd, e->stage, e->n, e->at) != 0)
-		e->st = error_set(LOMAS_EIO, "cannot write the profile: %s", strerror(errno));
+	if (!e->st && pwrite_all(e->fd, e->stage, e->n, e->at) != 0)
+		e->st = error_set(LOMAS_EIO, "write failed: %s", strerror(errno));
 	e->at += e->n;
 	e->n = 0;
 }
@@ -400,7 +412,7 @@ static void enc_done(encoder *e, size_t len)
 static void enc_bytes(encoder *e, const void *data, size_t len)
 {
 	const uint8_t *d = data;
-	while (len) {
+	while (len && !e->st) {
 		size_t k = len < ENC_STAGE ? len : ENC_STAGE;
 		memcpy(enc_room(e, k), d, k);
 		enc_done(e, k);
@@ -577,7 +589,7 @@ static void enc_section(encoder *e, const lomas_profile *p, int t)
 		break;
 	case SEC_SAMPLES:
 		enc_u64(e, p->samples.n);
-		for (size_t i = 0; i < p->samples.n; i++)
+		for (size_t i = 0; i < p->samples.n && !e->st; i++)
 			enc_sample(e, &p->samples.items[i]);
 		break;
 	case SEC_PSAMPLES:
