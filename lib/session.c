@@ -12,7 +12,8 @@
 struct lomas_session {
 	const session_ops *ops;
 	void *impl;
-	bool ended;
+	bool ended;   /* the target ended while we watched it: wait_status is its own */
+	bool stopped; /* lomas_session_stop detached from a target still running */
 	int wait_status;
 	uint64_t start_ns;
 };
@@ -88,6 +89,7 @@ static lomas_status session_new(const session_ops *ops, void *impl, uint64_t t0,
 
 lomas_status lomas_session_start(const lomas_config *cfg, char *const argv[], lomas_session **out)
 {
+	error_clear();
 	struct lomas_config defaults;
 	char path[PATH_MAX];
 	const session_ops *ops = NULL;
@@ -131,6 +133,7 @@ lomas_status lomas_session_start(const lomas_config *cfg, char *const argv[], lo
 
 lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lomas_session **out)
 {
+	error_clear();
 	struct lomas_config defaults;
 	const session_ops *ops = NULL;
 	void *impl = NULL;
@@ -153,10 +156,14 @@ lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lomas_sessio
 
 lomas_status lomas_session_poll(lomas_session *s, int timeout_ms, int *running)
 {
+	error_clear();
 	bool r = false;
 	lomas_status st;
 	if (!s || !running)
 		return error_set(LOMAS_EINVAL, "lomas_session_poll: NULL argument");
+	if (s->stopped)
+		return error_set(LOMAS_ESTATE, "lomas_session_poll: the session was stopped; the "
+		                               "target runs on without it");
 	if (s->ended) {
 		*running = 0;
 		return LOMAS_OK;
@@ -172,10 +179,15 @@ lomas_status lomas_session_poll(lomas_session *s, int timeout_ms, int *running)
 
 lomas_status lomas_session_wait(lomas_session *s, int *wait_status)
 {
+	error_clear();
 	int running = 1;
 	lomas_status st = LOMAS_OK;
 	if (!s)
 		return error_set(LOMAS_EINVAL, "lomas_session_wait: NULL session");
+	/* No status to give: the target was left running, not waited for. */
+	if (s->stopped)
+		return error_set(LOMAS_ESTATE, "lomas_session_wait: the session was stopped; the "
+		                               "target runs on without it");
 	while (running && !(st = lomas_session_poll(s, -1, &running)))
 		;
 	if (!st && wait_status)
@@ -185,15 +197,21 @@ lomas_status lomas_session_wait(lomas_session *s, int *wait_status)
 
 lomas_status lomas_session_stop(lomas_session *s)
 {
+	error_clear();
+	lomas_status st;
 	if (!s)
 		return error_set(LOMAS_EINVAL, "lomas_session_stop: NULL session");
-	if (s->ended)
+	if (s->ended || s->stopped)
 		return LOMAS_OK;
-	return s->ops->stop(s->impl);
+	st = s->ops->stop(s->impl);
+	if (!st)
+		s->stopped = true;
+	return st;
 }
 
 lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *out)
 {
+	error_clear();
 	lomas_status st;
 	if (!s || !out)
 		return error_set(LOMAS_EINVAL, "lomas_session_stats: NULL argument");
@@ -205,6 +223,7 @@ lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *out)
 
 lomas_status lomas_session_profile(lomas_session *s, lomas_profile **out)
 {
+	error_clear();
 	if (!s || !out)
 		return error_set(LOMAS_EINVAL, "lomas_session_profile: NULL argument");
 	return s->ops->profile(s->impl, out);

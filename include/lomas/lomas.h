@@ -62,8 +62,13 @@ LOMAS_API const char *lomas_strerror(lomas_status status);
 
 /*
  * The message describing the last error returned to the calling thread, with
- * details (file offsets, line numbers, option names). Valid until the next
- * liblomas call on this thread. Never NULL; "" if there was no error.
+ * details (file offsets, line numbers, option names). Every liblomas call
+ * clears it on entry except lomas_error_message, lomas_strerror and the
+ * _free functions (so that cleaning up before reporting loses nothing):
+ * after a call that succeeds it is "". Valid until the next liblomas call on
+ * this thread. Text it quotes from files, paths and arguments is escaped
+ * (control characters, C1 and bidirectional controls and bytes that are not
+ * UTF-8 as \n, \r, \t, \xHH or \uHHHH), so it is safe to print. Never NULL.
  */
 LOMAS_API const char *lomas_error_message(void);
 
@@ -301,9 +306,18 @@ LOMAS_API lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lo
  * the target ends). *running is set to 0 once the target has ended.
  */
 LOMAS_API lomas_status lomas_session_poll(lomas_session *s, int timeout_ms, int *running);
-/* Run until the target ends; *wait_status gets its waitpid()-style status. */
+/*
+ * Run until the target ends; *wait_status gets its waitpid()-style status.
+ * LOMAS_ESTATE (as from lomas_session_poll) once lomas_session_stop has
+ * detached from a target that was still running: it runs on, not waited
+ * for, and there is no status to give.
+ */
 LOMAS_API lomas_status lomas_session_wait(lomas_session *s, int *wait_status);
-/* Detach: remove every watchpoint, restore protections, leave the target running. */
+/*
+ * Detach: remove every watchpoint, restore protections, leave the target
+ * running. The profile and stats collected so far stay available. Nothing
+ * to do (LOMAS_OK) after the target ended or a first stop.
+ */
 LOMAS_API lomas_status lomas_session_stop(lomas_session *s);
 LOMAS_API lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *out);
 /* The profile collected so far (a new object owned by the caller). */

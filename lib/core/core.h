@@ -26,8 +26,24 @@
 lomas_status error_set(lomas_status status, const char *fmt, ...) LOMAS_PRINTF(2, 3);
 /* Prefix the current message with "prefix: " keeping status; returns status. */
 lomas_status error_prefix(lomas_status status, const char *fmt, ...) LOMAS_PRINTF(2, 3);
-/* Clear the message (called on success paths that report nothing). */
+/*
+ * Clear the message: the first statement of every public (LOMAS_API) call
+ * but lomas_error_message, lomas_strerror and the _free functions, which
+ * leave it so that cleaning up between a failing call and its report loses
+ * nothing (lomas.h: after a call that succeeds the message is "").
+ */
 void error_clear(void);
+/*
+ * Copy len bytes of untrusted text (a path, metadata, a line of a file) to
+ * dst (cap bytes, always NUL-terminated) so that a terminal shows it rather
+ * than acts on it: C0 controls and DEL become \n, \r, \t or \xHH, C1
+ * controls, line separators and bidirectional controls \uHHHH, and bytes
+ * that are not UTF-8 \xHH; valid UTF-8 text and backslashes stay as they
+ * are, so escaping twice changes nothing. Cut at a whole character or
+ * escape. Returns the length written. error_set and error_prefix pass every
+ * message through it.
+ */
+size_t text_escape(char *dst, size_t cap, const char *src, size_t len);
 /* Send a message to the log callback, if any (never prints). */
 void log_msg(lomas_log_level level, const char *fmt, ...) LOMAS_PRINTF(2, 3);
 

@@ -266,6 +266,7 @@ static bool export_csv(const lomas_profile *p, FILE *out)
 
 lomas_status lomas_profile_export(const lomas_profile *p, lomas_export_format format, FILE *out)
 {
+	error_clear();
 	bool ok;
 	if (!p || !out)
 		return error_set(LOMAS_EINVAL, "lomas_profile_export: NULL argument");

@@ -348,6 +348,7 @@ __attribute__((constructor(101))) static void lomas_inline_init(void)
 
 lomas_status lomas_inline_start(const lomas_config *cfg)
 {
+	error_clear();
 	inline_fast *f = &lomas__fast;
 	pthread_once(&rt.once, rt_global_init);
 	pthread_mutex_lock(&rt.mu);
@@ -395,6 +396,7 @@ static void release_exited(void)
 
 lomas_status lomas_inline_stop(lomas_profile **out)
 {
+	error_clear();
 	inline_fast *f = &lomas__fast;
 	lomas_profile *p = NULL;
 	lomas_status st = LOMAS_OK;
@@ -435,5 +437,6 @@ lomas_status lomas_inline_stop(lomas_profile **out)
 
 int lomas_inline_active(void)
 {
+	error_clear();
 	return atomic_load(&rt.active) ? 1 : 0;
 }

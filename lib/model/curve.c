@@ -100,6 +100,7 @@ lomas_status lomas_model_miss_ratio(const lomas_profile *p, lomas_policy policy,
                                     uint64_t cache_bytes, uint32_t line_bytes, unsigned flags,
                                     double *ratio)
 {
+	error_clear();
 	if (!ratio)
 		return error_set(LOMAS_EINVAL, "lomas_model_miss_ratio: ratio is NULL");
 	return lomas_model_curve(p, policy, &cache_bytes, 1, line_bytes, flags, ratio);
@@ -109,6 +110,7 @@ lomas_status lomas_model_curve(const lomas_profile *p, lomas_policy policy,
                                const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
                                unsigned flags, double *ratios)
 {
+	error_clear();
 	uint32_t line = 0;
 	lomas_status st = check_args(p, policy, cache_bytes, n, line_bytes, flags, ratios, &line);
 	if (st)
@@ -131,6 +133,7 @@ lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cach
 
 lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *sizes, size_t cap, size_t *n)
 {
+	error_clear();
 	if (!n || (cap > 0 && !sizes))
 		return error_set(LOMAS_EINVAL, "lomas_model_default_sizes: NULL argument");
 	if (!line_size_valid(line_bytes))

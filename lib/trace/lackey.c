@@ -232,12 +232,14 @@ lomas_status lackey_read_stream(const lomas_config *cfg, FILE *in, const char *n
 lomas_status lomas_trace_analyze_lackey_stream(const lomas_config *cfg, FILE *in, const char *name,
                                                lomas_profile **out)
 {
+	error_clear();
 	return lackey_read_stream(cfg, in, name, LACKEY_BUF_BYTES, out);
 }
 
 lomas_status lomas_trace_analyze_lackey(const lomas_config *cfg, const char *path,
                                         lomas_profile **out)
 {
+	error_clear();
 	FILE *f;
 	lomas_status st;
 	if (!out)

@@ -370,6 +370,7 @@ found:
 
 lomas_status lomas_trace_new(const lomas_config *cfg, lomas_trace **out)
 {
+	error_clear();
 	struct lomas_trace *t;
 	lomas_status st;
 	if (!out)
@@ -430,6 +431,7 @@ lomas_status trace_ref_fast(struct lomas_trace *t, uint64_t thread, uint64_t add
 lomas_status lomas_trace_ref(lomas_trace *t, uint64_t thread, uint64_t addr, uint64_t pc,
                              lomas_ref_kind kind)
 {
+	error_clear();
 	if (!t)
 		return error_set(LOMAS_EINVAL, "lomas_trace_ref: trace is NULL");
 	if (t->finished)
@@ -501,6 +503,7 @@ static void release_tables(struct lomas_trace *t)
 
 lomas_status lomas_trace_finish(lomas_trace *t, lomas_profile **out)
 {
+	error_clear();
 	struct lomas_profile *p = NULL;
 	uint64_t wlen, *base;
 	lomas_status st;
