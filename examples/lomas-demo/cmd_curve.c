@@ -19,7 +19,7 @@ static int model(const char *cmd, const char *path, const lomas_profile *p, loma
 	if (st != LOMAS_OK)
 		return demo_fail_lomas(cmd, st, "cannot model '%s' (%s)", path,
 		                       policy == LOMAS_POLICY_RANDOM ? "random" : "lru");
-	return 0;
+	return demo_check_ratios(cmd, path, ratios, n);
 }
 
 static int line_size_of(const char *cmd, const lomas_profile *p, uint32_t *line)
@@ -39,15 +39,17 @@ static int print_json(const uint64_t *sizes, size_t n, const double *rnd, const 
 	if (!arr)
 		return demo_fail("curve", "out of memory");
 	for (size_t i = 0; i < n; i++) {
+		/* Every key or none: json_real(NaN) is NULL, and a NULL value drops its key. */
 		json_t *o = json_object();
-		if (!o)
-			break;
-		json_object_set_new(o, "size_bytes", json_integer((json_int_t)sizes[i]));
-		if (rnd)
-			json_object_set_new(o, "random", json_real(rnd[i]));
-		if (lru)
-			json_object_set_new(o, "lru", json_real(lru[i]));
-		json_array_append_new(arr, o);
+		if (!o ||
+		    json_object_set_new(o, "size_bytes", json_integer((json_int_t)sizes[i])) ||
+		    (rnd && json_object_set_new(o, "random", json_real(rnd[i]))) ||
+		    (lru && json_object_set_new(o, "lru", json_real(lru[i]))) ||
+		    json_array_append_new(arr, o)) {
+			json_decref(arr);
+			return demo_fail("curve", "cannot build the JSON for %" PRIu64 " bytes",
+			                 sizes[i]);
+		}
 	}
 	text = json_dumps(arr, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
 	json_decref(arr);

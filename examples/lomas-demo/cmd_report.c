@@ -282,6 +282,9 @@ static int print_cache_table(const lomas_profile *p, const struct cache_level *c
 		    lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, bytes, 0, flags, &l) != LOMAS_OK)
 			return demo_fail_lomas("report", LOMAS_EINVAL, "cannot model %s",
 			                       caches[i].name);
+		if (demo_check_ratios("report", "the profile", &r, 1) ||
+		    demo_check_ratios("report", "the profile", &l, 1))
+			return EXIT_USAGE;
 		demo_format_bytes(caches[i].bytes, b, sizeof b);
 		printf("  %-6s %10s %9.2f%% %9.2f%%\n", caches[i].name, b, 100 * r, 100 * l);
 	}
@@ -341,6 +344,11 @@ int cmd_report(int argc, char **argv)
 	st = lomas_model_curve(p, LOMAS_POLICY_RANDOM, sizes, GRAPH_W, 0, flags, rnd);
 	if (st == LOMAS_OK)
 		st = lomas_model_curve(p, LOMAS_POLICY_LRU, sizes, GRAPH_W, 0, flags, lru);
+	if (st == LOMAS_OK && (demo_check_ratios("report", argv[optind], rnd, GRAPH_W) ||
+	                       demo_check_ratios("report", argv[optind], lru, GRAPH_W))) {
+		rc = EXIT_USAGE;
+		goto out;
+	}
 	if (st != LOMAS_OK && info.samples == 0) {
 		printf("\nno working-set graph: the profile has no samples\n");
 	} else if (st != LOMAS_OK) {

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -221,5 +222,14 @@ int demo_sizes(const char *cmd, const char *list, uint32_t line_bytes, uint64_t 
 		free(*sizes);
 	}
 	*n = count;
+	return 0;
+}
+
+int demo_check_ratios(const char *cmd, const char *path, const double *ratios, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(ratios[i]))
+			return demo_fail(cmd, "cannot model '%s': the model gave %g, not a ratio",
+			                 path, ratios[i]);
 	return 0;
 }

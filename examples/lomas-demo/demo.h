@@ -65,6 +65,13 @@ lomas_profile *demo_load(const char *cmd, const char *path);
  */
 int demo_sizes(const char *cmd, const char *list, uint32_t line_bytes, uint64_t **sizes, size_t *n);
 
+/*
+ * 0 if every one of the n miss ratios is a finite number, else report
+ * it for cmd and return EXIT_USAGE (the library promises this; a NaN must
+ * never reach a CSV, a JSON document or a graph as if it were a result).
+ */
+int demo_check_ratios(const char *cmd, const char *path, const double *ratios, size_t n);
+
 int cmd_analyze(int argc, char **argv);
 int cmd_curve(int argc, char **argv);
 int cmd_compare(int argc, char **argv);

@@ -172,13 +172,27 @@ typedef struct lomas_profile lomas_profile;
 
 /* An empty profile for the given line size (bytes, power of two). */
 LOMAS_API lomas_status lomas_profile_new(uint32_t line_size, lomas_profile **out);
-/* Read a profile file. Corrupt input gives LOMAS_EFORMAT with the byte offset. */
+/*
+ * Read a profile file. Corrupt input gives LOMAS_EFORMAT with the byte offset;
+ * so do numbers no profile can hold: a sample weight outside 2^-64..2^64 (a
+ * sample stands for at least 2^-64 and at most 2^64 references; within that
+ * no model sum can overflow) or threads whose references add up past 2^64-1.
+ */
 LOMAS_API lomas_status lomas_profile_load(const char *path, lomas_profile **out);
-/* Write a profile file atomically (temporary file + rename). */
+/*
+ * Write a profile file atomically: a temporary file next to path, renamed
+ * over it. A new file gets mode 0666 less the umask (as open(2) applies it);
+ * a regular file of the caller's that it replaces keeps its permission bits.
+ * Any failure (a full disk, a quota, an I/O error, at any write, fsync,
+ * close or rename) gives LOMAS_EIO with a message naming path and errno,
+ * removes the temporary file and leaves whatever was at path untouched.
+ */
 LOMAS_API lomas_status lomas_profile_save(const lomas_profile *p, const char *path);
 /*
  * Add the threads, windows and samples of src to dst (two runs of the same
  * program: same line size, same "command" metadata when both have one).
+ * LOMAS_ERANGE, dst unchanged, if the merged profile's threads, windows or
+ * references would not fit their counts (references: 2^64-1 in all).
  */
 LOMAS_API lomas_status lomas_profile_merge(lomas_profile *dst, const lomas_profile *src);
 LOMAS_API void lomas_profile_free(lomas_profile *p);

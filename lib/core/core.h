@@ -137,7 +137,8 @@ lomas_status profile_meta_setf(struct lomas_profile *p, const char *key, const c
 
 /*
  * Check the profile's internal consistency (indices in range, windows of
- * known threads, end >= start for reused samples, finite positive weights).
+ * known threads, end >= start for reused samples, weights that pass
+ * weight_valid, references of all threads that add up within 64 bits).
  * LOMAS_EFORMAT with a message naming the first offending item.
  */
 lomas_status profile_validate(const struct lomas_profile *p);
@@ -147,6 +148,20 @@ lomas_status profile_check_sample(const struct lomas_profile *p, size_t i, const
 static inline bool line_size_valid(uint64_t b)
 {
 	return b >= 8 && b <= 65536 && (b & (b - 1)) == 0;
+}
+
+/*
+ * The weights a sample may carry: it stands for 2^-64 to 2^64 references (a
+ * weight is a sampling period, and a thread's clock is a 64-bit count).
+ * Within these bounds no sum the model forms can leave double's range (about
+ * 2^-1022 to 2^1024): with at most 2^64 samples, sum(w) <= 2^128, sum(w d^2)
+ * <= 2^256 for distances below 2^64, and sum(w^2) >= 2^-128. Weights near
+ * DBL_MAX made sums infinite and curves NaN; every way in (profile_validate,
+ * the file decoder) refuses them instead.
+ */
+static inline bool weight_valid(double w)
+{
+	return w >= 0x1p-64 && w <= 0x1p64; /* false for NaN */
 }
 
 /* Reuse distance of a REUSED sample (references strictly between). */

@@ -281,6 +281,15 @@ lomas_status profile_validate(const struct lomas_profile *p)
 			return error_set(LOMAS_EFORMAT, "window %zu names thread %u of %zu", i,
 			                 w->thread, p->threads.n);
 	}
+	uint64_t refs = 0;
+	for (size_t i = 0; i < p->threads.n; i++) {
+		if (p->threads.items[i].refs > UINT64_MAX - refs)
+			return error_set(LOMAS_EFORMAT,
+			                 "thread %zu: the references of all threads add up to more "
+			                 "than 2^64-1",
+			                 i);
+		refs += p->threads.items[i].refs;
+	}
 	for (size_t i = 0; i < p->samples.n; i++) {
 		lomas_status st = profile_check_sample(p, i, &p->samples.items[i]);
 		if (st)
@@ -304,9 +313,9 @@ lomas_status profile_check_sample(const struct lomas_profile *p, size_t i, const
 	if (s->kind > LOMAS_REF_STORE || s->state > LOMAS_SAMPLE_CENSORED)
 		return error_set(LOMAS_EFORMAT, "sample %zu: bad kind %u or state %u", i, s->kind,
 		                 s->state);
-	if (!(s->weight > 0.0) || !isfinite(s->weight))
-		return error_set(LOMAS_EFORMAT, "sample %zu: weight %g is not positive", i,
-		                 s->weight);
+	if (!weight_valid(s->weight))
+		return error_set(LOMAS_EFORMAT, "sample %zu: weight %g is not within 2^-64..2^64",
+		                 i, s->weight);
 	if (s->state != LOMAS_SAMPLE_DANGLING && s->end <= s->start)
 		return error_set(LOMAS_EFORMAT, "sample %zu: end %llu not after start %llu", i,
 		                 (unsigned long long)s->end, (unsigned long long)s->start);
@@ -335,6 +344,21 @@ lomas_status lomas_profile_merge(lomas_profile *dst, const lomas_profile *src)
 	if (src->threads.n > UINT32_MAX - dst->threads.n ||
 	    src->windows.n > UINT32_MAX - dst->windows.n)
 		return error_set(LOMAS_ERANGE, "merged profile would have too many windows");
+	/* lomas_profile_info's refs: the merged threads' references must add up in 64 bits. */
+	{
+		uint64_t refs = 0;
+		for (int k = 0; k < 2; k++) {
+			const lomas_profile *q = k ? src : dst;
+			for (size_t i = 0; i < q->threads.n; i++) {
+				if (q->threads.items[i].refs > UINT64_MAX - refs)
+					return error_set(
+					    LOMAS_ERANGE,
+					    "the merged profile's references would add "
+					    "up to more than 2^64-1");
+				refs += q->threads.items[i].refs;
+			}
+		}
+	}
 	/* Reserve everything first so a failure leaves dst unchanged. */
 	if ((st = vec_reserve(&dst->threads, dst->threads.n + src->threads.n)) ||
 	    (st = vec_reserve(&dst->windows, dst->windows.n + src->windows.n)) ||

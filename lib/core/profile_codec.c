@@ -879,7 +879,7 @@ static lomas_status decode_calib(const reader *r, const section *s, lomas_profil
 			st = bad(r, pos, "calibration value runs past the end of section CALIB");
 			goto out;
 		}
-		c->value = rdf64(r->b + pos);
+		c->value = rdf64(r->b + pos); /* any bits: stored, exported, never computed with */
 		pos += 8;
 		keys[i].key = c->key;
 		keys[i].off = at;
@@ -950,9 +950,16 @@ static lomas_status decode_threads(const reader *r, const section *s, lomas_prof
 	if ((st = array_count(r, s, "THREADS", PF_THREAD_SIZE, &count)) ||
 	    (st = vec_reserve(&p->threads, count)))
 		return st;
-	for (uint64_t i = 0; i < count; i++, q += PF_THREAD_SIZE) {
+	for (uint64_t i = 0, refs = 0; i < count; i++, q += PF_THREAD_SIZE) {
 		p->threads.items[i].tid = rd64(q);
 		p->threads.items[i].refs = rd64(q + 8);
+		/* lomas_profile_info's refs is their sum (profile_validate checks it too). */
+		if (p->threads.items[i].refs > UINT64_MAX - refs)
+			return bad(r, (uint64_t)(q - r->b) + 8,
+			           "thread %" PRIu64
+			           ": the references of all threads add up to more than 2^64-1",
+			           i);
+		refs += p->threads.items[i].refs;
 	}
 	p->threads.n = count;
 	return LOMAS_OK;
@@ -1022,9 +1029,9 @@ static lomas_status decode_samples(const reader *r, const section *s, lomas_prof
 			return bad(r, at + 56, "sample %" PRIu64 ": bad kind %u", i, x->kind);
 		if (x->state > LOMAS_SAMPLE_CENSORED)
 			return bad(r, at + 57, "sample %" PRIu64 ": bad state %u", i, x->state);
-		if (!(x->weight > 0.0 && x->weight <= DBL_MAX))
+		if (!weight_valid(x->weight))
 			return bad(r, at + 40,
-			           "sample %" PRIu64 ": weight %g is not positive and finite", i,
+			           "sample %" PRIu64 ": weight %g is not within 2^-64..2^64", i,
 			           x->weight);
 		if (x->state != LOMAS_SAMPLE_DANGLING && x->end <= x->start)
 			return bad(r, at + 8,
@@ -1147,10 +1154,11 @@ static lomas_status decode_psamples(const reader *r, const section *s, lomas_pro
 				         i, thread, x.start);
 				break;
 			}
-			if (!(o->weight <= DBL_MAX)) {
+			if (!weight_valid(o->weight)) {
 				st = bad(r, (uint64_t)(q - 1 - r->b),
-				         "sample %" PRIu64 ": weight %g x 2^%u is not finite", i,
-				         base, level);
+				         "sample %" PRIu64 ": weight %g x 2^%u is not within "
+				         "2^-64..2^64",
+				         i, base, level);
 				break;
 			}
 			if (x.state != LOMAS_SAMPLE_DANGLING && x.end <= x.start) {

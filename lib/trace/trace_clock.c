@@ -451,6 +451,10 @@ static lomas_status build_profile(struct lomas_trace *t, uint64_t wlen, uint64_t
 		uint64_t r = t->threads.items[k].refs;
 		base[k] = nwin;
 		nwin += r / wlen + (r % wlen != 0);
+		if (r > UINT64_MAX - refs) /* as profile_validate requires */
+			return error_set(
+			    LOMAS_ERANGE,
+			    "trace: the threads' references add up to more than 2^64-1");
 		refs += r;
 		if (nwin > UINT32_MAX)
 			return error_set(LOMAS_ERANGE,
