@@ -126,15 +126,26 @@ static int row_of(double v, double top)
 	return (int)lround(r);
 }
 
+/* Print text from the profile (or a path) escaped: it is not ours to send to a terminal. */
+static void put_escaped(const char *fmt, const char *text)
+{
+	size_t cap = 4 * strlen(text) + 1; /* an escape is at most 4 bytes a byte */
+	char *buf = malloc(cap);
+	printf(fmt, buf ? demo_escape(text, buf, cap) : "?");
+	free(buf);
+}
+
 static void print_summary(const char *path, const lomas_profile *p, const lomas_profile_info *in)
 {
 	size_t nmeta = lomas_profile_meta_count(p);
 	double s = in->samples ? (double)in->samples : 1;
-	printf("profile %s\n", path);
+	put_escaped("profile %s\n", path);
 	for (size_t i = 0; i < nmeta; i++) {
 		const char *k, *v;
-		if (lomas_profile_meta_at(p, i, &k, &v) == LOMAS_OK)
-			printf("  %-12s %s\n", k, v);
+		if (lomas_profile_meta_at(p, i, &k, &v) == LOMAS_OK) {
+			put_escaped("  %-12s ", k);
+			put_escaped("%s\n", v);
+		}
 	}
 	printf("  %-12s %" PRIu32 " bytes\n", "line size", in->line_size);
 	printf("  %-12s %" PRIu64 " in %" PRIu64 " thread%s, %" PRIu64 " window%s\n", "references",

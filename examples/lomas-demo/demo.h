@@ -34,6 +34,13 @@ int demo_fail(const char *cmd, const char *fmt, ...) __attribute__((format(print
 /* The same with ": <lomas_error_message()>" (or the status name) appended. */
 int demo_fail_lomas(const char *cmd, lomas_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/*
+ * Untrusted text (a path, a profile's metadata) made safe for a terminal
+ * into buf (cap bytes): control characters, C1 and bidirectional controls
+ * and bytes that are not UTF-8 become \n, \r, \t, \xHH or \uHHHH. Returns buf.
+ * demo_fail and demo_fail_lomas escape their whole message this way.
+ */
+const char *demo_escape(const char *s, char *buf, size_t cap);
 /* Report a getopt error (unknown option, missing argument) for cmd. */
 int demo_bad_option(const char *cmd, char **argv, int optopt_char);
 

@@ -122,6 +122,10 @@ int main(int argc, char **argv)
 	for (const struct demo_cmd *d = demo_cmds; d->name; d++)
 		if (strcmp(d->name, name) == 0)
 			return d->run(argc - 1, argv + 1);
-	fprintf(stderr, "lomas-demo: unknown command '%s' (see 'lomas-demo help')\n", name);
+	{
+		char safe[1024];
+		fprintf(stderr, "lomas-demo: unknown command '%s' (see 'lomas-demo help')\n",
+		        demo_escape(name, safe, sizeof safe));
+	}
 	return EXIT_USAGE;
 }
