@@ -5,6 +5,7 @@
 #ifndef LOMAS_CORE_H
 #define LOMAS_CORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -30,9 +31,17 @@ lomas_status error_prefix(lomas_status status, const char *fmt, ...) LOMAS_PRINT
  * Clear the message: the first statement of every public (LOMAS_API) call
  * but lomas_error_message, lomas_strerror and the _free functions, which
  * leave it so that cleaning up between a failing call and its report loses
- * nothing (lomas.h: after a call that succeeds the message is "").
+ * nothing (lomas.h: after a call that succeeds the message is ""). Inline
+ * and cheap: it touches the thread's message only while some thread has one
+ * (error_pending, error.c).
  */
-void error_clear(void);
+extern _Atomic unsigned error_pending;
+void error_clear_slow(void) __attribute__((cold));
+static inline void error_clear(void)
+{
+	if (atomic_load_explicit(&error_pending, memory_order_relaxed))
+		error_clear_slow();
+}
 /*
  * Copy len bytes of untrusted text (a path, metadata, a line of a file) to
  * dst (cap bytes, always NUL-terminated) so that a terminal shows it rather
