@@ -8,6 +8,7 @@
 
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -375,10 +376,58 @@ static void test_merge(void **state)
 	assert_int_equal(lomas_profile_new(128, &d), LOMAS_OK);
 	assert_int_equal(lomas_profile_merge(a, d), LOMAS_EINVAL);
 	assert_int_equal(lomas_profile_merge(a, a), LOMAS_EINVAL);
+	/* References that would add up past 2^64-1: ERANGE, nothing merged. */
+	b->threads.items[0].refs = UINT64_MAX - 1000;
+	assert_int_equal(profile_validate(b), LOMAS_OK);
+	assert_int_equal(lomas_profile_merge(a, b), LOMAS_ERANGE);
+	assert_non_null(strstr(lomas_error_message(), "2^64"));
+	assert_int_equal(a->threads.n, 2);
+	assert_int_equal(a->samples.n, 6);
+	b->threads.items[0].refs = UINT64_MAX - 2000;
+	assert_int_equal(lomas_profile_merge(a, b), LOMAS_OK);
 	lomas_profile_free(a);
 	lomas_profile_free(b);
 	lomas_profile_free(c);
 	lomas_profile_free(d);
+}
+
+/* The weights and reference counts profile_validate lets through (2^-64..2^64). */
+static void test_validate_numbers(void **state)
+{
+	static const struct {
+		double w;
+		bool ok;
+	} weights[] = {
+	    {0x1p64, true},
+	    {0x1p-64, true},
+	    {1.0, true},
+	    {0x1p64 * (1 + 0x1p-52), false},
+	    {0x1p-64 * (1 - 0x1p-53), false},
+	    {DBL_MAX, false},
+	    {INFINITY, false},
+	    {NAN, false},
+	    {0.0, false},
+	    {-1.0, false},
+	    {5e-324, false},
+	};
+	lomas_profile *p = small_profile(NULL);
+	lomas_thread t2 = {.tid = 8, .refs = 0};
+	(void)state;
+	for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++) {
+		p->samples.items[1].weight = weights[i].w;
+		assert_int_equal(weight_valid(weights[i].w), weights[i].ok);
+		assert_int_equal(profile_validate(p), weights[i].ok ? LOMAS_OK : LOMAS_EFORMAT);
+		if (!weights[i].ok)
+			assert_non_null(strstr(lomas_error_message(), "sample 1: weight"));
+	}
+	p->samples.items[1].weight = 100;
+	assert_int_equal(profile_add_thread(p, &t2), LOMAS_OK);
+	p->threads.items[0].refs = UINT64_MAX;
+	assert_int_equal(profile_validate(p), LOMAS_OK);
+	p->threads.items[1].refs = 1;
+	assert_int_equal(profile_validate(p), LOMAS_EFORMAT);
+	assert_non_null(strstr(lomas_error_message(), "2^64-1"));
+	lomas_profile_free(p);
 }
 
 int main(void)
@@ -394,6 +443,7 @@ int main(void)
 	    cmocka_unit_test(test_rng_gap_with),
 	    cmocka_unit_test(test_profile),
 	    cmocka_unit_test(test_merge),
+	    cmocka_unit_test(test_validate_numbers),
 	};
 	return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }
