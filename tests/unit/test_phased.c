@@ -3,7 +3,7 @@
  * (exact_sim.h, independent of liblomas): two working sets alternating in
  * rounds, initialise-then-compute, cyclic sweeps whose stack distance sits
  * just above and just below a power of two, phases of random lengths, two
- * threads.
+ * threads, and the coverage of the confidence intervals.
  *
  * Each trace is sampled as the trace clock would (exact_sim.h) and modelled
  * with lomas_model_curve; the exact curves count non-cold misses per
@@ -291,12 +291,106 @@ static void test_two_threads(void **state)
 	free(tr[1].t);
 }
 
+/*
+ * The confidence intervals cover the exact value in about 95 % of seeds,
+ * where the model is unbiased: uniformly random references to 2000 lines
+ * (StatCache is exact for it in expectation, StatStack nearly), sampled
+ * with 100 seeds at period 100 (4000 samples), 95 % intervals from 100
+ * bootstrap replicates at three sizes. Over the 300 intervals per policy,
+ * coverage must be between 85 % and 99 %: too narrow or too wide fails.
+ * Fixed seeds: deterministic.
+ */
+static void test_ci_coverage(void **state)
+{
+	const uint64_t bytes[3] = {500 * SIM_LINE, 1000 * SIM_LINE, 1500 * SIM_LINE};
+	sim_trace tr = {0};
+	uint64_t x = 61, lines[3] = {500, 1000, 1500}, cold, *hist;
+	double exact[2][3];
+	int inside[2] = {0, 0}, total = 0;
+	(void)state;
+	for (size_t i = 0; i < 400000; i++)
+		sim_push(&tr, (uint32_t)sm_below(&x, 2000));
+	hist = sim_lru_hist(&tr, &cold);
+	for (int j = 0; j < 3; j++) {
+		exact[1][j] = sim_lru_misses(hist, tr.k, lines[j]) / (double)tr.n;
+		exact[0][j] = sim_random_misses(&tr, lines[j], 7 + j) / (double)tr.n;
+	}
+	free(hist);
+	for (uint64_t seed = 1; seed <= 100; seed++) {
+		lomas_profile *p;
+		assert_int_equal(lomas_profile_new(SIM_LINE, &p), LOMAS_OK);
+		sim_sample(p, 0, &tr, 100, 1000 + seed, NULL);
+		for (int pol = 0; pol < 2; pol++) {
+			double r[3], lo[3], hi[3];
+			assert_int_equal(lomas_model_curve_ci(p, pol, bytes, 3, 0, 0, 0.95, 100,
+			                                      seed, r, lo, hi),
+			                 LOMAS_OK);
+			for (int j = 0; j < 3; j++) {
+				assert_true(lo[j] <= r[j] && r[j] <= hi[j]);
+				inside[pol] += lo[j] <= exact[pol][j] && exact[pol][j] <= hi[j];
+			}
+		}
+		total += 3;
+		lomas_profile_free(p);
+	}
+	printf("ci coverage over %d intervals: random %.1f %%  lru %.1f %%\n", total,
+	       100.0 * inside[0] / total, 100.0 * inside[1] / total);
+	for (int pol = 0; pol < 2; pol++) {
+		assert_true(inside[pol] >= 0.85 * total);
+		assert_true(inside[pol] <= 0.99 * total);
+	}
+	free(tr.t);
+}
+
+/* The same profile, arguments and seed give the same intervals; arguments are checked. */
+static void test_ci_api(void **state)
+{
+	sim_trace tr = alternate(100, 3000, 50000, 4, 9);
+	uint64_t bytes[4] = {4096, 65536, 131072, 1 << 20};
+	double r[4], lo[4], hi[4], r2[4], lo2[4], hi2[4], plain[4];
+	lomas_profile *p;
+	(void)state;
+	assert_int_equal(lomas_profile_new(SIM_LINE, &p), LOMAS_OK);
+	sim_sample(p, 0, &tr, 50, 3, NULL);
+	for (int pol = 0; pol < 2; pol++) {
+		assert_int_equal(lomas_model_curve_ci(p, pol, bytes, 4, 0, 0, 0, 0, 5, r, lo, hi),
+		                 LOMAS_OK);
+		assert_int_equal(
+		    lomas_model_curve_ci(p, pol, bytes, 4, 0, 0, 0, 0, 5, r2, lo2, hi2), LOMAS_OK);
+		assert_int_equal(lomas_model_curve(p, pol, bytes, 4, 0, 0, plain), LOMAS_OK);
+		for (int j = 0; j < 4; j++) {
+			assert_true(r[j] == r2[j] && lo[j] == lo2[j] && hi[j] == hi2[j]);
+			assert_true(r[j] == plain[j]);
+			assert_true(lo[j] <= r[j] && r[j] <= hi[j]);
+		}
+		/* A wider level gives a wider interval (same replicates). */
+		assert_int_equal(
+		    lomas_model_curve_ci(p, pol, bytes, 4, 0, 0, 0.5, 0, 5, r2, lo2, hi2),
+		    LOMAS_OK);
+		for (int j = 0; j < 4; j++)
+			assert_true(lo2[j] >= lo[j] && hi2[j] <= hi[j]);
+	}
+	assert_int_equal(lomas_model_curve_ci(p, 0, bytes, 4, 0, 0, 1.0, 0, 1, r, lo, hi),
+	                 LOMAS_EINVAL);
+	assert_int_equal(lomas_model_curve_ci(p, 0, bytes, 4, 0, 0, -0.5, 0, 1, r, lo, hi),
+	                 LOMAS_EINVAL);
+	assert_int_equal(lomas_model_curve_ci(p, 0, bytes, 4, 0, 0, 0.9, 1, 1, r, lo, hi),
+	                 LOMAS_EINVAL);
+	assert_int_equal(lomas_model_curve_ci(p, 0, bytes, 4, 0, 0, 0.9, 10, 1, r, NULL, hi),
+	                 LOMAS_EINVAL);
+	assert_int_equal(lomas_model_curve_ci(p, 0, bytes, 4, 0, 0x8, 0.9, 10, 1, r, lo, hi),
+	                 LOMAS_EINVAL);
+	lomas_profile_free(p);
+	free(tr.t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_alternating), cmocka_unit_test(test_init_then_compute),
 	    cmocka_unit_test(test_knife_edges), cmocka_unit_test(test_random_phases),
-	    cmocka_unit_test(test_two_threads),
+	    cmocka_unit_test(test_two_threads), cmocka_unit_test(test_ci_api),
+	    cmocka_unit_test(test_ci_coverage),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
