@@ -74,21 +74,26 @@ static void fen_add(double *f, size_t n, size_t i, double v)
 		f[i] += v;
 }
 
-/* One thread's samples, in start order: x[0..n) index the profile's samples. */
+/* One thread's samples, in start order: x[0..n) index the profile's samples (NULL: 0..n). */
 typedef struct thread_view {
 	const lomas_sample *items;
 	const uint32_t *x;
 	size_t n;
 } thread_view;
 
+static inline size_t tv_ix(const thread_view *t, size_t r)
+{
+	return t->x ? t->x[r] : r;
+}
+
 static inline uint64_t tv_start(const thread_view *t, size_t r)
 {
-	return t->items[t->x[r]].start;
+	return t->items[tv_ix(t, r)].start;
 }
 
 static inline uint64_t tv_end(const thread_view *t, size_t r)
 {
-	const lomas_sample *s = &t->items[t->x[r]];
+	const lomas_sample *s = &t->items[tv_ix(t, r)];
 	return s->state == LOMAS_SAMPLE_REUSED ? s->end : UINT64_MAX;
 }
 
@@ -122,7 +127,7 @@ static lomas_status thread_counts(const thread_view *t, const uint32_t *want, do
 	ekey *k = NULL, *tmp = NULL;
 	double *fen = NULL, *pre = NULL;
 	for (size_t r = 0; r < n; r++) {
-		uint32_t slot = want[t->x[r]];
+		uint32_t slot = want[t->x ? t->x[r] : r];
 		uint64_t e = tv_end(t, r);
 		size_t hi;
 		double q = 0.0, all = 0.0;
@@ -134,7 +139,7 @@ static lomas_status thread_counts(const thread_view *t, const uint32_t *want, do
 			continue;
 		}
 		for (size_t j = r + 1; j < hi; j++) {
-			const lomas_sample *s = &t->items[t->x[j]];
+			const lomas_sample *s = &t->items[tv_ix(t, j)];
 			all += s->weight;
 			q += tv_end(t, j) > e ? s->weight : 0.0;
 		}
@@ -156,7 +161,7 @@ static lomas_status thread_counts(const thread_view *t, const uint32_t *want, do
 	}
 	pre[0] = 0.0;
 	for (size_t i = 0; i < n; i++)
-		pre[i + 1] = pre[i] + t->items[t->x[i]].weight;
+		pre[i + 1] = pre[i] + t->items[tv_ix(t, i)].weight;
 	for (size_t i = 0; i < n; i++)
 		k[i] = (ekey){tv_end(t, i), (uint32_t)i, 0};
 	sort_by_end(k, n, tmp);
@@ -167,7 +172,7 @@ static lomas_status thread_counts(const thread_view *t, const uint32_t *want, do
 	 */
 	for (size_t q = n; q-- > 0;) {
 		size_t r = k[q].rank;
-		uint32_t slot = want[t->x[r]];
+		uint32_t slot = want[tv_ix(t, r)];
 		uint64_t e = k[q].e;
 		if (slot && e != UINT64_MAX) {
 			size_t hi = upper_start(t, r + 1, n, e - 1);
@@ -176,7 +181,7 @@ static lomas_status thread_counts(const thread_view *t, const uint32_t *want, do
 				in[slot - 1] = pre[hi] - pre[r + 1];
 			}
 		}
-		fen_add(fen, n, r, t->items[t->x[r]].weight);
+		fen_add(fen, n, r, t->items[tv_ix(t, r)].weight);
 	}
 	free(k);
 	free(tmp);
@@ -219,11 +224,21 @@ lomas_status model_interval_counts(const lomas_profile *p, const uint32_t *threa
                                    const uint32_t *want, double *ht, double *in)
 {
 	size_t n = p->samples.n, nt = 0;
-	uint32_t *x = malloc((n ? n : 1) * sizeof *x);
+	uint32_t *x = NULL;
 	size_t *off = NULL;
 	lomas_status st = LOMAS_OK;
-	for (size_t i = 0; i < n; i++)
+	bool one = true;
+	for (size_t i = 0; i < n; i++) {
 		nt = thread[i] + 1u > nt ? thread[i] + 1u : nt;
+		one = one && thread[i] == thread[0] &&
+		      (i == 0 || p->samples.items[i - 1].start <= p->samples.items[i].start);
+	}
+	/* One thread whose samples are in start order (a clock's usual output): no index. */
+	if (one) {
+		thread_view tv = {p->samples.items, NULL, n};
+		return thread_counts(&tv, want, ht, in);
+	}
+	x = malloc((n ? n : 1) * sizeof *x);
 	off = calloc(nt + 2, sizeof *off);
 	if (!x || !off) {
 		st = error_set(LOMAS_ENOMEM, "out of memory counting reuse intervals");

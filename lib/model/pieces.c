@@ -107,6 +107,8 @@ size_t model_piece_of(const model_pieces *pc, const lomas_window *w, uint32_t wi
 {
 	size_t k = pc->wcount[window];
 	uint64_t off = start > w->start ? start - w->start : 0;
-	size_t j = w->refs > 0 ? (size_t)((unsigned __int128)off * k / w->refs) : 0;
+	size_t j = w->refs == 0                ? 0
+	           : off < (UINT64_C(1) << 60) ? (size_t)(off * k / w->refs)
+	                                       : (size_t)((unsigned __int128)off * k / w->refs);
 	return pc->wfirst[window] + (j < k ? j : k - 1);
 }
