@@ -28,17 +28,26 @@ const struct demo_cmd demo_cmds[] = {
      "                           (default: 1 KiB to 1 GiB, 4 per octave)\n"
      "  --policy random|lru|both replacement policies to model (default both)\n"
      "  --cold                   count cold misses (excluded by default)\n"
-     "  --json                   a JSON array of {size_bytes, random, lru}\n",
-     "lomas-demo curve [--sizes B1,B2,...] [--cold] [--json] [--policy random|lru|both] "
-     "PROFILE",
+     "  --json                   a JSON array of {size_bytes, random, lru}\n"
+     "  --ci                     a confidence interval per size: the columns (and JSON\n"
+     "                           fields) random_lo,random_hi,lru_lo,lru_hi, from a\n"
+     "                           Poisson bootstrap of the samples (sampling noise only)\n"
+     "  --ci-level L             its level (default 0.95; implies --ci)\n"
+     "  --ci-resamples N         bootstrap replicates (default 200; implies --ci)\n"
+     "  --seed S                 the bootstrap's seed (default 1): same seed, same bounds\n",
+     "lomas-demo curve [--sizes B1,B2,...] [--cold] [--json] [--policy random|lru|both]\n"
+     "                        [--ci] [--ci-level L] [--ci-resamples N] [--seed S] PROFILE",
      cmd_curve},
     {"report", "summary and working-set graph of a profile",
      "Summarize a profile and draw its working-set graph (miss ratio against cache\n"
      "size, random replacement and LRU) with this machine's caches marked.\n\n"
      "  --cold     count cold misses (excluded by default)\n"
      "  --color    colour the graph even when standard output is not a terminal\n"
-     "  --no-color never colour the graph\n",
-     "lomas-demo report [--cold] [--color|--no-color] PROFILE", cmd_report},
+     "  --no-color never colour the graph\n"
+     "  --ci       shade 95% confidence bands (a bootstrap of the samples; the\n"
+     "             default for profiles of up to 200000 samples)\n"
+     "  --no-ci    no bands\n",
+     "lomas-demo report [--cold] [--color|--no-color] [--ci|--no-ci] PROFILE", cmd_report},
     {"export", "a profile as JSON or CSV",
      "Write the whole profile for people and scripts to standard output.\n\n"
      "  --json   one JSON document: metadata, threads, windows, samples\n"

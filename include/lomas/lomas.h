@@ -243,10 +243,40 @@ LOMAS_API lomas_status lomas_model_miss_ratio(const lomas_profile *p, lomas_poli
                                               uint64_t cache_bytes, uint32_t line_bytes,
                                               unsigned flags, double *ratio);
 
-/* Miss ratios for n cache sizes (bytes) at once into ratios[n]; faster than n calls. */
+/*
+ * Miss ratios for n cache sizes (bytes) at once into ratios[n]; faster than n calls.
+ *
+ * The model (DESIGN.md section 5): the profile's windows are pooled into
+ * segments whose reuse distances look alike; a reuse that spans segments is
+ * judged by every segment it crosses (its stack distance by the references
+ * between its two ends, its survival under random replacement by the miss
+ * ratios of the segments it crosses, cold misses included); LRU stack
+ * distances of frequent kinds of reuse are checked against the reuses' own
+ * intervals; and no cache holding a thread's footprint (estimated from its
+ * dangling samples) gets capacity misses.
+ */
 LOMAS_API lomas_status lomas_model_curve(const lomas_profile *p, lomas_policy policy,
                                          const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
                                          unsigned flags, double *ratios);
+
+/*
+ * lomas_model_curve with a confidence interval per size: ratios[i] is the
+ * same estimate, [lo[i], hi[i]] an interval that holds the miss ratio the
+ * model would give with every reference sampled with probability level
+ * (0.95 when level is 0; otherwise 0 < level < 1). It comes from
+ * `resamples` (0 = 200; at most 100000) Poisson-bootstrap replicates of the
+ * samples: each sample's weight times an independent Poisson(1) count, the
+ * model run again, the percentile interval taken (widened to include the
+ * estimate). It reflects sampling noise, not the model's own approximations.
+ * Deterministic: the same profile, arguments and seed give the same
+ * intervals. Costs about `resamples` curves. LOMAS_ERANGE when the profile
+ * has too few samples for one.
+ */
+LOMAS_API lomas_status lomas_model_curve_ci(const lomas_profile *p, lomas_policy policy,
+                                            const uint64_t *cache_bytes, size_t n,
+                                            uint32_t line_bytes, unsigned flags, double level,
+                                            unsigned resamples, uint64_t seed, double *ratios,
+                                            double *lo, double *hi);
 
 /*
  * The default working-set-graph sizes: 1 KiB to 1 GiB, 4 points per octave,

@@ -566,3 +566,24 @@ def test_error_message_is_cleared_by_a_later_success(tmp_path, mixed):
             p.meta_get("no such key")
         p.info
         assert lomas._lomas_error_message() == b""
+
+
+# -------------------------------------------------------- confidence intervals
+
+def test_curve_ci(mixed):
+    """ci=True: (ratio, lo, hi) per size, the ratio that of curve(),
+    lo <= ratio <= hi, deterministic for a seed, wider at a higher level."""
+    with feed(mixed, period=5, seed=3) as p:
+        sizes = [1024, 4096, 16384]
+        for policy in ("random", "lru"):
+            plain = p.curve(sizes, policy=policy)
+            ci = p.curve(sizes, policy=policy, ci=True, resamples=60, seed=9)
+            assert [r for r, _, _ in ci] == plain
+            assert all(lo <= r <= hi for r, lo, hi in ci)
+            assert ci == p.curve(sizes, policy=policy, ci=True, resamples=60, seed=9)
+            narrow = p.curve(sizes, policy=policy, ci=True, level=0.5, resamples=60, seed=9)
+            assert all(n[1] >= w[1] and n[2] <= w[2] for n, w in zip(narrow, ci))
+        with pytest.raises(ValueError):
+            p.curve(sizes, ci=True, level=1.5)
+        with pytest.raises(ValueError):
+            p.curve(sizes, ci=True, resamples=1)

@@ -190,6 +190,10 @@ _model_miss_ratio = _proto("lomas_model_miss_ratio", _status, _vp, ctypes.c_int,
 _model_curve = _proto("lomas_model_curve", _status, _vp, ctypes.c_int,
                       ctypes.POINTER(_u64), _size, _u32, ctypes.c_uint,
                       ctypes.POINTER(ctypes.c_double))
+_model_curve_ci = _proto("lomas_model_curve_ci", _status, _vp, ctypes.c_int,
+                         ctypes.POINTER(_u64), _size, _u32, ctypes.c_uint, ctypes.c_double,
+                         ctypes.c_uint, _u64, ctypes.POINTER(ctypes.c_double),
+                         ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double))
 _model_default_sizes = _proto("lomas_model_default_sizes", _status, _u32,
                               ctypes.POINTER(_u64), _size, ctypes.POINTER(_size))
 _trace_new = _proto("lomas_trace_new", _status, _vp, _pp)
@@ -475,19 +479,38 @@ class Profile(_Handle):
                                  MODEL_COLD if cold else 0, ctypes.byref(r)))
         return r.value
 
-    def curve(self, sizes=None, policy="random", cold=False, line_bytes=0):
+    def curve(self, sizes=None, policy="random", cold=False, line_bytes=0, ci=False,
+              level=0.95, resamples=200, seed=1):
         """Miss ratios for a list of cache sizes (default: default_sizes of
-        the profile's line size) as a list of floats."""
+        the profile's line size) as a list of floats.
+
+        With ci=True, a list of (ratio, lo, hi) tuples instead: [lo, hi] is
+        the level (default 95 %) confidence interval of each ratio from a
+        Poisson bootstrap of the samples (lomas_model_curve_ci: resamples
+        replicates, deterministic for a seed; sampling noise only)."""
         if sizes is None:
             sizes = default_sizes(self.info.line_size)
         sizes = [_u64_value(s, "cache size") for s in sizes]
         n = len(sizes)
         arr = (_u64 * max(n, 1))(*sizes)
         out = (ctypes.c_double * max(n, 1))()
-        _check(_model_curve(self._handle(), _policy(policy), arr, n,
-                            _u32_value(line_bytes, "line_bytes"),
-                            MODEL_COLD if cold else 0, out))
-        return list(out[:n])
+        flags = MODEL_COLD if cold else 0
+        line_bytes = _u32_value(line_bytes, "line_bytes")
+        if not ci:
+            _check(_model_curve(self._handle(), _policy(policy), arr, n, line_bytes, flags,
+                                out))
+            return list(out[:n])
+        if not isinstance(level, (int, float)) or isinstance(level, bool) or \
+                not 0.0 < level < 1.0:
+            raise ValueError("level must be a number between 0 and 1")
+        if not isinstance(resamples, int) or isinstance(resamples, bool) or \
+                not 2 <= resamples <= 100000:
+            raise ValueError("resamples must be an integer from 2 to 100000")
+        lo = (ctypes.c_double * max(n, 1))()
+        hi = (ctypes.c_double * max(n, 1))()
+        _check(_model_curve_ci(self._handle(), _policy(policy), arr, n, line_bytes, flags,
+                               float(level), resamples, _u64_value(seed, "seed"), out, lo, hi))
+        return [(out[i], lo[i], hi[i]) for i in range(n)]
 
     _free = staticmethod(_profile_free)
     _closed_message = "the profile is closed"
