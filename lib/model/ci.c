@@ -86,6 +86,7 @@ lomas_status lomas_model_curve_ci(const lomas_profile *p, lomas_policy policy,
                                   unsigned flags, double level, unsigned resamples, uint64_t seed,
                                   double *ratios, double *lo, double *hi)
 {
+	error_clear();
 	uint32_t line = 0;
 	model_opts o;
 	model_data m0;

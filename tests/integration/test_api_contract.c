@@ -172,6 +172,9 @@ static void test_every_success_clears_the_message(void **state)
 	CLEARS(lomas_model_default_sizes, (64, sizes, 128, &n));
 	CLEARS(lomas_model_curve, (q, LOMAS_POLICY_RANDOM, sizes, n, 0, 0, ratios));
 	CLEARS(lomas_model_curve, (q, LOMAS_POLICY_LRU, sizes, 3, 0, LOMAS_MODEL_COLD, ratios));
+	double lo[8], hi[8];
+	CLEARS(lomas_model_curve_ci,
+	       (q, LOMAS_POLICY_RANDOM, sizes, 3, 0, 0, 0.9, 20, 7, ratios, lo, hi));
 	CLEARS(lomas_model_miss_ratio, (q, LOMAS_POLICY_LRU, cache, 64, 0, &ratio));
 
 	KEEPS(lomas_profile_free, (r));
