@@ -67,6 +67,8 @@ typedef struct mon_thread {
 	bool queued_sig; /* signal caught during an injection, to deliver */
 	siginfo_t queued;
 	uint64_t segv_retry; /* fault address + 1 of a SIGSEGV being retried */
+	uint64_t fault_page; /* page of our fault the pending instruction is stepped over */
+	bool segv_lift;      /* SIGSEGV blocked in this thread: holds one lift (sigstate.c) */
 	uint64_t fs_base;
 	uint64_t rseq_addr;
 	uint32_t rseq_len;
@@ -103,6 +105,7 @@ typedef struct monitor {
 	lomas_status error; /* first fatal error seen by the loop */
 	pid_t cur_tid;      /* the stopped thread injections run in */
 	bool sync_needed;   /* watches changed: bring protections in line at the next stop */
+	bool segv_ignored;  /* the process ignores SIGSEGV: holds one lift (sigstate.c) */
 } monitor;
 
 /* Spawn argv (program_path resolved) stopped at its exec; EXITKILL set. */
@@ -135,6 +138,19 @@ void mon_drop_scratch(monitor *m, mon_thread *t);
 
 /* Bring every live thread to a stop, restore everything, detach. */
 lomas_status mon_detach(monitor *m);
+
+/* ------------------------------------------------ the target's signal state */
+
+/*
+ * Re-read whether SIGSEGV is blocked in t (a stopped thread) and take or drop
+ * its lift accordingly; call wherever t's mask may have changed (a system
+ * call or a signal delivery finished, a new thread's first stop, exec).
+ */
+void sig_guard_thread(monitor *m, mon_thread *t);
+/* Re-read whether the process ignores SIGSEGV (after rt_sigaction, exec, at start). */
+void sig_refresh_ignored(monitor *m);
+/* t is gone: drop the lift it held. */
+void sig_forget_thread(monitor *m, mon_thread *t);
 
 /* ---------------------------------------------------------- step clock */
 

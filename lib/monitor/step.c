@@ -251,7 +251,10 @@ static void commit(monitor *m, mon_thread *t)
 			if (watch_table_page_count(&m->eng.table, l) &&
 			    (relaxed || !mprot_is_ours(&m->eng, l))) {
 				if (watch_table_remove(&m->eng.table, l, t->index, &e)) {
-					end_sample(m, e.sample, c0 + j, in->pc, false);
+					bool by_fault =
+					    t->fault_page &&
+					    (l & m->eng.table.page_mask) == t->fault_page;
+					end_sample(m, e.sample, c0 + j, in->pc, by_fault);
 					m->sync_needed = true;
 				}
 				mark_cross(m, l, t->index);
@@ -266,43 +269,44 @@ static void commit(monitor *m, mon_thread *t)
 	}
 	t->clock = c0 + in->nrefs;
 	t->have_pending = false;
+	t->fault_page = 0;
 }
 
-/* A fault on a page we protected: end the samples it reuses, lift the page for one step. */
+/*
+ * A fault on a page we protected: lift the page for one step of t. The
+ * samples it reuses end when the instruction retires (commit(), which checks
+ * the lifted page's lines against the decoded references), not here: an
+ * instruction that faults may still never retire (a genuine fault behind
+ * ours: a write to the program's own read-only page, whose handler
+ * siglongjmps away), and a reference that never happened ends nothing.
+ */
 static void our_fault(monitor *m, mon_thread *t, uint64_t addr)
 {
 	uint64_t page = addr & m->eng.table.page_mask;
-	bool ended = false, on_page = false;
-	watch_entry e;
+	bool watched = false;
 	if (t->have_pending) {
 		const decode_insn *in = &t->pending;
 		for (unsigned j = 0; j < in->nrefs; j++) {
 			uint64_t l0, l1;
 			ref_lines(m, &in->refs[j], &l0, &l1);
 			for (uint64_t l = l0;; l = l1) {
-				if ((l & m->eng.table.page_mask) == page) {
-					on_page = true;
-					if (watch_table_remove(&m->eng.table, l, t->index, &e)) {
-						end_sample(m, e.sample, t->pending_c0 + j, in->pc,
-						           true);
-						ended = true;
-					}
-					mark_cross(m, l, t->index);
-				}
+				if ((l & m->eng.table.page_mask) == page &&
+				    watch_table_find(&m->eng.table, l, t->index, NULL))
+					watched = true;
 				if (l == l1)
 					break;
 			}
 		}
 	}
 	/*
-	 * No decoded reference of the instruction touches a watched line of the page:
-	 * an instruction fetch, a touch of another line (false positive), or an
-	 * access the decoder does not model. The clock counts decoded references
-	 * only, so the last is not a reuse point either; the sample stays watched.
+	 * No decoded reference of the instruction touches a line of the page t
+	 * watches: an instruction fetch, a touch of another line (false
+	 * positive), or an access the decoder does not model. The clock counts
+	 * decoded references only, so the last is not a reuse point either.
 	 */
-	(void)on_page;
-	if (!ended)
+	if (!watched)
 		m->eng.stats.false_positives++;
+	t->fault_page = page;
 	mprot_fault_lift(&m->eng, addr, t->index);
 	m->sync_needed = true;
 }
@@ -319,6 +323,8 @@ static bool is_mem_syscall(long nr)
 static void release(monitor *m, mon_thread *t, bool syscall_done)
 {
 	if (t->delivering) {
+		/* The handler's mask is in force now: SIGSEGV may be blocked in it. */
+		sig_guard_thread(m, t);
 		t->delivering = false;
 		if (m->eng.lift_depth > 0)
 			m->eng.lift_depth--;
@@ -335,6 +341,10 @@ static void release(monitor *m, mon_thread *t, bool syscall_done)
 				refresh_tcb(m, t, &r);
 			mprot_maps_changed(&m->eng);
 		}
+		/* Before this call's lift goes: its mask or disposition may need one. */
+		sig_guard_thread(m, t);
+		if (t->sysno == SYS_rt_sigaction)
+			sig_refresh_ignored(m);
 		t->in_syscall = false;
 		if (m->eng.lift_depth > 0)
 			m->eng.lift_depth--;
@@ -420,8 +430,9 @@ static void handle_exec(monitor *m, mon_thread *t)
 		mon_thread *o = &m->threads.items[i];
 		if (o != t && o->state != MT_GONE)
 			o->state = MT_GONE; /* exec ended every other thread */
-		o->in_syscall = o->delivering = o->queued_sig = false;
+		o->in_syscall = o->delivering = o->queued_sig = o->segv_lift = false;
 	}
+	m->segv_ignored = false;
 	t->have_pending = false;
 	t->fs_base = 0;
 	t->rseq_addr = 0;
@@ -431,6 +442,9 @@ static void handle_exec(monitor *m, mon_thread *t)
 	m->scratch = 0;
 	m->syscall_insn = 0;
 	m->sync_needed = false;
+	/* execve keeps the mask and the ignored signals. */
+	sig_refresh_ignored(m);
+	sig_guard_thread(m, t);
 }
 
 static bool is_stop_signal(int sig)
@@ -443,9 +457,12 @@ lomas_status step_begin(monitor *m)
 	lomas_status st;
 	if ((st = maps_read(&m->maps, m->pid)))
 		return st;
+	sig_refresh_ignored(m);
 	for (size_t i = 0; i < m->threads.n; i++) {
 		mon_thread *t = &m->threads.items[i];
 		thread_clock_init(m, t);
+		if (t->state == MT_STOPPED)
+			sig_guard_thread(m, t);
 	}
 	for (size_t i = 0; i < m->threads.n; i++) {
 		mon_thread *t = &m->threads.items[i];
@@ -493,6 +510,7 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 		if (t->in_syscall && m->eng.lift_depth > 0)
 			m->eng.lift_depth--;
 		t->delivering = t->in_syscall = false;
+		sig_forget_thread(m, t);
 		mon_reap(m, t, status);
 		m->sync_needed = true;
 		return LOMAS_OK;
@@ -540,9 +558,10 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 			return LOMAS_OK;
 		}
 		/* An interrupt, a new thread's first stop, or the end of a group-stop. */
-		if (t->state == MT_STOPPED && !t->have_pending && !detaching)
-			return resume_step(m, t, 0, NULL);
-		return detaching ? LOMAS_OK : resume_step(m, t, 0, NULL);
+		if (detaching)
+			return LOMAS_OK;
+		sig_guard_thread(m, t);
+		return resume_step(m, t, 0, NULL);
 	default: break;
 	}
 	if (ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) < 0)
@@ -555,6 +574,7 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 		if (retired)
 			commit(m, t);
 		t->have_pending = false;
+		t->fault_page = 0;
 		release(m, t, true);
 		return detaching ? LOMAS_OK : resume_step(m, t, 0, NULL);
 	}
@@ -595,6 +615,7 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 	t->segv_retry = 0;
 	/* A genuine signal: the pending instruction did not run; deliver it unchanged. */
 	t->have_pending = false;
+	t->fault_page = 0;
 	release(m, t, true);
 	if (detaching) {
 		t->queued = si;
