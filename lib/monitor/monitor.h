@@ -19,6 +19,33 @@
 #include "decode/decode.h"
 #include "watch/watch.h"
 
+/* ------------------------------------------------------- system call seam */
+
+/*
+ * Every ptrace, waitpid and process_vm_readv of the monitor goes through
+ * these (sys.c) so tests can make the Nth one fail (the target vanishing).
+ */
+long mon_ptrace(int req, pid_t tid, void *addr, void *data);
+pid_t mon_sys_waitpid(pid_t pid, int *status, int flags);
+struct iovec;
+ssize_t mon_sys_vm_readv(pid_t pid, const struct iovec *local, unsigned long nlocal,
+                         const struct iovec *remote, unsigned long nremote, unsigned long flags);
+long mon_sys_peek(pid_t pid, uint64_t addr);
+/* The decoder's memory reads, through the seam. */
+extern const decode_mem_ops mon_decode_mem_ops;
+
+typedef struct mon_sys_hook {
+	uint64_t fail_at; /* the call (1-based, since the hook was set) to act on; 0 = none */
+	int err;          /* errno it fails with; 0 = it runs (after `before`) */
+	void (*before)(uint64_t call, void *ctx); /* run just before that call, or NULL */
+	void *ctx;
+} mon_sys_hook;
+
+/* Install (NULL: remove) the hook and restart the count. Tests only. */
+void mon_sys_set_hook(const mon_sys_hook *h);
+/* Calls made through the seam since the hook was last set. */
+uint64_t mon_sys_calls(void);
+
 /* ------------------------------------------------------------ shadow maps */
 
 typedef struct map_range {
@@ -69,6 +96,7 @@ typedef struct mon_thread {
 	uint64_t segv_retry; /* fault address + 1 of a SIGSEGV being retried */
 	uint64_t fault_page; /* page of our fault the pending instruction is stepped over */
 	bool segv_lift;      /* SIGSEGV blocked in this thread: holds one lift (sigstate.c) */
+	bool suspect;        /* a request to resume it failed: is it still in a stop? (wait.c) */
 	uint64_t fs_base;
 	uint64_t rseq_addr;
 	uint32_t rseq_len;
@@ -102,10 +130,16 @@ typedef struct monitor {
 	uint64_t lift_epoch;
 	VEC(lomas_sample) samples;
 	char *command;
-	lomas_status error; /* first fatal error seen by the loop */
+	lomas_status error; /* first fatal error seen by the loop (mon_fail) */
+	char errmsg[512];   /* its message */
 	pid_t cur_tid;      /* the stopped thread injections run in */
 	bool sync_needed;   /* watches changed: bring protections in line at the next stop */
 	bool segv_ignored;  /* the process ignores SIGSEGV: holds one lift (sigstate.c) */
+	/* wait.c */
+	size_t wait_next;    /* the sweep starts after the thread that reported last */
+	bool wait_poll;      /* SIGCHLD cannot wake us: sleep in growing steps instead */
+	bool wait_slept;     /* the last sleep timed out */
+	unsigned backoff_us; /* the next polling sleep */
 } monitor;
 
 /* Spawn argv (program_path resolved) stopped at its exec; EXITKILL set. */
@@ -116,13 +150,19 @@ lomas_status mon_attach(monitor *m, pid_t pid);
 mon_thread *mon_thread_of(monitor *m, pid_t tid);
 /* Add a thread record. */
 lomas_status mon_add_thread(monitor *m, pid_t tid, mon_thread **out);
+/* Record the session's first fatal error (st, with the current message); returns st. */
+lomas_status mon_fail(monitor *m, lomas_status st);
 /* Live threads (not gone). */
 size_t mon_live_threads(const monitor *m);
 /*
- * Wait for the next stop of any traced thread for at most timeout_ms (-1 =
- * forever). 1 with *t and *status set, 0 on timeout, negative status on error.
+ * Wait for the next report of any traced thread for at most timeout_ms (-1 =
+ * forever), sleeping, never spinning (wait.c). 1 with *t and *status set; 0
+ * on timeout, when no thread is left to wait for, or when a signal handler
+ * of the caller's ran; a negative status on error.
  */
 int mon_wait(monitor *m, int timeout_ms, mon_thread **t, int *status);
+/* The same for one thread: 1 got a report, 0 timeout, -1 error (errno). */
+int mon_wait_tid(monitor *m, pid_t tid, int timeout_ms, int *status);
 /* waitpid(2), retried when a signal of the caller interrupts it. */
 pid_t mon_waitpid(pid_t pid, int *status, int flags);
 /* The thread's process ended / the thread is gone: bookkeeping from a wait status. */
@@ -160,6 +200,17 @@ void step_free(monitor *m);
 lomas_status step_begin(monitor *m);
 /* Handle one stop of thread t with wait status st, and resume it. */
 lomas_status step_handle(monitor *m, mon_thread *t, int st, bool detaching);
+/* step.c, for stops.c: a new thread's sampler; the pending instruction retired. */
+void step_thread_init(monitor *m, mon_thread *t);
+void step_commit(monitor *m, mon_thread *t);
+/* A fault on our page at addr: lift it for t's next step. */
+void step_our_fault(monitor *m, mon_thread *t, uint64_t addr);
+/* Drop the lifts t holds for a finished call or delivery, and its fault lifts. */
+void step_release(monitor *m, mon_thread *t, bool syscall_done);
+/* Resume t with a single-step, delivering sig (with siginfo si) if non-zero. */
+lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si);
+/* t vanished without a report, or ended: release what it held, mark it gone. */
+void step_thread_gone(monitor *m, mon_thread *t);
 /* Restore every protection (before detach); t: a stopped thread to inject from. */
 lomas_status step_restore(monitor *m, mon_thread *t);
 /* The profile so far. */

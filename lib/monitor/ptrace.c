@@ -47,6 +47,17 @@ lomas_status mon_add_thread(monitor *m, pid_t tid, mon_thread **out)
 	return LOMAS_OK;
 }
 
+lomas_status mon_fail(monitor *m, lomas_status st)
+{
+	if (st && !m->error) {
+		m->error = st;
+		snprintf(m->errmsg, sizeof m->errmsg, "%s", lomas_error_message());
+		if (!m->errmsg[0])
+			snprintf(m->errmsg, sizeof m->errmsg, "%s", lomas_strerror(st));
+	}
+	return st;
+}
+
 size_t mon_live_threads(const monitor *m)
 {
 	size_t n = 0;
@@ -64,7 +75,7 @@ pid_t mon_waitpid(pid_t pid, int *status, int flags)
 {
 	pid_t r;
 	do
-		r = waitpid(pid, status, flags);
+		r = mon_sys_waitpid(pid, status, flags);
 	while (r < 0 && errno == EINTR);
 	return r;
 }
@@ -113,7 +124,8 @@ lomas_status mon_spawn(monitor *m, const char *program_path, char *const argv[])
 		close(pipefd[0]);
 		return error_set(LOMAS_ETARGET, "the child did not stop before exec");
 	}
-	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)(TRACE_OPTS | PTRACE_O_EXITKILL)) < 0) {
+	if (mon_ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)(TRACE_OPTS | PTRACE_O_EXITKILL)) <
+	    0) {
 		err = errno;
 		kill(pid, SIGKILL);
 		mon_waitpid(pid, &status, 0);
@@ -141,7 +153,7 @@ lomas_status mon_spawn(monitor *m, const char *program_path, char *const argv[])
 		}
 		if ((status >> 16) == PTRACE_EVENT_EXEC)
 			break;
-		ptrace(PTRACE_CONT, pid, NULL, NULL);
+		mon_ptrace(PTRACE_CONT, pid, NULL, NULL);
 	}
 	close(pipefd[0]);
 	if ((st = mon_add_thread(m, pid, &t)))
@@ -153,9 +165,9 @@ lomas_status mon_spawn(monitor *m, const char *program_path, char *const argv[])
 /* Seize one thread; 0, or an errno. */
 static int seize_one(pid_t tid)
 {
-	if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)TRACE_OPTS) < 0)
+	if (mon_ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)TRACE_OPTS) < 0)
 		return errno;
-	if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0)
+	if (mon_ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0)
 		return errno;
 	return 0;
 }
@@ -208,15 +220,25 @@ lomas_status mon_attach(monitor *m, pid_t pid)
 				break;
 			}
 			if ((status >> 16) == PTRACE_EVENT_STOP) {
+				int sig = WSTOPSIG(status);
 				t->state = MT_STOPPED;
+				if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN ||
+				    sig == SIGTTOU) {
+					/*
+					 * Stopped by job control before we came: it stays
+					 * stopped until its SIGCONT, as without us.
+					 */
+					if (mon_ptrace(PTRACE_LISTEN, t->tid, NULL, NULL) == 0)
+						t->state = MT_LISTEN;
+				}
 				break;
 			}
 			/* A signal arrived first: keep it for later and go on to the interrupt. */
 			if ((status >> 16) == 0) {
-				if (ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &t->queued) == 0)
+				if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &t->queued) == 0)
 					t->queued_sig = true;
 			}
-			ptrace(PTRACE_CONT, t->tid, NULL, NULL);
+			mon_ptrace(PTRACE_CONT, t->tid, NULL, NULL);
 		}
 	}
 	if (m->ended)
@@ -233,77 +255,29 @@ void mon_reap(monitor *m, mon_thread *t, int status)
 	}
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-int mon_wait(monitor *m, int timeout_ms, mon_thread **out, int *status)
-{
-	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout_ms;
-	unsigned spins = 0;
-	for (;;) {
-		size_t live = 0;
-		mon_thread *only = NULL;
-		for (size_t i = 0; i < m->threads.n; i++) {
-			mon_thread *t = &m->threads.items[i];
-			if (t->state == MT_GONE || t->state == MT_STOPPED)
-				continue;
-			live++;
-			only = t;
-		}
-		if (!live)
-			return 0;
-		if (live == 1 && timeout_ms < 0) {
-			pid_t r = waitpid(only->tid, status, __WALL);
-			if (r == only->tid) {
-				*out = only;
-				return 1;
-			}
-			if (errno == EINTR)
-				continue;
-			if (errno ==
-			    ECHILD) { /* vanished without a report (exec by another thread) */
-				only->state = MT_GONE;
-				continue;
-			}
-			return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)only->tid,
-			                 strerror(errno));
-		}
-		/* Several threads: poll each; a thread in a blocking call may never stop. */
-		for (size_t i = 0; i < m->threads.n; i++) {
-			mon_thread *t = &m->threads.items[i];
-			if (t->state == MT_GONE || t->state == MT_STOPPED)
-				continue;
-			pid_t r = waitpid(t->tid, status, __WALL | WNOHANG);
-			if (r == t->tid) {
-				*out = t;
-				return 1;
-			}
-			if (r < 0 && errno == ECHILD)
-				t->state = MT_GONE;
-		}
-		if (mono_ms() >= deadline)
-			return 0;
-		/* Back off gently: 0 µs for a while (steps take ~85 µs), then 50 µs. */
-		if (++spins > 64) {
-			struct timespec ts = {0, 50000};
-			nanosleep(&ts, NULL);
-		}
-	}
-}
-
 /* ------------------------------------------------------- syscall injection */
 
-/* Run the instruction at `at` (a syscall) with regs set; wait for its step to end. */
+/* Put saved registers back; once more if the first request fails. */
+static lomas_status restore_regs(mon_thread *t, const struct user_regs_struct *saved)
+{
+	if (mon_ptrace(PTRACE_SETREGS, t->tid, NULL, (void *)saved) == 0 ||
+	    mon_ptrace(PTRACE_SETREGS, t->tid, NULL, (void *)saved) == 0)
+		return LOMAS_OK;
+	return error_set(LOMAS_ETARGET, "PTRACE_SETREGS(%d): %s", (int)t->tid, strerror(errno));
+}
+
+/*
+ * Run the instruction at `at` (a syscall) with regs set; wait for its step to
+ * end. Whatever fails after the registers were changed, they are put back:
+ * a thread left with the injection's registers would run on in our page.
+ */
 static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long nr,
                                    const uint64_t a[6], long *ret)
 {
 	struct user_regs_struct saved, r;
+	lomas_status st = LOMAS_OK;
 	int status;
-	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &saved) < 0)
+	if (mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &saved) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
 		                 strerror(errno));
 	r = saved;
@@ -316,17 +290,22 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 	r.r10 = a[3];
 	r.r8 = a[4];
 	r.r9 = a[5];
-	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0)
+	if (mon_ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_SETREGS(%d): %s", (int)t->tid,
 		                 strerror(errno));
 	for (int tries = 0;; tries++) {
-		if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL) < 0)
-			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
-			                 strerror(errno));
-		if (mon_waitpid(t->tid, &status, __WALL) != t->tid)
-			return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)t->tid,
-			                 strerror(errno));
+		if (mon_ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL) < 0) {
+			st = error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
+			               strerror(errno));
+			break;
+		}
+		if (mon_waitpid(t->tid, &status, __WALL) != t->tid) {
+			st = error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)t->tid,
+			               strerror(errno));
+			break;
+		}
 		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			step_thread_gone(m, t);
 			mon_reap(m, t, status);
 			return error_set(LOMAS_ETARGET, "thread %d ended during an injected call",
 			                 (int)t->tid);
@@ -338,24 +317,27 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 		if ((status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP) {
 			/* A signal came first: keep it, and run the call. */
 			siginfo_t si;
-			if (ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0 && !t->queued_sig) {
+			if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0 &&
+			    !t->queued_sig) {
 				t->queued = si;
 				t->queued_sig = true;
 			}
 			continue;
 		}
-		if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
-			return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
-			                 strerror(errno));
+		if (mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0) {
+			st = error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
+			               strerror(errno));
+			break;
+		}
 		if (r.rip == at + 2 || tries > 8)
 			break;
 	}
-	*ret = (long)r.rax;
-	m->stats.injected++;
-	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &saved) < 0)
-		return error_set(LOMAS_ETARGET, "PTRACE_SETREGS(%d): %s", (int)t->tid,
-		                 strerror(errno));
-	return LOMAS_OK;
+	if (!st) {
+		*ret = (long)r.rax;
+		m->stats.injected++;
+	}
+	lomas_status rs = restore_regs(t, &saved);
+	return st ? st : rs;
 }
 
 /* Map the scratch page holding `syscall; int3`, using a temporarily poked syscall at rip. */
@@ -366,27 +348,31 @@ static lomas_status make_scratch(monitor *m, mon_thread *t)
 	    0, m->page_size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0};
 	long word, patched, ret = 0;
 	lomas_status st;
-	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
+	if (mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
 		                 strerror(errno));
 	errno = 0;
-	word = ptrace(PTRACE_PEEKTEXT, t->tid, (void *)r.rip, NULL);
+	word = mon_ptrace(PTRACE_PEEKTEXT, t->tid, (void *)r.rip, NULL);
 	if (errno)
 		return error_set(LOMAS_ETARGET, "cannot read the code of %d: %s", (int)t->tid,
 		                 strerror(errno));
 	patched = (long)(((uint64_t)word & ~0xffffull) | 0x050full);
-	if (ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)patched) < 0)
+	if (mon_ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)patched) < 0)
 		return error_set(LOMAS_ETARGET, "cannot write the code of %d: %s", (int)t->tid,
 		                 strerror(errno));
 	st = run_syscall_at(m, t, r.rip, SYS_mmap, args, &ret);
-	ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)word);
+	/* The program's own code back, whatever happened (once more if refused). */
+	if (mon_ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)word) < 0 &&
+	    mon_ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)word) < 0 && !st)
+		st = error_set(LOMAS_ETARGET, "cannot restore the code of %d: %s", (int)t->tid,
+		               strerror(errno));
 	if (st)
 		return st;
 	if (ret < 0 && ret > -4096)
 		return error_set(LOMAS_ETARGET, "mmap of the scratch page failed: %s",
 		                 strerror((int)-ret));
 	/* syscall; int3 x 6 (ptrace writes through the read-only mapping, FOLL_FORCE). */
-	if (ptrace(PTRACE_POKETEXT, t->tid, (void *)ret, (void *)0xcccccccccccc050full) < 0)
+	if (mon_ptrace(PTRACE_POKETEXT, t->tid, (void *)ret, (void *)0xcccccccccccc050full) < 0)
 		return error_set(LOMAS_ETARGET, "cannot fill the scratch page: %s",
 		                 strerror(errno));
 	m->scratch = (uint64_t)ret;

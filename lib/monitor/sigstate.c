@@ -53,7 +53,7 @@ void sig_guard_thread(monitor *m, mon_thread *t)
 {
 	uint64_t mask = 0;
 	/* PTRACE_GETSIGMASK (Linux 3.11): data is the sigset's size in bytes. */
-	if (ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof mask, &mask) < 0)
+	if (mon_ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof mask, &mask) < 0)
 		mask = ~0ull; /* unknown (the thread is going away): assume the worst */
 	hold(m, &t->segv_lift, in_set(mask, SIGSEGV));
 }

@@ -27,7 +27,7 @@
 
 static char target_dir[4096];
 
-static void target(char *buf, size_t len, const char *name)
+static inline void target(char *buf, size_t len, const char *name)
 {
 	snprintf(buf, len, "%s/%s", target_dir, name);
 }
@@ -39,7 +39,7 @@ typedef struct run_result {
 	lomas_profile *prof;
 } run_result;
 
-static void read_all(int fd, char *buf, size_t len)
+static inline void read_all(int fd, char *buf, size_t len)
 {
 	size_t n = 0;
 	ssize_t r;
@@ -55,7 +55,7 @@ static void read_all(int fd, char *buf, size_t len)
 }
 
 /* Run argv natively with stdout into a pipe. */
-static void run_native(char *const argv[], run_result *res)
+static inline void run_native(char *const argv[], run_result *res)
 {
 	int p[2];
 	pid_t pid;
@@ -77,7 +77,7 @@ static void run_native(char *const argv[], run_result *res)
 }
 
 /* A config for the step clock with key/value pairs (NULL-terminated list). */
-static lomas_config *step_config_v(va_list ap)
+static inline lomas_config *step_config_v(va_list ap)
 {
 	lomas_config *cfg;
 	const char *k;
@@ -91,7 +91,7 @@ static lomas_config *step_config_v(va_list ap)
 }
 
 /* Run argv under the step clock to its end (config pairs, NULL-terminated). */
-static lomas_status run_step(char *const argv[], run_result *res, ...)
+static inline lomas_status run_step(char *const argv[], run_result *res, ...)
 {
 	lomas_config *cfg;
 	lomas_session *s = NULL;
@@ -126,13 +126,13 @@ static lomas_status run_step(char *const argv[], run_result *res, ...)
 	return LOMAS_OK;
 }
 
-static void free_result(run_result *r)
+static inline void free_result(run_result *r)
 {
 	lomas_profile_free(r->prof);
 	r->prof = NULL;
 }
 
-static bool ptrace_allowed(void)
+static inline bool ptrace_allowed(void)
 {
 	pid_t pid = fork();
 	int st;
@@ -147,7 +147,7 @@ static bool ptrace_allowed(void)
 }
 
 /* main()'s common part: 77 (skip) when the targets or ptrace are missing. */
-static int step_test_setup(void)
+static inline int step_test_setup(void)
 {
 	const char *dir = getenv("LOMAS_TARGETS");
 	if (!dir) {
@@ -162,7 +162,7 @@ static int step_test_setup(void)
 	return 0;
 }
 
-static double mono_s(void)
+static inline double mono_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -227,6 +227,54 @@ static inline long t_mprotect(void *addr, size_t len, int prot)
 	return sys3(__NR_mprotect, addr, len, prot);
 }
 
+/* ------------------------------------------------------------- threads */
+
+/*
+ * Start fn(arg) in a new thread on the stack ending at stack_top. *ctid is
+ * the thread id until the thread exits, then 0 (CLONE_CHILD_CLEARTID wakes
+ * a futex waiter on it); returns the tid or a negative errno.
+ */
+static inline long t_thread(void (*fn)(void *), void *arg, char *stack_top, int *ctid)
+{
+	unsigned long flags = CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+	                      CLONE_SYSVSEM | CLONE_PARENT_SETTID | CLONE_CHILD_CLEARTID;
+	void **sp = (void **)((uintptr_t)stack_top & ~(uintptr_t)15);
+	register long r10 __asm__("r10") = (long)ctid;
+	register long r8 __asm__("r8") = 0;
+	long ret;
+	*--sp = arg;
+	*--sp = (void *)fn;
+	__asm__ volatile("syscall\n"
+	                 "test %%rax, %%rax\n"
+	                 "jnz 1f\n"
+	                 "pop %%rax\n" /* the new thread: fn */
+	                 "pop %%rdi\n" /* arg */
+	                 "and $-16, %%rsp\n"
+	                 "call *%%rax\n"
+	                 "mov $60, %%eax\n" /* exit: this thread only */
+	                 "xor %%edi, %%edi\n"
+	                 "syscall\n"
+	                 "hlt\n"
+	                 "1:\n"
+	                 : "=a"(ret)
+	                 : "a"((long)__NR_clone), "D"(flags), "S"(sp), "d"(ctid), "r"(r10), "r"(r8)
+	                 : "rcx", "r11", "memory");
+	return ret;
+}
+
+/* Wait until the thread whose ctid this is has exited. */
+static inline void t_join(int *ctid)
+{
+	int v;
+	while ((v = __atomic_load_n(ctid, __ATOMIC_ACQUIRE)) != 0)
+		sys6(__NR_futex, (long)ctid, FUTEX_WAIT, v, 0, 0, 0);
+}
+
+static inline void t_yield(void)
+{
+	sys0(__NR_sched_yield);
+}
+
 /* ------------------------------------------------------------- entry */
 
 int main(int argc, char **argv);

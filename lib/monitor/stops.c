@@ -1,0 +1,261 @@
+/*
+ * The step clock's handling of one report of a traced thread: a step
+ * retired (or a handler was entered), a fault on a page we protected, a
+ * genuine signal (delivered unchanged), a new thread, exec, exit, and job
+ * control (group-stop, PTRACE_LISTEN, the stop's end); then the thread is
+ * resumed with its next single-step. Detaching handles the same reports
+ * without resuming anything.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "monitor.h"
+
+#ifndef TRAP_TRACE
+#define TRAP_TRACE 2
+#endif
+#ifndef TRAP_BRKPT
+#define TRAP_BRKPT 1
+#endif
+
+static void handle_exec(monitor *m, mon_thread *t)
+{
+	for (size_t i = 0; i < m->threads.n; i++) {
+		mon_thread *o = &m->threads.items[i];
+		if (o != t && o->state != MT_GONE)
+			o->state = MT_GONE; /* exec ended every other thread */
+		o->in_syscall = o->delivering = o->queued_sig = o->segv_lift = false;
+	}
+	m->segv_ignored = false;
+	t->have_pending = false;
+	t->fs_base = 0;
+	t->rseq_addr = 0;
+	mprot_forget_all(&m->eng);
+	maps_read(&m->maps, m->pid);
+	decoder_invalidate(m->dec, 0, UINT64_MAX);
+	m->scratch = 0;
+	m->syscall_insn = 0;
+	m->sync_needed = false;
+	/* execve keeps the mask and the ignored signals. */
+	sig_refresh_ignored(m);
+	sig_guard_thread(m, t);
+}
+
+static bool is_stop_signal(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+lomas_status step_begin(monitor *m)
+{
+	lomas_status st;
+	if ((st = maps_read(&m->maps, m->pid)))
+		return st;
+	sig_refresh_ignored(m);
+	for (size_t i = 0; i < m->threads.n; i++) {
+		mon_thread *t = &m->threads.items[i];
+		step_thread_init(m, t);
+		if (t->state == MT_STOPPED)
+			sig_guard_thread(m, t);
+	}
+	for (size_t i = 0; i < m->threads.n; i++) {
+		mon_thread *t = &m->threads.items[i];
+		if (t->state != MT_STOPPED)
+			continue;
+		m->cur_tid = t->tid;
+		if ((st = step_resume(m, t, 0, NULL)))
+			return st;
+	}
+	return LOMAS_OK;
+}
+
+static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool detaching);
+
+/*
+ * A thread's report: handle it and resume the thread. When that fails with
+ * LOMAS_ETARGET because the thread is being killed (PTRACE_SINGLESTEP fails
+ * with ESRCH on a tracee a SIGKILL is ending, and reading its memory fails
+ * too), the thread is marked running again, so that the next mon_wait
+ * collects its death. Left marked stopped, mon_wait passed it over: a
+ * session whose only thread it was polled forever without a system call
+ * while the target sat in its ptrace-stop (lomas-demo record of a target
+ * killed under it hung so, once in twenty kills). It is also marked
+ * suspect: should it sit in a ptrace-stop with no report to collect (the
+ * request failed for another reason), mon_wait ends the session with an
+ * error instead of waiting for it forever.
+ */
+lomas_status step_handle(monitor *m, mon_thread *t, int status, bool detaching)
+{
+	pid_t tid = t->tid;
+	lomas_status st = handle_stop(m, t, status, detaching);
+	mon_thread *u;
+	if (st == LOMAS_ETARGET && !detaching && (u = mon_thread_of(m, tid)) &&
+	    u->state == MT_STOPPED) {
+		/* Suspect: if it sits in a ptrace-stop with no report, mon_wait gives up. */
+		u->state = MT_RUNNING;
+		u->suspect = true;
+	}
+	return st;
+}
+
+static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool detaching)
+{
+	pid_t tid = t->tid;
+	int sig, ev;
+	siginfo_t si;
+	m->cur_tid = tid;
+	if (WIFEXITED(status) || WIFSIGNALED(status)) {
+		step_thread_gone(m, t);
+		mon_reap(m, t, status);
+		return LOMAS_OK;
+	}
+	if (!WIFSTOPPED(status))
+		return LOMAS_OK;
+	sig = WSTOPSIG(status);
+	ev = status >> 16;
+	t->state = MT_STOPPED;
+	switch (ev) {
+	case PTRACE_EVENT_EXIT:
+		/* Keep its lifts: the kernel still writes clear_child_tid while it exits. */
+		t->have_pending = false;
+		t->state = MT_EXITING;
+		if (!detaching)
+			mon_ptrace(PTRACE_CONT, tid, NULL, NULL);
+		return LOMAS_OK;
+	case PTRACE_EVENT_CLONE: {
+		unsigned long nt = 0;
+		mon_thread *n;
+		if (mon_ptrace(PTRACE_GETEVENTMSG, tid, NULL, &nt) == 0 && nt &&
+		    !mon_thread_of(m, (pid_t)nt)) {
+			if (mon_add_thread(m, (pid_t)nt, &n))
+				return mon_fail(m, error_set(LOMAS_ENOMEM, "the step clock ran "
+				                                           "out of memory"));
+			step_thread_init(m, n);
+			t = mon_thread_of(m, tid); /* the array may have moved */
+		}
+		return detaching ? LOMAS_OK : step_resume(m, t, 0, NULL);
+	}
+	case PTRACE_EVENT_EXEC:
+		handle_exec(m, t);
+		return detaching ? LOMAS_OK : step_resume(m, t, 0, NULL);
+	case PTRACE_EVENT_STOP:
+		if (is_stop_signal(sig)) {
+			/*
+			 * Group-stop: stay stopped until SIGCONT, as natively. With
+			 * PTRACE_LISTEN the next report is the stop's end (an
+			 * EVENT_STOP with SIGTRAP), a new signal, or the thread's
+			 * death. Nothing is injected from a thread in this state
+			 * (eng_mprotect defers): the protections follow at the
+			 * next resume of any thread.
+			 */
+			t->have_pending = false;
+			t->fault_page = 0;
+			t->state = MT_LISTEN;
+			step_release(m, t, true);
+			m->sync_needed = true;
+			if (detaching)
+				return LOMAS_OK;
+			if (mon_ptrace(PTRACE_LISTEN, tid, NULL, NULL) < 0) {
+				/* Out of its stop already (a SIGKILL): wait for its death. */
+				t->state = MT_STOPPED;
+				return error_set(LOMAS_ETARGET, "PTRACE_LISTEN(%d): %s", (int)tid,
+				                 strerror(errno));
+			}
+			return LOMAS_OK;
+		}
+		/* An interrupt, a new thread's first stop, or the end of a group-stop. */
+		if (detaching)
+			return LOMAS_OK;
+		sig_guard_thread(m, t);
+		return step_resume(m, t, 0, NULL);
+	default: break;
+	}
+	if (mon_ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) < 0)
+		memset(&si, 0, sizeof si);
+	if (sig == SIGTRAP &&
+	    (si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT || si.si_code == SIGTRAP)) {
+		/* Our step report: the pending instruction retired (or a handler was entered). */
+		bool retired = si.si_code != SIGTRAP && t->have_pending;
+		t->segv_retry = 0;
+		if (retired)
+			step_commit(m, t);
+		t->have_pending = false;
+		t->fault_page = 0;
+		step_release(m, t, true);
+		return detaching ? LOMAS_OK : step_resume(m, t, 0, NULL);
+	}
+	if (sig == SIGSEGV && si.si_code > 0 && mprot_is_ours(&m->eng, (uint64_t)si.si_addr)) {
+		step_our_fault(m, t, (uint64_t)si.si_addr);
+		if (detaching)
+			return LOMAS_OK;
+		/* Step the same instruction again, now that the page is lifted. */
+		if (m->sync_needed) {
+			m->sync_needed = false;
+			mprot_sync(&m->eng);
+		}
+		t->resume_epoch = m->eng.lift_events - 1; /* the fault lifted a page: relaxed */
+		if (mon_ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) < 0)
+			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)tid,
+			                 strerror(errno));
+		m->stats.steps++;
+		t->state = MT_RUNNING;
+		return LOMAS_OK;
+	}
+	if (sig == SIGSEGV && si.si_code > 0 && !detaching && t->have_pending &&
+	    t->segv_retry != (uint64_t)si.si_addr + 1 &&
+	    mprot_is_lifted(&m->eng, (uint64_t)si.si_addr)) {
+		/*
+		 * The page was ours when the access faulted, but another thread lifted
+		 * it since: run the instruction again; if it still faults, it is genuine.
+		 */
+		t->segv_retry = (uint64_t)si.si_addr + 1;
+		m->eng.stats.faults++;
+		t->resume_epoch = m->eng.lift_events - 1;
+		if (mon_ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) < 0)
+			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)tid,
+			                 strerror(errno));
+		m->stats.steps++;
+		t->state = MT_RUNNING;
+		return LOMAS_OK;
+	}
+	t->segv_retry = 0;
+	/* A genuine signal: the pending instruction did not run; deliver it unchanged. */
+	t->have_pending = false;
+	t->fault_page = 0;
+	step_release(m, t, true);
+	if (detaching) {
+		t->queued = si;
+		t->queued_sig = true;
+		return LOMAS_OK;
+	}
+	return step_resume(m, t, sig, &si);
+}
+
+void step_thread_gone(monitor *m, mon_thread *t)
+{
+	if (t->delivering && m->eng.lift_depth > 0)
+		m->eng.lift_depth--;
+	if (t->in_syscall && m->eng.lift_depth > 0)
+		m->eng.lift_depth--;
+	t->delivering = t->in_syscall = t->queued_sig = false;
+	sig_forget_thread(m, t);
+	mprot_fault_forget(&m->eng, t->index);
+	t->state = MT_GONE;
+	m->sync_needed = true;
+}
+
+lomas_status step_restore(monitor *m, mon_thread *t)
+{
+	lomas_status st;
+	m->cur_tid = t->tid;
+	m->eng.lift_depth = 0;
+	st = mprot_restore_all(&m->eng);
+	mon_drop_scratch(m, t);
+	return st;
+}
