@@ -180,13 +180,20 @@ lomas_status mon_detach(monitor *m)
 			mon_reap(m, t, status);
 			continue;
 		}
-		if (WSTOPSIG(status) == SIGTRAP && (status >> 16) == 0 &&
-		    mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0 && si.si_code > 0 &&
-		    si.si_code != 0x80) {
-			/* ours: swallowed */
-		} else if ((status >> 16) == 0 && !t->queued_sig) {
-			if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &t->queued) == 0)
-				t->queued_sig = true;
+		if ((status >> 16) != 0)
+			continue;
+		if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) < 0) {
+			/* A SIGTRAP here is our step's (resent, it would kill the program). */
+			if (WSTOPSIG(status) == SIGTRAP)
+				continue;
+			memset(&si, 0, sizeof si);
+			si.si_signo = WSTOPSIG(status);
+		}
+		if (si.si_signo == SIGTRAP && si.si_code > 0 && si.si_code != 0x80)
+			continue; /* ours: swallowed */
+		if (!t->queued_sig) {
+			t->queued = si;
+			t->queued_sig = true;
 		}
 	}
 	/*
@@ -216,7 +223,10 @@ lomas_status mon_detach(monitor *m)
 		mon_thread *t = &m->threads.items[i];
 		if (t->state == MT_GONE)
 			continue;
-		mon_ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
+		if (mon_ptrace(PTRACE_DETACH, t->tid, NULL, NULL) < 0 &&
+		    mon_ptrace(PTRACE_DETACH, t->tid, NULL, NULL) < 0 && errno != ESRCH && !st)
+			st = error_set(LOMAS_ETARGET, "PTRACE_DETACH(%d): %s", (int)t->tid,
+			               strerror(errno));
 		if (t->queued_sig) {
 			syscall(SYS_tgkill, m->pid, t->tid, t->queued.si_signo);
 			t->queued_sig = false;
@@ -330,11 +340,8 @@ lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *p
 		return st;
 	m->command = join_argv(argv);
 	if ((st = mon_spawn(m, program_path, argv)) || (st = step_begin(m))) {
-		if (m->pid > 0 && !m->ended) {
-			int status;
-			kill(m->pid, SIGKILL);
-			mon_waitpid(m->pid, &status, __WALL);
-		}
+		if (m->pid > 0 && !m->ended)
+			mon_kill_reap(m->pid);
 		m->ended = true;
 		mb_free(m);
 		return st;

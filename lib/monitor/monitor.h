@@ -36,7 +36,7 @@ extern const decode_mem_ops mon_decode_mem_ops;
 
 typedef struct mon_sys_hook {
 	uint64_t fail_at; /* the call (1-based, since the hook was set) to act on; 0 = none */
-	int err;          /* errno it fails with; 0 = it runs (after `before`) */
+	int err; /* errno a ptrace or process_vm_readv fails with (a wait: EINTR); 0 = it runs */
 	void (*before)(uint64_t call, void *ctx); /* run just before that call, or NULL */
 	void *ctx;
 } mon_sys_hook;
@@ -144,6 +144,8 @@ typedef struct monitor {
 
 /* Spawn argv (program_path resolved) stopped at its exec; EXITKILL set. */
 lomas_status mon_spawn(monitor *m, const char *program_path, char *const argv[]);
+/* Kill the spawned child pid (traced or not) and reap it. */
+void mon_kill_reap(pid_t pid);
 /* Seize every thread of pid and stop them. */
 lomas_status mon_attach(monitor *m, pid_t pid);
 /* A thread record by tid (NULL if unknown). */
@@ -152,6 +154,8 @@ mon_thread *mon_thread_of(monitor *m, pid_t tid);
 lomas_status mon_add_thread(monitor *m, pid_t tid, mon_thread **out);
 /* Record the session's first fatal error (st, with the current message); returns st. */
 lomas_status mon_fail(monitor *m, lomas_status st);
+/* Record every thread of the process not known yet (a clone whose tid was not learnt). */
+lomas_status mon_adopt_threads(monitor *m);
 /* Live threads (not gone). */
 size_t mon_live_threads(const monitor *m);
 /*
@@ -173,8 +177,8 @@ void mon_reap(monitor *m, mon_thread *t, int status);
  * saved and restored). *ret gets the raw return value (negative errno).
  */
 lomas_status mon_inject(monitor *m, mon_thread *t, long nr, const uint64_t args[6], long *ret);
-/* Unmap the scratch page (before detaching). */
-void mon_drop_scratch(monitor *m, mon_thread *t);
+/* Unmap the scratch page (before detaching); kept if that fails, to be tried again. */
+lomas_status mon_drop_scratch(monitor *m, mon_thread *t);
 
 /* Bring every live thread to a stop, restore everything, detach. */
 lomas_status mon_detach(monitor *m);

@@ -58,6 +58,28 @@ lomas_status mon_fail(monitor *m, lomas_status st)
 	return st;
 }
 
+lomas_status mon_adopt_threads(monitor *m)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *de;
+	lomas_status st = LOMAS_OK;
+	snprintf(path, sizeof path, "/proc/%d/task", (int)m->pid);
+	if (!(d = opendir(path)))
+		return error_set(LOMAS_ETARGET, "%s: %s", path, strerror(errno));
+	while (!st && (de = readdir(d))) {
+		pid_t tid = (pid_t)atoi(de->d_name);
+		mon_thread *t;
+		if (tid <= 0 || mon_thread_of(m, tid))
+			continue;
+		/* Traced already (PTRACE_O_TRACECLONE): its first stop is on its way. */
+		if (!(st = mon_add_thread(m, tid, &t)))
+			step_thread_init(m, t);
+	}
+	closedir(d);
+	return st;
+}
+
 size_t mon_live_threads(const monitor *m)
 {
 	size_t n = 0;
@@ -78,6 +100,23 @@ pid_t mon_waitpid(pid_t pid, int *status, int flags)
 		r = mon_sys_waitpid(pid, status, flags);
 	while (r < 0 && errno == EINTR);
 	return r;
+}
+
+void mon_kill_reap(pid_t pid)
+{
+	int status;
+	kill(pid, SIGKILL);
+	/*
+	 * A traced child killed may still stop once (PTRACE_EVENT_EXIT) before
+	 * it dies: let it go on until it is reaped (bounded: a wait may fail).
+	 */
+	for (int i = 0; i < 16; i++) {
+		if (mon_waitpid(pid, &status, __WALL) != pid)
+			return;
+		if (WIFEXITED(status) || WIFSIGNALED(status))
+			return;
+		mon_ptrace(PTRACE_CONT, pid, NULL, NULL);
+	}
 }
 
 static lomas_status ptrace_error(const char *what, pid_t pid, int err)
@@ -153,23 +192,19 @@ lomas_status mon_spawn(monitor *m, const char *program_path, char *const argv[])
 		}
 		if ((status >> 16) == PTRACE_EVENT_EXEC)
 			break;
-		mon_ptrace(PTRACE_CONT, pid, NULL, NULL);
+		/* Not resumed, it would never report again: no wait for it then. */
+		if (mon_ptrace(PTRACE_CONT, pid, NULL, NULL) < 0) {
+			err = errno;
+			close(pipefd[0]);
+			return error_set(LOMAS_ETARGET, "PTRACE_CONT(%d): %s", (int)pid,
+			                 strerror(err));
+		}
 	}
 	close(pipefd[0]);
 	if ((st = mon_add_thread(m, pid, &t)))
 		return st;
 	t->state = MT_STOPPED;
 	return LOMAS_OK;
-}
-
-/* Seize one thread; 0, or an errno. */
-static int seize_one(pid_t tid)
-{
-	if (mon_ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)TRACE_OPTS) < 0)
-		return errno;
-	if (mon_ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0)
-		return errno;
-	return 0;
 }
 
 lomas_status mon_attach(monitor *m, pid_t pid)
@@ -192,18 +227,26 @@ lomas_status mon_attach(monitor *m, pid_t pid)
 			mon_thread *t;
 			if (tid <= 0 || mon_thread_of(m, tid))
 				continue;
-			if ((err = seize_one(tid))) {
+			if (mon_ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)TRACE_OPTS) < 0) {
+				err = errno;
 				if (err == ESRCH && tid != pid)
 					continue; /* it exited meanwhile */
 				closedir(d);
 				return ptrace_error("PTRACE_SEIZE", tid, err);
 			}
+			/* Recorded before anything can fail: detaching lets go of it. */
 			if ((st = mon_add_thread(m, tid, &t))) {
+				mon_ptrace(PTRACE_DETACH, tid, NULL, NULL);
 				closedir(d);
 				return st;
 			}
 			t->state = MT_RUNNING;
 			more = true;
+			if (mon_ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0) {
+				err = errno;
+				closedir(d);
+				return ptrace_error("PTRACE_INTERRUPT", tid, err);
+			}
 		}
 		closedir(d);
 	}
@@ -234,11 +277,15 @@ lomas_status mon_attach(monitor *m, pid_t pid)
 				break;
 			}
 			/* A signal arrived first: keep it for later and go on to the interrupt. */
-			if ((status >> 16) == 0) {
+			if ((status >> 16) == 0 && !t->queued_sig) {
 				if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &t->queued) == 0)
 					t->queued_sig = true;
 			}
-			mon_ptrace(PTRACE_CONT, t->tid, NULL, NULL);
+			if (mon_ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0) {
+				/* Still in that stop: detaching lets go of it from there. */
+				t->state = MT_STOPPED;
+				return ptrace_error("PTRACE_CONT", t->tid, errno);
+			}
 		}
 	}
 	if (m->ended)
@@ -317,8 +364,20 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 		if ((status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP) {
 			/* A signal came first: keep it, and run the call. */
 			siginfo_t si;
-			if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0 &&
-			    !t->queued_sig) {
+			int sig = WSTOPSIG(status);
+			if ((sig == SIGSEGV || sig == SIGBUS || sig == SIGILL) &&
+			    mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &r) == 0 &&
+			    (r.rip == at || r.rip == at + 2)) {
+				/* Our instruction faulted (our page is gone): not the program's. */
+				st = error_set(LOMAS_ETARGET,
+				               "the injected call faulted (signal %d)", sig);
+				break;
+			}
+			if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) < 0) {
+				memset(&si, 0, sizeof si);
+				si.si_signo = WSTOPSIG(status); /* delivered all the same */
+			}
+			if (!t->queued_sig) {
 				t->queued = si;
 				t->queued_sig = true;
 			}
@@ -388,14 +447,28 @@ lomas_status mon_inject(monitor *m, mon_thread *t, long nr, const uint64_t args[
 	return run_syscall_at(m, t, m->syscall_insn, nr, args, ret);
 }
 
-void mon_drop_scratch(monitor *m, mon_thread *t)
+lomas_status mon_drop_scratch(monitor *m, mon_thread *t)
 {
 	uint64_t args[6] = {m->scratch, m->page_size, 0, 0, 0, 0};
-	long ret;
+	maps_shadow now = {{0}};
+	long ret = 0;
+	lomas_status st;
 	if (!m->scratch)
-		return;
+		return LOMAS_OK;
+	/* A try whose outcome was unknown may have unmapped it already. */
+	if (maps_read(&now, m->pid) == LOMAS_OK && !maps_find(&now, m->scratch)) {
+		maps_free(&now);
+		m->scratch = m->syscall_insn = 0;
+		return LOMAS_OK;
+	}
+	maps_free(&now);
 	/* The munmap returns to the unmapped page's next byte: run_syscall_at only steps. */
-	run_syscall_at(m, t, m->syscall_insn, SYS_munmap, args, &ret);
+	if ((st = run_syscall_at(m, t, m->syscall_insn, SYS_munmap, args, &ret)))
+		return st; /* kept: detaching tries again */
+	if (ret < 0 && ret > -4096)
+		return error_set(LOMAS_ETARGET, "munmap of our page in %d failed: %s", (int)m->pid,
+		                 strerror((int)-ret));
 	m->scratch = 0;
 	m->syscall_insn = 0;
+	return LOMAS_OK;
 }

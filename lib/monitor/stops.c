@@ -125,20 +125,29 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 		/* Keep its lifts: the kernel still writes clear_child_tid while it exits. */
 		t->have_pending = false;
 		t->state = MT_EXITING;
-		if (!detaching)
-			mon_ptrace(PTRACE_CONT, tid, NULL, NULL);
+		/* Not let go, it would never report its death: a suspect (wait.c). */
+		if (!detaching && mon_ptrace(PTRACE_CONT, tid, NULL, NULL) < 0)
+			t->suspect = true;
 		return LOMAS_OK;
 	case PTRACE_EVENT_CLONE: {
 		unsigned long nt = 0;
 		mon_thread *n;
-		if (mon_ptrace(PTRACE_GETEVENTMSG, tid, NULL, &nt) == 0 && nt &&
-		    !mon_thread_of(m, (pid_t)nt)) {
-			if (mon_add_thread(m, (pid_t)nt, &n))
-				return mon_fail(m, error_set(LOMAS_ENOMEM, "the step clock ran "
-				                                           "out of memory"));
-			step_thread_init(m, n);
-			t = mon_thread_of(m, tid); /* the array may have moved */
+		lomas_status st = LOMAS_OK;
+		if (mon_ptrace(PTRACE_GETEVENTMSG, tid, NULL, &nt) == 0 && nt) {
+			if (!mon_thread_of(m, (pid_t)nt)) {
+				if (mon_add_thread(m, (pid_t)nt, &n))
+					return mon_fail(
+					    m, error_set(LOMAS_ENOMEM,
+					                 "the step clock ran out of memory"));
+				step_thread_init(m, n);
+			}
+		} else {
+			/* Unnamed, it would wait unseen in its first stop: find it. */
+			st = mon_adopt_threads(m);
 		}
+		t = mon_thread_of(m, tid); /* the array may have moved */
+		if (st)
+			return mon_fail(m, st);
 		return detaching ? LOMAS_OK : step_resume(m, t, 0, NULL);
 	}
 	case PTRACE_EVENT_EXEC:
@@ -176,8 +185,13 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 		return step_resume(m, t, 0, NULL);
 	default: break;
 	}
+	/*
+	 * Without its siginfo a stop cannot be told apart (our step's SIGTRAP
+	 * taken for the program's own would kill it): the thread is suspect.
+	 */
 	if (mon_ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) < 0)
-		memset(&si, 0, sizeof si);
+		return error_set(LOMAS_ETARGET, "PTRACE_GETSIGINFO(%d): %s", (int)tid,
+		                 strerror(errno));
 	if (sig == SIGTRAP &&
 	    (si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT || si.si_code == SIGTRAP)) {
 		/* Our step report: the pending instruction retired (or a handler was entered). */
@@ -190,39 +204,41 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 		step_release(m, t, true);
 		return detaching ? LOMAS_OK : step_resume(m, t, 0, NULL);
 	}
-	if (sig == SIGSEGV && si.si_code > 0 && mprot_is_ours(&m->eng, (uint64_t)si.si_addr)) {
-		step_our_fault(m, t, (uint64_t)si.si_addr);
-		if (detaching)
-			return LOMAS_OK;
-		/* Step the same instruction again, now that the page is lifted. */
-		if (m->sync_needed) {
-			m->sync_needed = false;
-			mprot_sync(&m->eng);
-		}
-		t->resume_epoch = m->eng.lift_events - 1; /* the fault lifted a page: relaxed */
-		if (mon_ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) < 0)
-			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)tid,
-			                 strerror(errno));
-		m->stats.steps++;
-		t->state = MT_RUNNING;
-		return LOMAS_OK;
-	}
-	if (sig == SIGSEGV && si.si_code > 0 && !detaching && t->have_pending &&
-	    t->segv_retry != (uint64_t)si.si_addr + 1 &&
-	    mprot_is_lifted(&m->eng, (uint64_t)si.si_addr)) {
+	if (sig == SIGSEGV && si.si_code > 0 && mprot_is_tracked(&m->eng, (uint64_t)si.si_addr)) {
+		uint64_t addr = (uint64_t)si.si_addr;
 		/*
-		 * The page was ours when the access faulted, but another thread lifted
-		 * it since: run the instruction again; if it still faults, it is genuine.
+		 * A fault on a page we watch. It is genuine only if it comes again
+		 * while the page has had the program's own protection all along
+		 * since the last try: held for this thread (temp_owner), which no
+		 * other thread's lifts and syncs undo. Under threads the page goes
+		 * in and out of PROT_NONE as others enter and leave system calls:
+		 * "lifted now, so retry once" took the second of two faults of ours
+		 * for the program's and killed it (t_stress, 1 run in 3).
 		 */
-		t->segv_retry = (uint64_t)si.si_addr + 1;
-		m->eng.stats.faults++;
-		t->resume_epoch = m->eng.lift_events - 1;
-		if (mon_ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) < 0)
-			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)tid,
-			                 strerror(errno));
-		m->stats.steps++;
-		t->state = MT_RUNNING;
-		return LOMAS_OK;
+		if (detaching) {
+			/* Let go of, the instruction runs again under its own protections. */
+			t->have_pending = false;
+			return LOMAS_OK;
+		}
+		if (!(t->segv_retry == addr + 1 && mprot_held_by(&m->eng, addr, t->index))) {
+			if (mprot_is_ours(&m->eng, addr))
+				step_our_fault(m, t, addr);
+			else
+				mprot_hold(&m->eng, addr, t->index);
+			t->segv_retry = addr + 1;
+			/* Step the same instruction again, the page held lifted for it. */
+			if (m->sync_needed) {
+				m->sync_needed = false;
+				mprot_sync(&m->eng);
+			}
+			t->resume_epoch = m->eng.lift_events - 1; /* relaxed: reuse by decode */
+			if (mon_ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) < 0)
+				return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s",
+				                 (int)tid, strerror(errno));
+			m->stats.steps++;
+			t->state = MT_RUNNING;
+			return LOMAS_OK;
+		}
 	}
 	t->segv_retry = 0;
 	/* A genuine signal: the pending instruction did not run; deliver it unchanged. */
@@ -256,6 +272,6 @@ lomas_status step_restore(monitor *m, mon_thread *t)
 	m->cur_tid = t->tid;
 	m->eng.lift_depth = 0;
 	st = mprot_restore_all(&m->eng);
-	mon_drop_scratch(m, t);
-	return st;
+	lomas_status s2 = mon_drop_scratch(m, t);
+	return st ? st : s2;
 }

@@ -33,8 +33,13 @@ uint64_t mon_sys_calls(void)
 	return atomic_load(&calls);
 }
 
-/* Count this call; true when the hook makes it fail (errno set). */
-static bool fails(void)
+/*
+ * Count this call; true when the hook makes it fail, with errno err. A wait
+ * for a thread that still exists can only be interrupted (EINTR): failing it
+ * otherwise would leave its report uncollected behind our back, a state the
+ * kernel never produces.
+ */
+static bool fails(int err)
 {
 	uint64_t n = atomic_fetch_add(&calls, 1) + 1;
 	if (!hook.fail_at || n != hook.fail_at)
@@ -43,20 +48,20 @@ static bool fails(void)
 		hook.before(n, hook.ctx);
 	if (!hook.err)
 		return false;
-	errno = hook.err;
+	errno = err ? err : hook.err;
 	return true;
 }
 
 long mon_ptrace(int req, pid_t tid, void *addr, void *data)
 {
-	if (fails())
+	if (fails(0))
 		return -1;
 	return ptrace((enum __ptrace_request)req, tid, addr, data);
 }
 
 pid_t mon_sys_waitpid(pid_t pid, int *status, int flags)
 {
-	if (fails())
+	if (fails(EINTR))
 		return -1;
 	return waitpid(pid, status, flags);
 }
@@ -64,14 +69,14 @@ pid_t mon_sys_waitpid(pid_t pid, int *status, int flags)
 ssize_t mon_sys_vm_readv(pid_t pid, const struct iovec *local, unsigned long nlocal,
                          const struct iovec *remote, unsigned long nremote, unsigned long flags)
 {
-	if (fails())
+	if (fails(0))
 		return -1;
 	return process_vm_readv(pid, local, nlocal, remote, nremote, flags);
 }
 
 long mon_sys_peek(pid_t pid, uint64_t addr)
 {
-	if (fails())
+	if (fails(0))
 		return -1;
 	return ptrace(PTRACE_PEEKDATA, pid, (void *)(uintptr_t)addr, NULL);
 }

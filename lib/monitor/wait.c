@@ -51,10 +51,11 @@ static bool waitable(const mon_thread *t)
  * reported last (a thread that is always ready must not starve the others).
  * 1 with *out and *status; 0 with *live = waitable threads left.
  */
-static int sweep(monitor *m, mon_thread **out, int *status, size_t *live)
+static int sweep(monitor *m, mon_thread **out, int *status, size_t *live, bool *again)
 {
 	size_t n = m->threads.n;
 	*live = 0;
+	*again = false;
 	for (size_t k = 0; k < n; k++) {
 		size_t i = (m->wait_next + k) % n;
 		mon_thread *t = &m->threads.items[i];
@@ -72,6 +73,8 @@ static int sweep(monitor *m, mon_thread **out, int *status, size_t *live)
 			step_thread_gone(m, t);
 			continue;
 		}
+		if (r < 0)
+			*again = true; /* interrupted: its report may be there, look again first */
 		(*live)++;
 	}
 	return 0;
@@ -216,7 +219,8 @@ int mon_wait(monitor *m, int timeout_ms, mon_thread **out, int *status)
 	for (;;) {
 		size_t live;
 		uint64_t now;
-		if (sweep(m, out, status, &live)) {
+		bool again;
+		if (sweep(m, out, status, &live, &again)) {
 			if (m->wait_slept && w.armed)
 				m->wait_poll = true; /* slept to the timeout past a report */
 			m->backoff_us = 0;
@@ -229,6 +233,8 @@ int mon_wait(monitor *m, int timeout_ms, mon_thread **out, int *status)
 			break;
 		if (!live || !timeout_ms)
 			break;
+		if (again)
+			continue;
 		if (live == 1 && timeout_ms < 0 && !w.armed && !any_suspect(m)) {
 			/* One thread and no deadline: block in waitpid itself. */
 			mon_thread *only = NULL;
@@ -278,8 +284,8 @@ int mon_wait_tid(monitor *m, pid_t tid, int timeout_ms, int *status)
 			ret = 1;
 			break;
 		}
-		if (r < 0 && errno != EINTR) {
-			ret = -1;
+		if (r < 0 && errno == ECHILD) {
+			ret = -1; /* gone without a report */
 			break;
 		}
 		now = mono_us();

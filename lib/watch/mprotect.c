@@ -169,6 +169,26 @@ lomas_status mprot_fault_lift(mprot_engine *e, uint64_t addr, uint32_t thread)
 	return apply(e, p, false);
 }
 
+lomas_status mprot_hold(mprot_engine *e, uint64_t addr, uint32_t thread)
+{
+	mprot_page *p = pagemap_find(&e->pages, addr & e->table.page_mask);
+	if (!p)
+		return error_set(LOMAS_EINVAL, "not a page of ours");
+	p->temp_owner = (int)thread;
+	return apply(e, p, false);
+}
+
+bool mprot_held_by(const mprot_engine *e, uint64_t addr, uint32_t thread)
+{
+	const mprot_page *p = pagemap_find(&e->pages, addr & e->table.page_mask);
+	return p && p->temp_owner == (int)thread && !p->prot_none;
+}
+
+bool mprot_is_tracked(const mprot_engine *e, uint64_t addr)
+{
+	return pagemap_find(&e->pages, addr & e->table.page_mask) != NULL;
+}
+
 void mprot_fault_done(mprot_engine *e, uint32_t thread)
 {
 	for (size_t i = 0; i < e->pages.cap; i++) {

@@ -180,6 +180,16 @@ bool mprot_is_lifted(const mprot_engine *e, uint64_t addr);
 bool mprot_is_pinned(const mprot_engine *e, uint64_t addr);
 /* A fault on our page: give it back its protection for thread's next step. */
 lomas_status mprot_fault_lift(mprot_engine *e, uint64_t addr, uint32_t thread);
+/*
+ * The page holding addr (tracked) gets the program's own protection for
+ * thread's next step, whatever other lifts come and go (a fault there that
+ * may be a stale one of ours); mprot_fault_done ends it.
+ */
+lomas_status mprot_hold(mprot_engine *e, uint64_t addr, uint32_t thread);
+/* Is the page holding addr held with its own protection for thread? */
+bool mprot_held_by(const mprot_engine *e, uint64_t addr, uint32_t thread);
+/* Is the page holding addr one the engine has state for (watched, or protected)? */
+bool mprot_is_tracked(const mprot_engine *e, uint64_t addr);
 /* thread's step is over: pages it lifted go back under watch. */
 void mprot_fault_done(mprot_engine *e, uint32_t thread);
 /* thread is gone: pages it lifted go back under watch at the next sync. */
