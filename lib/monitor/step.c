@@ -409,6 +409,14 @@ static lomas_status decode_next(monitor *m, mon_thread *t)
 		/* Not an instruction we can decode: it will fault (SIGILL) or run uncounted. */
 		memset(&t->pending, 0, sizeof t->pending);
 		t->pending.pc = r.rip;
+		/*
+		 * The vsyscall page (execute-only, unreadable): the kernel emulates
+		 * gettimeofday, time or getcpu there and writes the caller's buffer;
+		 * a page of ours there would earn the program a SIGSEGV
+		 * (arch/x86/entry/vsyscall/vsyscall_64.c). Lifted like a call.
+		 */
+		t->pending.syscall =
+		    r.rip >= 0xffffffffff600000ull && r.rip < 0xffffffffff601000ull;
 		error_clear();
 	}
 	t->pending_c0 = t->clock;
