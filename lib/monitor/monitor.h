@@ -97,6 +97,7 @@ typedef struct mon_thread {
 	uint64_t fault_page; /* page of our fault the pending instruction is stepped over */
 	bool segv_lift;      /* SIGSEGV blocked in this thread: holds one lift (sigstate.c) */
 	bool suspect;        /* a request to resume it failed: is it still in a stop? (wait.c) */
+	bool group_stop;     /* an injected call met its group-stop: it is in that stop now */
 	uint64_t fs_base;
 	uint64_t rseq_addr;
 	uint32_t rseq_len;
@@ -213,6 +214,8 @@ void step_our_fault(monitor *m, mon_thread *t, uint64_t addr);
 void step_release(monitor *m, mon_thread *t, bool syscall_done);
 /* Resume t with a single-step, delivering sig (with siginfo si) if non-zero. */
 lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si);
+/* t reported a group-stop (or met one in an injected call): it stays stopped (LISTEN). */
+lomas_status step_group_stop(monitor *m, mon_thread *t, bool detaching);
 /* t vanished without a report, or ended: release what it held, mark it gone. */
 void step_thread_gone(monitor *m, mon_thread *t);
 /* Restore every protection (before detach); t: a stopped thread to inject from. */

@@ -361,6 +361,19 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 			t->state = MT_EXITING;
 			return error_set(LOMAS_ETARGET, "thread %d is exiting", (int)t->tid);
 		}
+		if ((status >> 16) == PTRACE_EVENT_STOP &&
+		    (WSTOPSIG(status) == SIGSTOP || WSTOPSIG(status) == SIGTSTP ||
+		     WSTOPSIG(status) == SIGTTIN || WSTOPSIG(status) == SIGTTOU)) {
+			/*
+			 * The group-stop another thread began reached this one before
+			 * the call ran (the trap comes on the way back to user mode):
+			 * nothing ran; its registers back, it takes part in the stop
+			 * (stepping on would leave it the only thread running).
+			 */
+			t->group_stop = true;
+			st = error_set(LOMAS_ESTATE, "thread %d entered a group-stop", (int)t->tid);
+			break;
+		}
 		if ((status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP) {
 			/* A signal came first: keep it, and run the call. */
 			siginfo_t si;

@@ -56,10 +56,10 @@ static int eng_mprotect(void *ctx, uint64_t addr, uint64_t len, int prot)
 	 * its stop, PTRACE_LISTEN would then fail and the thread sit in a
 	 * ptrace-stop nobody resumes (SIGCONT was lost so, and the target hung).
 	 */
-	if (t->state == MT_LISTEN)
+	if (t->state == MT_LISTEN || t->group_stop)
 		return MPROT_DEFER;
 	if (mon_inject(m, t, SYS_mprotect, args, &ret))
-		return MPROT_UNKNOWN;
+		return t->group_stop ? MPROT_DEFER : MPROT_UNKNOWN; /* group-stop: nothing ran */
 	return (int)ret;
 }
 
@@ -471,6 +471,16 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 		if (si)
 			mon_ptrace(PTRACE_SETSIGINFO, t->tid, NULL, si);
 		m->stats.signals++;
+	}
+	if (t->group_stop) {
+		/* A call injected from t met a group-stop (ptrace.c): t takes part in it. */
+		keep_signal(t, sig, si);
+		if (sig) {
+			t->delivering = false;
+			if (m->eng.lift_depth > 0)
+				m->eng.lift_depth--;
+		}
+		return step_group_stop(m, t, false);
 	}
 	t->resume_epoch = m->eng.lift_events;
 	if (mon_ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) < 0) {

@@ -52,6 +52,32 @@ static bool is_stop_signal(int sig)
 	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
 }
 
+/*
+ * t reported its part in a group-stop: it stays stopped until SIGCONT, as
+ * natively. With PTRACE_LISTEN the next report is the stop's end (an
+ * EVENT_STOP with SIGTRAP), a new signal, or the thread's death. Nothing is
+ * injected from a thread in this state (eng_mprotect defers): the
+ * protections follow at the next resume of any thread.
+ */
+lomas_status step_group_stop(monitor *m, mon_thread *t, bool detaching)
+{
+	t->have_pending = false;
+	t->fault_page = 0;
+	t->group_stop = false;
+	t->state = MT_LISTEN;
+	step_release(m, t, true);
+	m->sync_needed = true;
+	if (detaching)
+		return LOMAS_OK;
+	if (mon_ptrace(PTRACE_LISTEN, t->tid, NULL, NULL) < 0) {
+		/* Out of its stop already (a SIGKILL): wait for its death. */
+		t->state = MT_STOPPED;
+		return error_set(LOMAS_ETARGET, "PTRACE_LISTEN(%d): %s", (int)t->tid,
+		                 strerror(errno));
+	}
+	return LOMAS_OK;
+}
+
 lomas_status step_begin(monitor *m)
 {
 	lomas_status st;
@@ -154,30 +180,8 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 		handle_exec(m, t);
 		return detaching ? LOMAS_OK : step_resume(m, t, 0, NULL);
 	case PTRACE_EVENT_STOP:
-		if (is_stop_signal(sig)) {
-			/*
-			 * Group-stop: stay stopped until SIGCONT, as natively. With
-			 * PTRACE_LISTEN the next report is the stop's end (an
-			 * EVENT_STOP with SIGTRAP), a new signal, or the thread's
-			 * death. Nothing is injected from a thread in this state
-			 * (eng_mprotect defers): the protections follow at the
-			 * next resume of any thread.
-			 */
-			t->have_pending = false;
-			t->fault_page = 0;
-			t->state = MT_LISTEN;
-			step_release(m, t, true);
-			m->sync_needed = true;
-			if (detaching)
-				return LOMAS_OK;
-			if (mon_ptrace(PTRACE_LISTEN, tid, NULL, NULL) < 0) {
-				/* Out of its stop already (a SIGKILL): wait for its death. */
-				t->state = MT_STOPPED;
-				return error_set(LOMAS_ETARGET, "PTRACE_LISTEN(%d): %s", (int)tid,
-				                 strerror(errno));
-			}
-			return LOMAS_OK;
-		}
+		if (is_stop_signal(sig))
+			return step_group_stop(m, t, detaching);
 		/* An interrupt, a new thread's first stop, or the end of a group-stop. */
 		if (detaching)
 			return LOMAS_OK;
@@ -231,6 +235,8 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 				m->sync_needed = false;
 				mprot_sync(&m->eng);
 			}
+			if (t->group_stop) /* it entered a group-stop instead (ptrace.c) */
+				return step_group_stop(m, t, false);
 			t->resume_epoch = m->eng.lift_events - 1; /* relaxed: reuse by decode */
 			if (mon_ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) < 0)
 				return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s",

@@ -17,7 +17,11 @@
 
 #include "step_run.h"
 
+#include <sys/syscall.h>
+#include <sys/user.h>
+
 #include "lomas/lomas.h"
+#include "monitor/monitor.h"
 
 /* A live session of t_jobctl with its stdout in a pipe and its pid. */
 typedef struct live {
@@ -383,6 +387,98 @@ static void test_attach_stopped(void **state)
 }
 
 /*
+ * A call injected into a thread just as another thread begins a group-stop:
+ * the stop reaches the thread on its way back to user mode, before the call
+ * runs. The injection gives up with the registers untouched and the thread
+ * takes part in the stop; stepping on, it ran alone while the group was
+ * stopped. Driven through the monitor directly, so the moment is exact: the
+ * thread is held in its ptrace-stop while SIGSTOP starts the group-stop.
+ */
+static void test_injection_meets_group_stop(void **state)
+{
+	char path[4200];
+	struct lomas_config cfg;
+	monitor *m = calloc(1, sizeof *m);
+	mon_thread *t = NULL, *a = NULL;
+	struct user_regs_struct r0, r1;
+	uint64_t none[6] = {0};
+	long ret = 0;
+	int status, devnull = open("/dev/null", O_WRONLY), saved = dup(1);
+	double t0 = mono_s();
+	(void)state;
+	target(path, sizeof path, "t_jobctl");
+	char *argv[] = {path, "threads", "400000", "2", NULL};
+	config_defaults(&cfg);
+	cfg.clock = CLOCK_STEP;
+	cfg.period_refs = 1000000;
+	assert_int_equal(step_init(m, &cfg), LOMAS_OK);
+	dup2(devnull, 1);
+	assert_int_equal(mon_spawn(m, path, argv), LOMAS_OK);
+	dup2(saved, 1);
+	close(saved);
+	close(devnull);
+	assert_int_equal(step_begin(m), LOMAS_OK);
+	/* Until a worker has stepped a while: then hold it in its stop (detaching mode). */
+	while (!a) {
+		assert_true(mono_s() - t0 < 60);
+		assert_int_equal(mon_wait(m, 1000, &t, &status), 1);
+		bool hold = t->tid != m->pid && t->clock > 200 && WIFSTOPPED(status) &&
+		            (status >> 16) == 0 && WSTOPSIG(status) == SIGTRAP;
+		assert_true(step_handle(m, t, status, hold) >= LOMAS_ETARGET);
+		if (hold)
+			a = mon_thread_of(m, t->tid);
+	}
+	pid_t atid = a->tid;
+	assert_int_equal(a->state, MT_STOPPED);
+	assert_int_equal(mon_inject(m, a, SYS_getpid, none, &ret), LOMAS_OK); /* our page */
+	assert_int_equal(ret, m->pid);
+	/* SIGSTOP: another thread takes it and begins the group-stop. */
+	assert_int_equal(kill(m->pid, SIGSTOP), 0);
+	for (;;) {
+		bool listening = false;
+		assert_true(mono_s() - t0 < 60);
+		for (size_t i = 0; i < m->threads.n; i++)
+			listening |= m->threads.items[i].state == MT_LISTEN;
+		if (listening)
+			break;
+		assert_int_equal(mon_wait(m, 1000, &t, &status), 1);
+		step_handle(m, t, status, false);
+	}
+	a = mon_thread_of(m, atid);
+	m->cur_tid = atid;
+	assert_int_equal(ptrace(PTRACE_GETREGS, atid, NULL, &r0), 0);
+	assert_int_equal(mon_inject(m, a, SYS_getpid, none, &ret), LOMAS_ESTATE);
+	assert_true(a->group_stop);
+	assert_int_equal(ptrace(PTRACE_GETREGS, atid, NULL, &r1), 0);
+	assert_memory_equal(&r0, &r1, sizeof r0); /* nothing ran, nothing changed */
+	/* It takes part in the stop: every live thread listens, none steps on. */
+	assert_int_equal(step_group_stop(m, a, false), LOMAS_OK);
+	for (int quiet = 0; quiet < 3;) {
+		int r = mon_wait(m, 200, &t, &status);
+		assert_true(r >= 0 && mono_s() - t0 < 60);
+		if (r == 0) {
+			quiet++;
+			continue;
+		}
+		quiet = 0;
+		step_handle(m, t, status, false);
+	}
+	for (size_t i = 0; i < m->threads.n; i++)
+		if (m->threads.items[i].state != MT_GONE)
+			assert_int_equal(m->threads.items[i].state, MT_LISTEN);
+	/* Done: kill it, collect every report. */
+	kill(m->pid, SIGKILL);
+	while (!m->ended && mon_wait(m, 5000, &t, &status) == 1)
+		step_handle(m, t, status, false);
+	assert_true(m->ended);
+	step_free(m);
+	maps_free(&m->maps);
+	free(m->threads.items);
+	free(m->command);
+	free(m);
+}
+
+/*
  * Run the tests in a process group of their own whose parent (this process)
  * is in the same session: not orphaned, so SIGTSTP stops the target as in
  * a shell. Test runners start tests as session leaders (meson does), where
@@ -413,9 +509,12 @@ int main(void)
 		return rc;
 	in_own_group();
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_sigstop_sigcont), cmocka_unit_test(test_sigtstp_sigcont),
-	    cmocka_unit_test(test_self_stop),       cmocka_unit_test(test_threads_sigstop_sigcont),
+	    cmocka_unit_test(test_sigstop_sigcont),
+	    cmocka_unit_test(test_sigtstp_sigcont),
+	    cmocka_unit_test(test_self_stop),
+	    cmocka_unit_test(test_threads_sigstop_sigcont),
 	    cmocka_unit_test(test_attach_stopped),
+	    cmocka_unit_test(test_injection_meets_group_stop),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
