@@ -144,6 +144,13 @@ typedef struct chld_wait {
 	sigset_t old; /* the caller's mask */
 } chld_wait;
 
+/* Is a SIGCHLD pending (blocked here)? A report that came just as a sleep timed out. */
+static bool chld_pending(void)
+{
+	sigset_t set;
+	return sigpending(&set) == 0 && sigismember(&set, SIGCHLD);
+}
+
 static void chld_arm(monitor *m, chld_wait *w)
 {
 	struct sigaction sa;
@@ -221,7 +228,7 @@ int mon_wait(monitor *m, int timeout_ms, mon_thread **out, int *status)
 		uint64_t now;
 		bool again;
 		if (sweep(m, out, status, &live, &again)) {
-			if (m->wait_slept && w.armed)
+			if (m->wait_slept && w.armed && !chld_pending())
 				m->wait_poll = true; /* slept to the timeout past a report */
 			m->backoff_us = 0;
 			(*out)->suspect = false;
