@@ -106,7 +106,17 @@ lomas_status lomas_session_start(const lomas_config *cfg, char *const argv[], lo
 	if ((st = session_find_program(argv[0], path, sizeof path)))
 		return st;
 	switch (cfg->clock) {
-	case CLOCK_INLINE: st = inline_backend_start(cfg, path, argv, &ops, &impl); break;
+	case CLOCK_INLINE:
+		/* Refused before it runs: run without the hooks, it would only leave no profile. */
+		if (!inline_backend_detect(path))
+			return error_set(
+			    LOMAS_ENOTSUP,
+			    "%s has no lomas-inline hooks (build it with the recipe: "
+			    "pkg-config lomas-inline), so the inline clock cannot run it; "
+			    "use --clock=step for an unmodified program",
+			    path);
+		st = inline_backend_start(cfg, path, argv, &ops, &impl);
+		break;
 	case CLOCK_STEP: st = monitor_backend_start(cfg, path, argv, &ops, &impl); break;
 	case CLOCK_PMU:
 		st = error_set(LOMAS_ENOTSUP,

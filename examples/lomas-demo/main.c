@@ -62,8 +62,11 @@ const struct demo_cmd demo_cmds[] = {
     {"record", "run or attach to a program under a live clock",
      "Run a program (or attach to a running one) under a live clock and save its\n"
      "profile. Exits with the program's own status (128+N if signal N killed it),\n"
-     "125 when lomas fails, 126 when the command cannot run, 127 when it is not\n"
-     "found. SIGINT/SIGTERM detach and save what was collected.\n\n"
+     "125 when lomas fails (nothing runs when OUT cannot be written or the clock\n"
+     "cannot run the program), 126 when the command cannot run, 127 when it is\n"
+     "not found; like env, a file without #! that is not a binary runs with\n"
+     "/bin/sh. SIGINT/SIGTERM detach and save what was collected; a program\n"
+     "stopped (SIGSTOP, SIGTSTP) stays stopped until SIGCONT, as without lomas.\n\n"
      "  -o, --output OUT        the profile to write (default lomas.lomas)\n"
      "  --clock auto|inline|step|pmu  the clock (default auto: inline when the\n"
      "                          program carries the lomas-inline hooks, else step)\n"
