@@ -461,7 +461,8 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 	inline_session *s;
 	size_t nenv = 0, n = 0;
 	char **env;
-	char vals[6][128];
+	char vals[7][128];
+	char *pid_digits;
 	int pipefd[2], child_errno = 0;
 	ssize_t r;
 	const char *tmp = getenv("TMPDIR");
@@ -495,6 +496,10 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 	for (n = 0; n < nenv; n++)
 		env[n] = environ[n];
 	set_env(env, &n, "LOMAS_OUTPUT", s->output, vals[0], sizeof vals[0]);
+	/* The profile is the target's, not its children's: the child fills in
+	 * its pid after the fork (see lib/inline/runtime_env.c, lineage). */
+	set_env(env, &n, "LOMAS_OUTPUT_PID", "", vals[6], sizeof vals[6]);
+	pid_digits = vals[6] + strlen(vals[6]);
 	if (cfg->period_refs == CONFIG_AUTO)
 		set_env(env, &n, "LOMAS_PERIOD", "auto", vals[1], sizeof vals[1]);
 	else {
@@ -529,6 +534,14 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 	}
 	s->pid = fork();
 	if (s->pid == 0) {
+		/* Async-signal-safe from here on: digits by hand. */
+		char digits[24];
+		int nd = 0;
+		for (unsigned long v = (unsigned long)getpid(); v || !nd; v /= 10)
+			digits[nd++] = (char)('0' + v % 10);
+		while (nd)
+			*pid_digits++ = digits[--nd];
+		*pid_digits = '\0';
 		close(pipefd[0]);
 		execve(program_path, argv, env);
 		child_errno = errno;
