@@ -2,7 +2,8 @@
 (issue 16): a set-user-ID program run by another user, descriptors closed and
 reused, fatal and interactive signals, ^C under lomas-demo record, children
 that inherit the environment, thousands of short threads, small stacks, the
-signal dispositions a program reads back, and all of it at once under load.
+signal dispositions a program reads back, shared objects loaded with dlopen,
+and all of it at once under load.
 
 Each program is tests/inline/hostile.c, built with the lomas-inline recipe
 (hostile-inline) and without it (hostile-plain): the plain build is the
@@ -422,6 +423,36 @@ def test_children_under_record(tmp_path):
     assert r.returncode == 0
     assert "lomas-inline" not in r.stderr
     assert inline_dirs(str(tmpdir)) == []
+
+
+# ---------------------------------------------------------- shared objects
+
+
+def pkg_config(*args):
+    env = dict(os.environ, PKG_CONFIG_PATH=os.path.join(BUILD, "meson-uninstalled"))
+    return subprocess.run(["pkg-config"] + list(args), env=env, capture_output=True, text=True,
+                          check=True).stdout.split()
+
+
+def test_dlopen_of_a_shared_object_built_with_the_recipe(tmp_path):
+    """A shared object compiled with `pkg-config --cflags lomas-inline` (and
+    linked without the runtime, which is the program's) loads into a program
+    built with the recipe, and the program's runtime counts its references;
+    a plain program cannot load it and says which symbol it lacks."""
+    so = str(tmp_path / "plugin-inline.so")
+    plain_so = str(tmp_path / "plugin-plain.so")
+    src = os.path.join(SOURCE, "tests", "inline", "plugin.c")
+    subprocess.run(["clang-16", "-O2", "-fPIC", "-shared"] + pkg_config("--cflags", "lomas-inline")
+                   + [src, "-o", so], check=True)
+    subprocess.run(["clang-16", "-O2", "-fPIC", "-shared", src, "-o", plain_so], check=True)
+    prof = str(tmp_path / "p.lomas")
+    base = run([PLAIN, "dlopen", plain_so])
+    r = run([INLINE, "dlopen", so], {"LOMAS_OUTPUT": prof})
+    assert (r.returncode, r.stdout, r.stderr) == (base.returncode, base.stdout, base.stderr)
+    # The program's 20000 x 2 and the plugin's 20000 x 10 (16-byte vectors).
+    assert refs(profile(prof)) >= 20000 * 2 + 20000 * 10
+    r = run([PLAIN, "dlopen", so])
+    assert r.returncode == 1 and "undefined symbol: lomas__" in r.stdout, r.stdout
 
 
 # ----------------------------------------------------------------- stress
