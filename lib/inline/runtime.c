@@ -159,12 +159,21 @@ void rt_fast_idle(inline_fast *f)
  */
 static inline_thread *thread_attach(inline_fast *f, uint64_t after)
 {
-	inline_thread *t = f->state;
+	inline_thread *t;
 	settings s;
 	uint64_t epoch;
 	pthread_once(&rt.once, rt_global_init);
 	rt_lock();
+	/* Read under the lock (busy): a signal handler that interrupted this
+	 * thread before it took it may have attached it already (reading the
+	 * state first, a thread attached twice, and the first state, left in
+	 * rt.threads, was read at exit after the thread had gone). */
+	t = f->state;
 	epoch = atomic_load(&rt.epoch);
+	if (t && t->epoch == epoch && atomic_load(&rt.active)) {
+		rt_unlock(); /* the handler's attachment stands */
+		return t;
+	}
 	s = rt.set;
 	if (!atomic_load(&rt.active)) {
 		if (t) {

@@ -15,6 +15,7 @@ import glob
 import json
 import os
 import pty
+import re
 import resource
 import select
 import shutil
@@ -297,7 +298,9 @@ def record_interrupted(tmp_path, how, mode):
                          env=clean_env({"TMPDIR": str(tmpdir)}), stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True, preexec_fn=own_group)
     assert p.stdout.readline() == "ready\n"
-    time.sleep(0.2)
+    # record installs its handlers once the session has started, which can
+    # be after the target printed "ready" (a ^C before kills record).
+    time.sleep(1.0)
     if how == "alone":
         p.send_signal(signal.SIGINT)
     else:
@@ -353,7 +356,7 @@ def test_ctrl_c_on_a_terminal_under_record(mode, tmp_path):
     while b"ready" not in text and time.time() < deadline:
         if select.select([master], [], [], 1)[0]:
             text += os.read(master, 4096)
-    time.sleep(0.2)
+    time.sleep(1.0)
     os.write(master, b"\x03")
     while p.poll() is None and time.time() < deadline:
         if select.select([master], [], [], 0.2)[0]:
@@ -470,6 +473,10 @@ def test_stress_threads_and_signals(period, tmp_path):
             timeout=600)
     assert (r.returncode, r.stdout, r.stderr) == (base.returncode, base.stdout, base.stderr)
     assert "alarms yes usr1 yes" in base.stdout
-    d = profile(prof)
-    assert len(d["threads"]) == 1 + 1 + 64 * 300
-    assert len(d["samples"]) > 5000
+    # lomas-demo report loads (validates) the whole profile; a JSON export of
+    # millions of samples takes minutes under the sanitizers.
+    rep = subprocess.run([DEMO, "report", prof], capture_output=True, text=True, timeout=600)
+    assert rep.returncode == 0, rep.stderr
+    assert f"in {1 + 1 + 64 * 300} threads" in rep.stdout, rep.stdout
+    samples = re.search(r"^\s*samples\s+(\d+):", rep.stdout, re.M)
+    assert samples and int(samples.group(1)) > 5000, rep.stdout
