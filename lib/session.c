@@ -219,6 +219,21 @@ lomas_status lomas_session_stop(lomas_session *s)
 	return st;
 }
 
+lomas_status lomas_session_interrupt(lomas_session *s, int sig, int flags)
+{
+	if (!s || sig <= 0 || sig >= 65)
+		return error_set(LOMAS_EINVAL,
+		                 "lomas_session_interrupt: NULL session or bad signal %d", sig);
+	if (s->ended)
+		return LOMAS_OK;
+	if (!s->ops->interrupt)
+		return error_set(LOMAS_ENOTSUP,
+		                 "the %s clock does not end a run by signal; detach with "
+		                 "lomas_session_stop",
+		                 s->ops->name);
+	return s->ops->interrupt(s->impl, sig, flags);
+}
+
 lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *out)
 {
 	error_clear();

@@ -27,11 +27,14 @@
 #define EXIT_CANNOT_RUN 126
 #define EXIT_NOT_FOUND 127
 
-static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t stop_signal, stop_from_tty;
 
-static void on_stop_signal(int sig)
+static void on_stop_signal(int sig, siginfo_t *si, void *uc)
 {
+	(void)uc;
 	stop_signal = sig;
+	/* A terminal's ^C (SI_KERNEL) went to the target's process group too. */
+	stop_from_tty = si && si->si_code == SI_KERNEL;
 }
 
 static int fail(const char *what)
@@ -366,7 +369,8 @@ int record_main(int argc, char **argv)
 	}
 
 	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_stop_signal;
+	sa.sa_sigaction = on_stop_signal;
+	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
@@ -379,6 +383,20 @@ int record_main(int argc, char **argv)
 			break;
 		if (tty && running && k % 5 == 0)
 			progress(s);
+	}
+	/* The inline clock: the target writes its profile as the signal ends it;
+	 * wait for that (a second signal detaches). */
+	if (!st && running && stop_signal &&
+	    lomas_session_interrupt(s, stop_signal,
+	                            stop_from_tty ? LOMAS_INTERRUPT_DELIVERED : 0) == LOMAS_OK) {
+		fprintf(
+		    stderr,
+		    "lomas-demo: record: signal %d: waiting for the target to end and write its "
+		    "profile (another signal leaves it running)\n",
+		    (int)stop_signal);
+		stop_signal = 0;
+		while (running && !stop_signal && !(st = lomas_session_poll(s, 200, &running)))
+			;
 	}
 	if (tty)
 		fputc('\n', stderr);

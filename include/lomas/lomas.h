@@ -363,6 +363,21 @@ LOMAS_API lomas_status lomas_session_wait(lomas_session *s, int *wait_status);
  * to do (LOMAS_OK) after the target ended or a first stop.
  */
 LOMAS_API lomas_status lomas_session_stop(lomas_session *s);
+/* lomas_session_interrupt flag: the target got the signal too (a terminal's
+ * ^C goes to the whole foreground process group). */
+#define LOMAS_INTERRUPT_DELIVERED 1
+/*
+ * The caller got signal sig (SIGINT, SIGTERM) and the run is to end, keeping
+ * what was collected, where the profile is the target's own to write (the
+ * inline clock writes it when the program ends, on that signal too): the
+ * target gets sig, unless it already has (flags: LOMAS_INTERRUPT_DELIVERED;
+ * else the session looks for it pending, and passes it on if the target is
+ * still running a second later), and the session runs on (poll, wait) until
+ * the target ends; then lomas_session_profile has its profile.
+ * LOMAS_ENOTSUP for a clock that keeps the profile itself (step): detach with
+ * lomas_session_stop instead.
+ */
+LOMAS_API lomas_status lomas_session_interrupt(lomas_session *s, int sig, int flags);
 LOMAS_API lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *out);
 /* The profile collected so far (a new object owned by the caller). */
 LOMAS_API lomas_status lomas_session_profile(lomas_session *s, lomas_profile **out);

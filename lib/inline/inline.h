@@ -171,6 +171,57 @@ void store_add_totals(const sample_store *st, profile_sample_source *src);
  */
 void store_thin(sample_store *st, const inline_alloc *a);
 
+/* ------------------------------------------------------ exited threads */
+
+/* What the profile needs of an exited thread besides its samples. */
+typedef struct exited_info {
+	uint64_t tid, refs, lost;
+	double base_period;
+	uint32_t index;
+	uint8_t level; /* period level (period auto) */
+	bool adaptive; /* period auto: thinned with the process */
+} exited_info;
+
+/* A store's stream, copied: k streams past the store's level (its death
+ * level, see store_push, is store_level + k). */
+typedef struct exited_stream {
+	uint64_t n, len;
+	uint8_t k;
+} exited_stream;
+
+/* An exited thread: this header, nstreams exited_stream, their bytes. */
+typedef struct exited_rec {
+	uint64_t size; /* bytes of the record, a multiple of 8 */
+	uint64_t tid, refs, lost, n;
+	double base_period;
+	uint32_t index, store_level;
+	uint8_t level, adaptive, nstreams;
+} exited_rec;
+
+/* The exited threads' records, one after another (exited.c). */
+typedef struct exited_arena {
+	uint8_t *mem;
+	size_t len, cap;
+	uint64_t count;
+	uint32_t thinned_level; /* the level of the last exited_thin */
+} exited_arena;
+
+/*
+ * Append a thread (info) with the samples of its store st (NULL: none; st
+ * is only read). Before the arena grows, every record is brought to level
+ * and thinned to floor (exited_thin). False when memory ran out.
+ */
+bool exited_add(exited_arena *a, const inline_alloc *al, const exited_info *info,
+                const sample_store *st, uint32_t level, uint32_t floor);
+/* The record after prev (NULL: the first), or NULL. */
+const exited_rec *exited_next(const exited_arena *a, const exited_rec *prev);
+/* Bring every period-auto record to level and drop its streams below floor
+ * (as rt_thread_to_level does a thread's store), compacting the arena. */
+void exited_thin(exited_arena *a, uint32_t level, uint32_t floor);
+/* A read-only store over r's streams (for store_iter, store_next_block). */
+void exited_view(const exited_rec *r, sample_store *view);
+void exited_free(exited_arena *a, const inline_alloc *al);
+
 /* ----------------------------------------------------------- watch table */
 
 #define WT_NONE UINT32_MAX
@@ -376,6 +427,7 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/types.h>
 
 /*
  * Period "auto" starts at 128: a program of a million references gets ~8k
@@ -405,14 +457,12 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 
 /* A thread's sampler (mmap'd; lives until the process ends or the session is freed). */
 typedef struct inline_thread {
-	struct inline_thread *next; /* in rt.threads (live) or rt.exited */
+	struct inline_thread *next; /* in rt.threads (live) or rt.spare */
 	atomic_flag lock;
 	uint64_t epoch;
 	uint32_t index;
 	uint64_t tid;
-	inline_fast *fast; /* the owner's TLS (live threads only) */
-	bool exited;
-	uint64_t final_refs;
+	inline_fast *fast; /* the owner's TLS */
 	rng gaps, thin;
 	double base_period;
 	double gap_log; /* rng_gap_log of the period in force (base x 2^level) */
@@ -451,6 +501,8 @@ typedef struct inline_runtime {
 	settings set;
 	settings env;
 	bool explicit_mode; /* lomas_inline_start was called */
+	bool secure;        /* secure execution (AT_SECURE): no LOMAS_*, nothing written */
+	bool inherited;     /* LOMAS_OUTPUT/TRACE are an instrumented ancestor's: nothing written */
 	bool output_set;    /* LOMAS_OUTPUT was given */
 	bool output_ok;
 	bool forked_child;
@@ -458,18 +510,37 @@ typedef struct inline_runtime {
 	char output[PATH_MAX];
 	char env_error[512];
 	char trace_path[PATH_MAX];
-	int trace_fd;
+	int trace_fd;    /* ours, close-on-exec, checked (trace_id) before each write */
+	dev_t trace_dev; /* the trace file's identity */
+	ino_t trace_ino;
+	bool trace_broken; /* the program took the descriptor and the file could not be reopened */
 	atomic_flag trace_lock;
+	/* What fd 2 was at start-up (err_ok: it was open): the runtime's
+	 * messages go there only while it still is. */
+	bool err_ok;
+	int say_fd; /* 2 (a copy of it in the child that writes a profile on a signal) */
+	dev_t err_dev;
+	ino_t err_ino;
+	dev_t err_rdev;
 	_Atomic uint32_t next_index;
 	/* Period auto, one budget for the process: the samples all threads
 	 * have taken, and the level of the period (every thread is brought to
 	 * it at its next sample). */
 	_Atomic uint64_t auto_taken;
 	_Atomic uint32_t auto_level;
+	_Atomic uintptr_t mu_owner; /* &lomas__fast of the thread holding mu, or 0 */
+	uint32_t mu_busy_was;       /* the holder's lomas__fast.busy before it locked */
 	_Atomic int dumping;
-	inline_thread *threads, *exited;
-	struct sigaction old[NSIG];
-	bool caught[NSIG];
+	inline_thread *threads; /* live */
+	inline_thread *spare;   /* exited threads' states, zeroed, for new threads */
+	exited_arena exited;    /* exited threads' samples (exited.c) */
+	uint64_t threads_lost;  /* exited threads left out of the profile (no memory) */
+	/* signals.c: caught[sig] while the runtime's handler is installed for
+	 * sig, and then view[sig] is the disposition the program set (SIG_DFL,
+	 * its flags and mask): what its sigaction queries return. */
+	atomic_flag sig_lock;
+	struct sigaction view[NSIG];
+	_Atomic bool caught[NSIG];
 } inline_runtime;
 
 #define RT_HIDDEN __attribute__((visibility("hidden")))
@@ -482,11 +553,15 @@ extern inline_runtime rt RT_HIDDEN;
 extern __thread uint8_t lomas__filter[FILTER_SIZE + FILTER_PAD]
     __attribute__((tls_model("initial-exec"))) RT_EXPORT;
 extern const inline_alloc rt_map_alloc RT_HIDDEN;
+RT_HIDDEN void rt_note_stderr(void);
 RT_HIDDEN void rt_say(const char *fmt, ...) LOMAS_PRINTF(1, 2);
 RT_HIDDEN void rt_env_problem(const char *var, const char *value, const char *what);
+RT_HIDDEN void rt_parse_env_defaults(settings *s);
 RT_HIDDEN void rt_parse_env(settings *s);
 RT_HIDDEN void rt_setup_output(void);
 RT_HIDDEN void rt_setup_trace(void);
+/* Were LOMAS_OUTPUT/LOMAS_TRACE passed on by an instrumented ancestor? (See runtime_env.c.) */
+RT_HIDDEN bool rt_settings_inherited(void);
 RT_HIDDEN void rt_spin_lock(atomic_flag *l);
 RT_HIDDEN bool rt_spin_lock_bounded(atomic_flag *l);
 RT_HIDDEN void rt_spin_unlock(atomic_flag *l);
@@ -496,9 +571,10 @@ RT_HIDDEN void rt_thread_release_data(inline_thread *t);
 RT_HIDDEN void rt_trace_flush(inline_thread *t);
 RT_HIDDEN uint64_t rt_thread_refs(const inline_thread *t);
 /* Bring t to the period level (auto), thinning its samples older than the
- * levels kept; t locked: its owner or exited. */
+ * levels kept; t locked, by its owner. */
 RT_HIDDEN void rt_thread_to_level(inline_thread *t, uint32_t level);
 RT_HIDDEN void rt_key_destructor(void *arg);
+RT_HIDDEN uint32_t rt_auto_floor(uint32_t level);
 /* The slow path: called by the hooks and by code the pass plugin instrumented. */
 RT_EXPORT void lomas__slow(const void *addr, uint64_t info, uintptr_t pc_hint);
 /* The plugin's entry (clang only: preserve_most; the plugin relies on it). */
@@ -516,7 +592,14 @@ RT_EXPORT __attribute__((preserve_most)) void lomas__slow_pm(const void *addr, u
  */
 RT_EXPORT int lomas__range_clean(uint64_t first, uint64_t n);
 RT_HIDDEN uint32_t lomas__next_thread_index(void);
+/* rt.mu, with its owner noted (a fatal signal's handler must not wait for itself). */
+RT_HIDDEN void rt_lock(void);
+RT_HIDDEN void rt_unlock(void);
 /* runtime_output.c */
 RT_HIDDEN void rt_global_init(void);
+/* Flush the traces and write the profile, ended by ending (rt.mu held). */
+RT_HIDDEN void rt_dump_locked(const char *ending);
+/* signals.c */
+RT_HIDDEN void rt_install_signal_handlers(void);
 
 #endif /* LOMAS_INLINE_INTERNAL_H */
