@@ -352,6 +352,13 @@ static void test_session_ended_then_stop(void **state)
 	assert_string_equal(lomas_error_message(), "");
 	cover("lomas_session_wait");
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* interrupt: a bad signal is refused; after the end it is a no-op that clears */
+	assert_int_equal(lomas_session_interrupt(s, 0, 0), LOMAS_EINVAL);
+	assert_non_null(strstr(lomas_error_message(), "bad signal"));
+	provoke();
+	assert_int_equal(lomas_session_interrupt(s, SIGINT, 0), LOMAS_OK);
+	assert_string_equal(lomas_error_message(), "");
+	cover("lomas_session_interrupt");
 	assert_int_equal(lomas_session_stop(s), LOMAS_OK);
 	status = -1;
 	assert_int_equal(lomas_session_wait(s, &status), LOMAS_OK);
