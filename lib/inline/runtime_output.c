@@ -206,6 +206,10 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 		                  (unsigned long long)lost);
 	if (incomplete)
 		profile_meta_setf(p, "incomplete", "a thread was busy when the profile was taken");
+	/* The mapped files and their build ids, for symbolization (lib/sym); best
+	 * effort: a profile without maps is still a profile. */
+	if (profile_add_proc_maps(p, "/proc/self/maps"))
+		profile_meta_setf(p, "maps_error", "%s", lomas_error_message());
 	st = profile_validate(p);
 done:
 	if (list != stack)
