@@ -1,0 +1,187 @@
+/*
+ * One address of a reported module: its function, source line and the chain
+ * of call sites it was inlined at, as eu-addr2line -f -i reads them:
+ * dwarf_getscopes lists the DIEs containing the address innermost first;
+ * the first inlined subroutine or subprogram is the function the
+ * instruction belongs to, and each inlined subroutine's DW_AT_call_file /
+ * DW_AT_call_line is where it was inlined, in the next function outward.
+ */
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sym_impl.h"
+
+/* A DIE's name: DW_AT_name (through abstract origins), else its linkage name. */
+static const char *die_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+	const char *n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_name, &a));
+	if (!n)
+		n = dwarf_formstring(dwarf_attr_integrate(die, DW_AT_linkage_name, &a));
+	return n;
+}
+
+static bool is_function(int tag)
+{
+	return tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+	       tag == DW_TAG_entry_point;
+}
+
+static uint32_t die_udata(Dwarf_Die *die, unsigned name)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word v;
+	if (dwarf_formudata(dwarf_attr(die, name, &a), &v) != 0 || v > UINT32_MAX)
+		return 0;
+	return (uint32_t)v;
+}
+
+static int cu_cmp(const void *a, const void *b)
+{
+	const sym_cu *x = a, *y = b;
+	return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+void sym_file_forget(sym_file *f)
+{
+	free(f->cus);
+	f->cus = NULL;
+	f->ncus = 0;
+	f->cus_built = false;
+}
+
+/* Every range of every unit of f's module (dwarf_ranges reads DW_AT_ranges and
+ * low/high pc alike, DWARF 5's indexed forms included). */
+static void build_cus(sym_file *f)
+{
+	Dwarf_Die *cu = NULL;
+	Dwarf_Addr bias;
+	size_t cap = 0;
+	f->cus_built = true;
+	while ((cu = dwfl_module_nextcu(f->mod, cu, &bias))) {
+		Dwarf_Addr base, lo, hi;
+		ptrdiff_t off = 0;
+		while ((off = dwarf_ranges(cu, off, &base, &lo, &hi)) > 0) {
+			if (hi <= lo)
+				continue;
+			if (f->ncus == cap) {
+				size_t nc = cap ? cap * 2 : 64;
+				sym_cu *n = realloc(f->cus, nc * sizeof *n);
+				if (!n)
+					return; /* what was found still serves */
+				f->cus = n;
+				cap = nc;
+			}
+			f->cus[f->ncus++] = (sym_cu){lo + bias, hi + bias, *cu, bias};
+		}
+	}
+	qsort(f->cus, f->ncus, sizeof *f->cus, cu_cmp);
+}
+
+/* The unit holding addr: of the ranges starting at or below it, the nearest
+ * that contains it (units' ranges rarely overlap). */
+static const sym_cu *cu_of(sym_file *f, uint64_t addr)
+{
+	size_t lo = 0, hi;
+	if (!f->cus_built)
+		build_cus(f);
+	hi = f->ncus;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (f->cus[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t k = lo, seen = 0; k-- > 0 && seen < 64; seen++)
+		if (addr < f->cus[k].hi)
+			return &f->cus[k];
+	return NULL;
+}
+
+/* The inlined-at chain and the innermost function from the DWARF scopes. */
+static void scopes(sym_ctx *s, const sym_cu *c, uint64_t addr, sym_result *out)
+{
+	Dwarf_Die cudie = c->die, *cu = &cudie, *sc = NULL;
+	Dwarf_Files *files = NULL;
+	int n, first = -1;
+	size_t nf = 0;
+	if ((n = dwarf_getscopes(cu, addr - c->bias, &sc)) <= 0)
+		return;
+	if (dwarf_getsrcfiles(cu, &files, NULL) != 0)
+		files = NULL;
+	for (int i = 0; i < n && first < 0; i++)
+		if (is_function(dwarf_tag(&sc[i])))
+			first = i;
+	if (first < 0) {
+		free(sc);
+		return;
+	}
+	out->function = die_name(&sc[first]);
+	for (int i = first; i < n; i++)
+		nf += dwarf_tag(&sc[i]) == DW_TAG_inlined_subroutine;
+	if (nf > s->frames_cap) {
+		sym_frame *f = realloc(s->frames, nf * sizeof *f);
+		if (!f) {
+			free(sc);
+			return; /* the chain is extra: the function and line still stand */
+		}
+		s->frames = f;
+		s->frames_cap = nf;
+	}
+	nf = 0;
+	for (int i = first; i < n; i++) {
+		sym_frame *f;
+		Dwarf_Word cf;
+		Dwarf_Attribute a;
+		if (dwarf_tag(&sc[i]) != DW_TAG_inlined_subroutine)
+			continue;
+		f = &s->frames[nf++];
+		memset(f, 0, sizeof *f);
+		/* The caller: the next function outward (lexical blocks may sit between). */
+		for (int j = i + 1; j < n; j++) {
+			if (is_function(dwarf_tag(&sc[j]))) {
+				f->function = die_name(&sc[j]);
+				break;
+			}
+		}
+		if (files && dwarf_formudata(dwarf_attr(&sc[i], DW_AT_call_file, &a), &cf) == 0)
+			f->file = dwarf_filesrc(files, cf, NULL, NULL);
+		f->line = die_udata(&sc[i], DW_AT_call_line);
+		f->column = die_udata(&sc[i], DW_AT_call_column);
+	}
+	out->frames = s->frames;
+	out->nframes = nf;
+	free(sc);
+}
+
+void sym_describe(sym_ctx *s, sym_file *f, uint64_t addr, sym_result *out)
+{
+	const sym_cu *c = cu_of(f, addr);
+	Dwfl_Module *mod = f->mod;
+	if (c)
+		scopes(s, c, addr, out);
+	if (!out->function) {
+		/* No DWARF for it: the symbol table (a stripped binary keeps .dynsym). */
+		GElf_Sym sym;
+		GElf_Off off = 0;
+		const char *n = dwfl_module_addrinfo(mod, addr, &off, &sym, NULL, NULL, NULL);
+		/* Only a symbol that covers addr: the nearest one below may be anything. */
+		if (n && sym.st_size > 0 && off < sym.st_size)
+			out->function = n;
+	}
+	if (c) {
+		Dwarf_Die cudie = c->die;
+		Dwarf_Line *line = dwarf_getsrc_die(&cudie, addr - c->bias);
+		int ln = 0, col = 0;
+		const char *file = line ? dwarf_linesrc(line, NULL, NULL) : NULL;
+		if (file && dwarf_lineno(line, &ln) == 0 && ln > 0) {
+			out->file = file;
+			out->line = (uint32_t)ln;
+			out->column = dwarf_linecol(line, &col) == 0 && col > 0 ? (uint32_t)col : 0;
+		}
+	}
+	out->status = out->function || out->file ? LOMAS_SYM_OK : LOMAS_SYM_NO_SYMBOL;
+}
