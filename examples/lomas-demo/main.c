@@ -50,6 +50,25 @@ const struct demo_cmd demo_cmds[] = {
      "  --sizes B1,B2,...   cache sizes (default: 1 KiB to 1 GiB, 4 per octave)\n"
      "  --cold              count cold misses (excluded by default)\n",
      "lomas-demo compare [--sizes B1,B2,...] [--cold] A.lomas B.lomas", cmd_compare},
+    {"hot", "the instructions that miss most, with source lines",
+     "Attribute the misses of one cache size to the instructions that miss (each\n"
+     "sampled reuse's miss probability, from the model, belongs to the instruction\n"
+     "that made the reuse) and print them as CSV, most misses first:\n"
+     "pc,function,location,misses,miss_ratio,share (location is file:line, or\n"
+     "module+0xOFFSET without line information; misses are estimated references;\n"
+     "miss_ratio is the instruction's own, share its part of all misses).\n\n"
+     "  --cache-size B      the cache size (default: this machine's L1d, from sysfs)\n"
+     "  --policy random|lru replacement policy of the model (default random)\n"
+     "  --top N             print the N largest (default 20; 0 = all)\n"
+     "  --by pc|line|function  one row per instruction (default), per source line\n"
+     "                      (location,function,misses,miss_ratio,share,pcs) or per\n"
+     "                      function (function,location,...)\n"
+     "  --json              one JSON object with the totals and the entries\n"
+     "  --cold              count cold misses (excluded by default)\n"
+     "  --debug-dir DIR     separate debug files under DIR (default /usr/lib/debug)\n",
+     "lomas-demo hot [--cache-size B] [--policy random|lru] [--top N] [--json]\n"
+     "                      [--by pc|line|function] [--cold] [--debug-dir DIR] PROFILE",
+     cmd_hot},
     {"record", "run or attach to a program under a live clock",
      "Run a program (or attach to a running one) under a live clock and save its\n"
      "profile. Exits with the program's own status (128+N if signal N killed it),\n"
