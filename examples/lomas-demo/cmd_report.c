@@ -305,6 +305,9 @@ int cmd_report(int argc, char **argv)
 	} else {
 		print_graph(rnd, lru, caches, ncaches, flags & LOMAS_MODEL_COLD, &pt);
 		rc = print_cache_table(p, caches, ncaches, info.line_size, flags);
+		if (rc == 0)
+			rc = report_delinquent(argv[optind], p, caches, ncaches, info.line_size,
+			                       flags);
 	}
 	if (rc == 0)
 		rc = demo_finish_stdout("report");

@@ -138,6 +138,13 @@ bool demo_parse_policy(const char *s, lomas_policy *policy);
 /* A decimal count (digits only). */
 bool demo_parse_count(const char *s, uint64_t *out);
 
+/*
+ * report's instructions section (report_hot.c): the delinquent instructions
+ * at the first two of the n caches (or 32K without any), with source lines.
+ */
+int report_delinquent(const char *path, const lomas_profile *p, const struct cache_level *caches,
+                      size_t ncaches, uint32_t line, unsigned flags);
+
 int cmd_analyze(int argc, char **argv);
 int cmd_curve(int argc, char **argv);
 int cmd_compare(int argc, char **argv);

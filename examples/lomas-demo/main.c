@@ -69,6 +69,17 @@ const struct demo_cmd demo_cmds[] = {
      "lomas-demo hot [--cache-size B] [--policy random|lru] [--top N] [--json]\n"
      "                      [--by pc|line|function] [--cold] [--debug-dir DIR] PROFILE",
      cmd_hot},
+    {"annotate", "a source file with each line's estimated misses",
+     "Print a source file with each line's estimated misses at one cache size, its\n"
+     "share of all misses and the line's own miss ratio, as cg_annotate does for\n"
+     "Cachegrind. A line's misses are those of the instructions whose innermost\n"
+     "source line it is (from the debug info of the binaries the profile maps).\n\n"
+     "  --cache-size B      the cache size (default: this machine's L1d, from sysfs)\n"
+     "  --policy random|lru replacement policy of the model (default random)\n"
+     "  --cold              count cold misses (excluded by default)\n"
+     "  --debug-dir DIR     separate debug files under DIR (default /usr/lib/debug)\n",
+     "lomas-demo annotate [--cache-size B] [--policy random|lru] [--cold] PROFILE SOURCE",
+     cmd_annotate},
     {"record", "run or attach to a program under a live clock",
      "Run a program (or attach to a running one) under a live clock and save its\n"
      "profile. Exits with the program's own status (128+N if signal N killed it),\n"

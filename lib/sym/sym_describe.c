@@ -101,60 +101,69 @@ static const sym_cu *cu_of(sym_file *f, uint64_t addr)
 	return NULL;
 }
 
-/* The inlined-at chain and the innermost function from the DWARF scopes. */
+/*
+ * The innermost function and the inlined-at chain from the DWARF scopes.
+ * dwarf_getscopes continues past an inlined subroutine into the scopes of
+ * its abstract definition, so (as eu-addr2line -i does) the chain of
+ * callers is read with dwarf_getscopes_die from the innermost function's
+ * own concrete DIE: each inlined subroutine, then the next function out.
+ */
 static void scopes(sym_ctx *s, const sym_cu *c, uint64_t addr, sym_result *out)
 {
-	Dwarf_Die cudie = c->die, *cu = &cudie, *sc = NULL;
+	Dwarf_Die cudie = c->die, *sc = NULL, *chain = NULL;
 	Dwarf_Files *files = NULL;
 	int n, first = -1;
 	size_t nf = 0;
-	if ((n = dwarf_getscopes(cu, addr - c->bias, &sc)) <= 0)
+	if ((n = dwarf_getscopes(&cudie, addr - c->bias, &sc)) <= 0)
 		return;
-	if (dwarf_getsrcfiles(cu, &files, NULL) != 0)
-		files = NULL;
 	for (int i = 0; i < n && first < 0; i++)
 		if (is_function(dwarf_tag(&sc[i])))
 			first = i;
-	if (first < 0) {
+	if (first < 0 || (n = dwarf_getscopes_die(&sc[first], &chain)) <= 0) {
+		if (first >= 0)
+			out->function = die_name(&sc[first]);
 		free(sc);
 		return;
 	}
-	out->function = die_name(&sc[first]);
-	for (int i = first; i < n; i++)
-		nf += dwarf_tag(&sc[i]) == DW_TAG_inlined_subroutine;
+	free(sc);
+	out->function = die_name(&chain[0]);
+	if (dwarf_getsrcfiles(&cudie, &files, NULL) != 0)
+		files = NULL;
+	for (int i = 0; i < n; i++)
+		nf += dwarf_tag(&chain[i]) == DW_TAG_inlined_subroutine;
 	if (nf > s->frames_cap) {
 		sym_frame *f = realloc(s->frames, nf * sizeof *f);
 		if (!f) {
-			free(sc);
+			free(chain);
 			return; /* the chain is extra: the function and line still stand */
 		}
 		s->frames = f;
 		s->frames_cap = nf;
 	}
 	nf = 0;
-	for (int i = first; i < n; i++) {
+	for (int i = 0; i < n; i++) {
 		sym_frame *f;
 		Dwarf_Word cf;
 		Dwarf_Attribute a;
-		if (dwarf_tag(&sc[i]) != DW_TAG_inlined_subroutine)
+		if (dwarf_tag(&chain[i]) != DW_TAG_inlined_subroutine)
 			continue;
 		f = &s->frames[nf++];
 		memset(f, 0, sizeof *f);
 		/* The caller: the next function outward (lexical blocks may sit between). */
 		for (int j = i + 1; j < n; j++) {
-			if (is_function(dwarf_tag(&sc[j]))) {
-				f->function = die_name(&sc[j]);
+			if (is_function(dwarf_tag(&chain[j]))) {
+				f->function = die_name(&chain[j]);
 				break;
 			}
 		}
-		if (files && dwarf_formudata(dwarf_attr(&sc[i], DW_AT_call_file, &a), &cf) == 0)
+		if (files && dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_file, &a), &cf) == 0)
 			f->file = dwarf_filesrc(files, cf, NULL, NULL);
-		f->line = die_udata(&sc[i], DW_AT_call_line);
-		f->column = die_udata(&sc[i], DW_AT_call_column);
+		f->line = die_udata(&chain[i], DW_AT_call_line);
+		f->column = die_udata(&chain[i], DW_AT_call_column);
 	}
 	out->frames = s->frames;
 	out->nframes = nf;
-	free(sc);
+	free(chain);
 }
 
 void sym_describe(sym_ctx *s, sym_file *f, uint64_t addr, sym_result *out)

@@ -1,0 +1,86 @@
+/*
+ * lomas-demo report, the instructions part: the delinquent instructions
+ * (the fewest that cover 90 % of the estimated misses) at this machine's
+ * first two cache levels, with their source lines. Kept apart from
+ * cmd_report.c, which draws the curves.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "demo.h"
+
+#define REPORT_TOP 10
+
+static void print_rows(const lomas_hot_list *l, const struct demo_hot_row *rows, size_t n)
+{
+	printf("  %7s %12s %7s  %-24s %s\n", "share", "misses", "ratio", "function", "location");
+	for (size_t i = 0; i < n; i++) {
+		const struct demo_hot_row *r = &rows[i];
+		char fn[256], loc[1024], where[1400] = "";
+		lomas_hot_pc e;
+		demo_hot_function(r, fn, sizeof fn);
+		demo_hot_location(r, true, loc, sizeof loc);
+		if (!fn[0])
+			snprintf(fn, sizeof fn, "?");
+		if (!loc[0])
+			snprintf(loc, sizeof loc, "0x%" PRIx64, r->pc);
+		/* Where the innermost function was inlined: the line a reader looks for. */
+		if (lomas_hot_list_get(l, r->first, &e) == LOMAS_OK && e.inlined > 0) {
+			lomas_hot_frame f;
+			if (lomas_hot_list_frame(l, r->first, 0, &f) == LOMAS_OK && f.function) {
+				char cf[256];
+				snprintf(where, sizeof where, "  (inlined into %s:%" PRIu32 ")",
+				         demo_escape(f.function, cf, sizeof cf), f.line);
+			}
+		}
+		printf("  %6.1f%% %12.0f %6.1f%%  %-24s %s%s\n", 100 * r->share, r->misses,
+		       100 * r->miss_ratio, fn, loc, where);
+	}
+}
+
+int report_delinquent(const char *path, const lomas_profile *p, const struct cache_level *caches,
+                      size_t ncaches, uint32_t line, unsigned flags)
+{
+	struct cache_level fallback = {"cache", 32 * 1024}; /* no sysfs here */
+	size_t levels = ncaches < 2 ? ncaches : 2;
+	if (levels == 0) {
+		caches = &fallback;
+		levels = 1;
+	}
+	for (size_t c = 0; c < levels; c++) {
+		lomas_hot_list *l = NULL;
+		struct demo_hot_row *rows = NULL;
+		lomas_hot_info info;
+		size_t n = 0, show;
+		char size[32];
+		uint64_t bytes = caches[c].bytes / line * line;
+		int rc;
+		if (!bytes)
+			bytes = line;
+		/* Notes about unsymbolized files once, with the first level. */
+		rc = demo_hot_make("report", path, p, LOMAS_POLICY_RANDOM, bytes, flags, NULL,
+		                   c > 0, &l);
+		if (rc == 0)
+			rc = demo_hot_rows(l, DEMO_BY_PC, &rows, &n);
+		if (rc) {
+			lomas_hot_list_free(l);
+			return rc;
+		}
+		lomas_hot_list_info(l, &info);
+		demo_format_bytes(caches[c].bytes, size, sizeof size);
+		show = info.delinquent < REPORT_TOP ? info.delinquent : REPORT_TOP;
+		printf("\ndelinquent instructions at %s %s (random replacement): ", caches[c].name,
+		       size);
+		if (info.misses <= 0.0)
+			printf("no misses\n");
+		else
+			printf("%zu of %zu pcs carry 90%% of %.0f estimated misses%s\n",
+			       info.delinquent, info.count, info.misses,
+			       show < info.delinquent ? " (the largest shown)" : "");
+		print_rows(l, rows, show);
+		free(rows);
+		lomas_hot_list_free(l);
+	}
+	return 0;
+}
