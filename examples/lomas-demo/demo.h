@@ -148,6 +148,8 @@ int report_delinquent(const char *path, const lomas_profile *p, const struct cac
 int cmd_analyze(int argc, char **argv);
 int cmd_curve(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+/* compare --csv: both profiles' curves as CSV (cmd_curve.c). */
+int compare_csv(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_record(int argc, char **argv);

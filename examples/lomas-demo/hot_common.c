@@ -169,6 +169,8 @@ void demo_hot_location(const struct demo_hot_row *r, bool shorten, char *buf, si
 	else if (r->module)
 		snprintf(raw, sizeof raw, "%s+0x%" PRIx64,
 		         shorten ? short_path(r->module) : r->module, r->module_offset);
+	else if (r->pc)
+		snprintf(raw, sizeof raw, "0x%" PRIx64, r->pc); /* no map holds it */
 	else
 		raw[0] = '\0';
 	demo_escape(raw, buf, cap);
