@@ -1,6 +1,7 @@
 /*
  * lomas-demo report, the instructions part: the delinquent instructions
- * (the fewest that cover 90 % of the estimated misses) at this machine's
+ * (the fewest that cover 90 % of the estimated misses, and every one with
+ * 1 % of them) at this machine's
  * first two cache levels, with their source lines. Kept apart from
  * cmd_report.c, which draws the curves.
  */
@@ -75,9 +76,10 @@ int report_delinquent(const char *path, const lomas_profile *p, const struct cac
 		if (info.misses <= 0.0)
 			printf("no misses\n");
 		else
-			printf("%zu of %zu pcs carry 90%% of %.0f estimated misses%s\n",
+			printf("%zu of %zu pcs (90%% of %.0f estimated misses, and each pc with "
+			       "1%%)%s\n",
 			       info.delinquent, info.count, info.misses,
-			       show < info.delinquent ? " (the largest shown)" : "");
+			       show < info.delinquent ? "; the largest shown" : "");
 		print_rows(l, rows, show);
 		free(rows);
 		lomas_hot_list_free(l);

@@ -282,7 +282,9 @@ LOMAS_API lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *
  * lomas_model_miss_ratio for the same arguments; its references = the
  * weights of the samples it started (same scaling); its miss ratio and its
  * share of all misses. The delinquent set is the smallest set of pcs that
- * covers 90 % of the estimated misses: the first lomas_hot_info.delinquent
+ * covers 90 % of the estimated misses, extended to every pc that carries at
+ * least 1 % of them (UMI's threshold: where three loads cover 90 %, a fourth
+ * with 8 % is still worth a look): the first lomas_hot_info.delinquent
  * entries of the list, which is ordered by misses, largest first (then by
  * pc).
  *
@@ -349,7 +351,7 @@ typedef struct lomas_hot_info {
 	lomas_policy policy;
 	unsigned flags;
 	size_t count;      /* pcs in the list */
-	size_t delinquent; /* the first `delinquent` pcs cover >= 90 % of the misses */
+	size_t delinquent; /* the delinquent set: the first `delinquent` pcs */
 	double misses;     /* all estimated misses */
 	double refs;       /* the references they are a share of (misses / refs: the miss ratio) */
 	int has_maps;      /* 1 if the profile records memory maps */

@@ -161,6 +161,7 @@ lomas_status model_hot_build(const lomas_profile *p, lomas_policy policy, double
                              unsigned flags, model_hot *out);
 void model_hot_free(model_hot *h);
 
-#define MODEL_DELINQUENT_COVER 0.9 /* the delinquent set's share of the misses */
+#define MODEL_DELINQUENT_COVER 0.9  /* the delinquent set's share of the misses */
+#define MODEL_DELINQUENT_SHARE 0.01 /* and the share that makes any pc delinquent */
 
 #endif
