@@ -204,6 +204,8 @@ static void ctx_free(sym_ctx *s)
 	free(s->files);
 	free(s->ranges);
 	free(s->frames);
+	sym_paths_clear(s);
+	free(s->paths);
 	free(s->debug_path);
 	free(s);
 }
@@ -303,6 +305,7 @@ void sym_lookup(sym_ctx *s, uint64_t pc, uint64_t adjust, sym_result *out)
 	uint64_t addr;
 	memset(out, 0, sizeof *out);
 	out->detail = "";
+	sym_paths_clear(s);
 	if (pc == 0) {
 		out->status = LOMAS_SYM_NONE;
 		out->detail = "the clock recorded no pc";

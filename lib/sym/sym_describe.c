@@ -38,6 +38,70 @@ static uint32_t die_udata(Dwarf_Die *die, unsigned name)
 	return (uint32_t)v;
 }
 
+void sym_paths_clear(sym_ctx *s)
+{
+	for (size_t i = 0; i < s->npaths; i++)
+		free(s->paths[i]);
+	s->npaths = 0;
+}
+
+/*
+ * name as an absolute path: a relative one (as meson's "../src/x.c" or a
+ * DWARF 5 entry of directory 0 comes out of libdw 0.188) joined to the
+ * unit's DW_AT_comp_dir, then "." and "dir/.." taken out lexically so that
+ * people read /src/x.c, not /build/../src/x.c. Kept until the next lookup;
+ * name itself when it is absolute already, or on failure.
+ */
+static const char *absolute(sym_ctx *s, Dwarf_Die *cu, const char *name)
+{
+	Dwarf_Attribute a;
+	const char *dir;
+	char *p, *w, *r;
+	size_t n;
+	if (!name || name[0] == '/' || !cu)
+		return name;
+	dir = dwarf_formstring(dwarf_attr(cu, DW_AT_comp_dir, &a));
+	if (!dir || dir[0] != '/')
+		return name;
+	n = strlen(dir) + strlen(name) + 2;
+	if (s->npaths == s->paths_cap) {
+		size_t nc = s->paths_cap ? 2 * s->paths_cap : 8;
+		char **np = realloc(s->paths, nc * sizeof *np);
+		if (!np)
+			return name;
+		s->paths = np;
+		s->paths_cap = nc;
+	}
+	if (!(p = malloc(n)))
+		return name;
+	snprintf(p, n, "%s/%s", dir, name);
+	/* Lexical normalization, component by component, in place. */
+	for (r = w = p; *r;) {
+		size_t len;
+		while (*r == '/')
+			r++;
+		len = strcspn(r, "/");
+		if (len == 0)
+			break;
+		if (len == 1 && r[0] == '.') {
+			/* nothing */
+		} else if (len == 2 && r[0] == '.' && r[1] == '.') {
+			while (w > p && *--w != '/')
+				;
+		} else {
+			*w++ = '/';
+			memmove(w, r, len);
+			w += len;
+		}
+		r += len;
+	}
+	if (w == p)
+		*w++ = '/';
+	*w = '\0';
+	s->paths[s->npaths++] = p;
+	return p;
+}
+
 static int cu_cmp(const void *a, const void *b)
 {
 	const sym_cu *x = a, *y = b;
@@ -157,7 +221,7 @@ static void scopes(sym_ctx *s, const sym_cu *c, uint64_t addr, sym_result *out)
 			}
 		}
 		if (files && dwarf_formudata(dwarf_attr(&chain[i], DW_AT_call_file, &a), &cf) == 0)
-			f->file = dwarf_filesrc(files, cf, NULL, NULL);
+			f->file = absolute(s, &cudie, dwarf_filesrc(files, cf, NULL, NULL));
 		f->line = die_udata(&chain[i], DW_AT_call_line);
 		f->column = die_udata(&chain[i], DW_AT_call_column);
 	}
@@ -187,7 +251,7 @@ void sym_describe(sym_ctx *s, sym_file *f, uint64_t addr, sym_result *out)
 		int ln = 0, col = 0;
 		const char *file = line ? dwarf_linesrc(line, NULL, NULL) : NULL;
 		if (file && dwarf_lineno(line, &ln) == 0 && ln > 0) {
-			out->file = file;
+			out->file = absolute(s, &cudie, file);
 			out->line = (uint32_t)ln;
 			out->column = dwarf_linecol(line, &col) == 0 && col > 0 ? (uint32_t)col : 0;
 		}

@@ -46,6 +46,8 @@ struct sym_ctx {
 	bool has_maps;
 	sym_frame *frames; /* the last lookup's inlined-at chain */
 	size_t frames_cap;
+	char **paths; /* file names the last lookup made absolute (sym_describe.c) */
+	size_t npaths, paths_cap;
 	char detail[1024];
 };
 
@@ -64,5 +66,7 @@ int sym_find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname, D
 void sym_describe(sym_ctx *s, sym_file *f, uint64_t addr, sym_result *out);
 /* Free what sym_describe cached in f. */
 void sym_file_forget(sym_file *f);
+/* Free the file names of the last lookup (at the next one, and at close). */
+void sym_paths_clear(sym_ctx *s);
 
 #endif
