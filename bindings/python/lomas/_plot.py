@@ -100,7 +100,8 @@ def plot(profiles, sizes=None, policies=("random", "lru"), cold=False, labels=No
     ax.yaxis.set_major_formatter(_FuncFormatter(lambda v, _pos: "%g%%" % (100 * v)))
     ax.set_xlabel("cache size (fully associative, log scale)")
     ax.set_ylabel("miss ratio")
-    ax.set_title("Working-set graph (cold misses %s)" % ("included" if cold else "excluded"))
+    ax.set_title("Working-set graph (cold misses %s)" % ("included" if cold else "excluded"),
+                 pad=18)
     ax.grid(True, color="#dddddd")
     if caches:
         for name, b in machine_caches():
