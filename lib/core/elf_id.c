@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core.h"
@@ -126,7 +127,11 @@ size_t elf_build_id_path(const char *path, uint8_t *id, size_t cap)
 {
 	int fd;
 	size_t n;
+	struct stat sb;
 	if (!path || path[0] != '/')
+		return 0;
+	/* Only regular files: a device the program mapped is not ours to open. */
+	if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode))
 		return 0;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -144,7 +149,8 @@ static void fill_build_ids(prof_map *maps, size_t nmaps)
 	size_t n = 0;
 	for (size_t i = 0; i < nmaps; i++) {
 		prof_map *m = &maps[i];
-		if (m->build_id_len || !m->path || m->path[0] != '/')
+		/* Only files with code: their ids tell a rebuilt binary (lib/sym). */
+		if (m->build_id_len || !m->path || m->path[0] != '/' || !(m->prot & PROT_EXEC))
 			continue;
 		/* Maps of one file come one after another: read each file once. */
 		if (!last || strcmp(last, m->path) != 0) {

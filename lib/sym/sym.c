@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sym.h"
@@ -118,6 +119,7 @@ static void file_open(sym_ctx *s, const lomas_profile *p, sym_file *f)
 	GElf_Ehdr eh;
 	Elf *elf;
 	uint64_t bias = 0;
+	struct stat sb;
 	if (!open_path) {
 		file_fail(f, LOMAS_SYM_NO_FILE, "out of memory%s%s", "", "");
 		return;
@@ -125,6 +127,12 @@ static void file_open(sym_ctx *s, const lomas_profile *p, sym_file *f)
 	/* The kernel's mark of a file unlinked while mapped: try the name it had. */
 	if (plen > slen && strcmp(f->path + plen - slen, DELETED_SUFFIX) == 0)
 		open_path[plen - slen] = '\0';
+	/* Only regular files: a device the program mapped is not ours to open. */
+	if (stat(open_path, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+		file_fail(f, LOMAS_SYM_NO_FILE, "%s is not a regular file%s", open_path, "");
+		free(open_path);
+		return;
+	}
 	fd = open(open_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		file_fail(f, LOMAS_SYM_NO_FILE, "cannot open %s: %s", open_path, strerror(errno));
@@ -271,10 +279,11 @@ lomas_status sym_open(const lomas_profile *p, const char *debug_path, sym_ctx **
 		s->nranges++;
 	}
 	qsort(s->ranges, s->nranges, sizeof *s->ranges, range_cmp);
-	for (size_t i = 0; i < s->nfiles; i++)
-		file_open(s, p, &s->files[i]);
+	/* The files are opened when a pc first falls in one (sym_lookup): a
+	 * profile maps many files (data, fonts, devices) that hold no pc. */
 	dwfl_report_end(s->dwfl, NULL, NULL);
 	s->has_maps = p->maps.n > 0;
+	s->p = p;
 	*out = s;
 	return LOMAS_OK;
 nomem:
@@ -329,6 +338,13 @@ void sym_lookup(sym_ctx *s, uint64_t pc, uint64_t adjust, sym_result *out)
 		return;
 	}
 	f = &s->files[r->file];
+	if (!f->opened) {
+		/* Add it to the modules reported so far (they stay). */
+		f->opened = true;
+		dwfl_report_begin_add(s->dwfl);
+		file_open(s, s->p, f);
+		dwfl_report_end(s->dwfl, NULL, NULL);
+	}
 	out->module = f->path;
 	if (f->status != LOMAS_SYM_OK) {
 		out->status = f->status;

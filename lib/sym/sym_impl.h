@@ -17,6 +17,7 @@ typedef struct sym_cu {
 /* One mapped file of the profile. */
 typedef struct sym_file {
 	char *path;              /* as the maps recorded it */
+	bool opened;             /* file_open ran (at the first pc in it) */
 	lomas_sym_status status; /* LOMAS_SYM_OK once reported to libdwfl */
 	char *detail;            /* why not, for people */
 	uint64_t bias;           /* load bias: run address - file address */
@@ -36,6 +37,7 @@ typedef struct sym_range {
 } sym_range;
 
 struct sym_ctx {
+	const lomas_profile *p; /* whose maps these are */
 	Dwfl *dwfl;
 	Dwfl_Callbacks cb;
 	char *debug_path; /* ':'-separated directories of separate debug files */

@@ -126,29 +126,24 @@ lomas_status lackey_record_maps(lomas_profile *p, const char *syms, const char *
 	if (!exe_path(syms, command, path, sizeof path))
 		return profile_meta_setf(p, "maps", "none: the trace names no program");
 	if (!realpath(path, real) || (fd = open(real, O_RDONLY | O_CLOEXEC)) < 0)
-		return profile_meta_setf(p, "maps", "none: cannot open the traced program %s",
-		                         path);
+		return profile_meta_setf(p, "maps", "none: cannot open the traced program");
 	if (!elf_load_segments(fd, &type, seg, MAX_SEGMENTS, &nseg) || nseg == 0 ||
 	    nseg > MAX_SEGMENTS || (type != ET_EXEC && type != ET_DYN)) {
 		close(fd);
-		return profile_meta_setf(p, "maps", "none: %s is not an executable ELF file", real);
+		return profile_meta_setf(p, "maps", "none: the traced program is not ELF");
 	}
 	id_len = elf_build_id_fd(fd, id, sizeof id);
 	close(fd);
 	bias = type == ET_DYN ? VALGRIND_PIE_BASE : 0;
 	count_pcs(p, seg, nseg, bias, &in_code, &in_data);
 	if (in_code == 0 || in_data > 0) {
-		snprintf(why, sizeof why,
-		         "none: the sampled pcs do not fit %s as Valgrind loads it (%llu in its "
-		         "code, %llu in its data)",
-		         real, (unsigned long long)in_code, (unsigned long long)in_data);
+		snprintf(why, sizeof why, "none: pcs do not fit the program (%llu code, %llu data)",
+		         (unsigned long long)in_code, (unsigned long long)in_data);
 		return profile_meta_setf(p, "maps", "%s", why);
 	}
 	if (add_image(p, real, seg, nseg, bias, id, id_len))
 		return LOMAS_ENOMEM;
-	return profile_meta_setf(p, "maps",
-	                         "the traced program as Valgrind loads it (%s); shared libraries "
-	                         "not known",
-	                         type == ET_DYN ? "position-independent, at 0x108000"
-	                                        : "at its link addresses");
+	/* Short: report shows it in a line of 80 columns. */
+	return profile_meta_setf(p, "maps", "program as Valgrind loads it (%s); no libraries",
+	                         type == ET_DYN ? "PIE at +0x108000" : "fixed address");
 }
