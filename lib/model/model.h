@@ -109,6 +109,7 @@ typedef struct model_opts {
 	bool classes;    /* reuse classes for StatStack's correction (classes.c) */
 	bool footprint;  /* the footprint bound (footprint.c) */
 	bool lru;        /* for StatStack (w, wl, pw, pwd), else StatCache (wi) */
+	bool per_sample; /* keep each sample's groups in model_data (attribution.c) */
 	/* Pieces and groups taken from base (a bootstrap keeps the original's). */
 	const struct model_data *base;
 } model_opts;
@@ -146,6 +147,14 @@ typedef struct model_data {
 	uint32_t *piece_group;        /* each piece's group */
 	const lomas_profile *profile; /* the samples (the footprint floor reads them) */
 	double *distinct;             /* per thread: distinct sampled lines, -1 until counted */
+	/*
+	 * Only with model_opts.per_sample (else NULL), per sample of the
+	 * profile: the groups of its start and of its end (the start's for
+	 * samples not reused), and 1 if its reuse class is corrected (it is
+	 * then in fix, in sample order).
+	 */
+	uint32_t *sample_g0, *sample_g1;
+	uint8_t *sample_fixed;
 } model_data;
 
 /*
@@ -236,6 +245,13 @@ lomas_status model_cold_rates(const model_data *m, double *c);
  */
 lomas_status statcache_curve_time(const model_data *m, const double *lines, size_t n, bool grid,
                                   double *cap, double *cold);
+/*
+ * Its solution: R[g * n + j], group g's (non-cold) miss ratio at size j,
+ * the fixed point above; c[g], the cold-miss rates it used
+ * (model_cold_rates). statcache_curve_time is this and model_group_misses.
+ */
+lomas_status statcache_solve_time(const model_data *m, const double *lines, size_t n, bool grid,
+                                  double *R, double *c);
 #define MODEL_GRID_MIN 8
 
 /* Per-group ratios R[g * n + j] into cap and cold (footprint.c). */
@@ -292,6 +308,23 @@ void sc_tables_free(sc_tables *T);
 /* Group gi's ratios R[n] for the sizes with extra[j] misses and cold rate c. */
 void sc_table_solve(const sc_tables *T, const model_data *m, size_t gi, const double *lines,
                     const double *lams, size_t n, const double *extra, double c, double *R);
+
+/*
+ * The exact stack distance is an integer: the estimate is rounded to the
+ * nearest one before it is compared with L (a reuse whose estimate is 255.6
+ * lines misses in 256). Cyclic walks over 2^k lines put whole classes of
+ * reuses at exactly L - 1 or L, where the unrounded comparison is a coin
+ * toss for an estimate that is right to half a line. A reuse with expected
+ * stack distance sd misses in L lines when L - MODEL_SD_ROUND <= sd.
+ */
+#define MODEL_SD_ROUND 0.5
+
+/*
+ * The stack distance of each reuse of the corrected classes, m->fix[i],
+ * into sd[i]: its time-aware SD blended with its class's ratio estimate
+ * (statstack.c), before the footprint cap.
+ */
+lomas_status model_fix_sds(const model_data *m, double *sd);
 
 /* The LRU model (StatStack, statstack.c) for n sizes in lines (ascending). */
 lomas_status statstack_curve(model_data *m, const double *lines, size_t n, bool bound, double *cap,
