@@ -362,23 +362,32 @@ lomas_status model_run(model_data *m, lomas_policy policy, const double *lines, 
 /* ------------------------------------------ per-instruction attribution */
 
 /*
- * Each sample's probability that its reuse misses in a fully associative
- * cache of `lines` lines (>= 1) under policy, into prob[i] for sample i of
- * p (attribution.c): random f_L(R_w d) with the window's StatCache root,
- * LRU [SD_w(d) >= L]; censored samples 1, dangling ones 1 with
- * LOMAS_MODEL_COLD, else 0. Per window, sum w_s prob_s = R_w S_w: the
- * curve's misses. flags: LOMAS_MODEL_COLD only.
+ * Per-sample miss probabilities (attribution.c), with the curves' model
+ * (model_default_opts). The caller gives prob, mscale and rscale, one entry
+ * per sample of the profile.
+ */
+typedef struct model_attr {
+	double *prob;   /* the probability that the sample's reuse misses (censored:
+	                   1; dangling: 1 with LOMAS_MODEL_COLD, else 0) */
+	double *mscale; /* the references a unit of its weight stands for among the
+	                   curve's misses (its group's refs / S, and under random
+	                   replacement the footprint bound's share kept) */
+	double *rscale; /* ... among the references (its start group's refs / S) */
+	double total;   /* the curve's denominator (model_mean_of) */
+	/* Random only (attribution.c): the largest |sum of a group's reuses'
+	 * probabilities - (R_g S_g - C_g)| / S_g before they are scaled to it,
+	 * over the groups whose ratio is below 1; the groups capped at 1. */
+	double resid;
+	size_t capped;
+} model_attr;
+
+/*
+ * For a fully associative cache of `lines` lines (>= 1) under policy:
+ * sum_i w_i prob_i mscale_i / total is lomas_model_miss_ratio's ratio for
+ * the same size and flags (LOMAS_MODEL_COLD only).
  */
 lomas_status model_sample_miss_probs(const lomas_profile *p, lomas_policy policy, double lines,
-                                     unsigned flags, double *prob);
-/*
- * The factor turning a window's sample weights into its references, as the
- * curves weigh windows (model_mean_of): refs_w / S_w, or 1 when the profile
- * has no window references; 0 for windows without samples. scale has one
- * entry per window; *total gets the curves' denominator (references of the
- * windows with samples, or their sample weight).
- */
-lomas_status model_window_scales(const lomas_profile *p, double *scale, double *total);
+                                     unsigned flags, model_attr *out);
 
 /* One instruction's share of the misses (hot.c). */
 typedef struct model_hot_pc {
@@ -403,9 +412,9 @@ typedef struct model_hot {
  * reused sample's miss to its end pc (the instruction that touched the line
  * again and missed); a dangling (with LOMAS_MODEL_COLD) or censored
  * sample's to its start pc (the last instruction seen to touch the line:
- * the one that reuses it is not known). Per window the probabilities are
- * scaled by model_window_scales, so out->misses / out->refs is the curve's
- * miss ratio.
+ * the one that reuses it is not known). The probabilities are scaled as
+ * the curves weigh them (model_attr), so out->misses / out->refs is the
+ * curve's miss ratio.
  */
 lomas_status model_hot_build(const lomas_profile *p, lomas_policy policy, double lines,
                              unsigned flags, model_hot *out);
