@@ -75,11 +75,15 @@ const struct demo_cmd demo_cmds[] = {
      cmd_compare},
     {"hot", "the instructions that miss most, with source lines",
      "Attribute the misses of one cache size to the instructions that miss (each\n"
-     "sampled reuse's miss probability, from the model, belongs to the instruction\n"
-     "that made the reuse) and print them as CSV, most misses first:\n"
+     "sampled reuse's miss probability, from the model `curve` uses, belongs to the\n"
+     "instruction that made the reuse) and print them as CSV, most misses first:\n"
      "pc,function,location,misses,miss_ratio,share (location is file:line, or\n"
      "module+0xOFFSET without line information; misses are estimated references;\n"
-     "miss_ratio is the instruction's own, share its part of all misses).\n\n"
+     "miss_ratio is the instruction's own, share its part of all misses).\n"
+     "The delinquent set (--json: each entry's \"delinquent\", and\n"
+     "\"delinquent_pcs\") is the fewest instructions that cover 90% of the\n"
+     "misses (\"cover90_pcs\") and every other one with 1% of them or more\n"
+     "(UMI's threshold for a delinquent load).\n\n"
      "  --cache-size B      the cache size (default: this machine's L1d, from sysfs)\n"
      "  --policy random|lru replacement policy of the model (default random)\n"
      "  --top N             print the N largest (default 20; 0 = all)\n"

@@ -318,12 +318,15 @@ LOMAS_API lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *
  * is lomas_model_miss_ratio for the same arguments (to rounding; a curve
  * of many sizes at once solves StatCache on a grid, within 2e-5 of that);
  * its references = the weights of the samples it started (same scaling);
- * its miss ratio and its share of all misses. The delinquent set is the
- * smallest set of pcs that covers 90 % of the estimated misses, extended to
- * every pc that carries at least 1 % of them (UMI's threshold: where three
- * loads cover 90 %, a fourth with 8 % is still worth a look): the first
- * lomas_hot_info.delinquent entries of the list, which is ordered by
- * misses, largest first (then by pc).
+ * its miss ratio and its share of all misses.
+ *
+ * The list is ordered by misses, largest first (then by pc). The delinquent
+ * set is its first lomas_hot_info.delinquent entries: the smallest set of
+ * pcs that covers 90 % of the estimated misses (the first
+ * lomas_hot_info.cover90 entries), and with it every pc that carries at
+ * least 1 % of them. The second rule is UMI's threshold for a delinquent
+ * load, which its recall is measured against: where three loads cover 90 %,
+ * a fourth with 8 % is no less worth a look. cover90 <= delinquent.
  *
  * Symbols come from the memory maps recorded in the profile (the inline,
  * step and trace-of-lackey clocks record them; a profile without maps gets
@@ -388,10 +391,11 @@ typedef struct lomas_hot_info {
 	lomas_policy policy;
 	unsigned flags;
 	size_t count;      /* pcs in the list */
-	size_t delinquent; /* the delinquent set: the first `delinquent` pcs */
+	size_t delinquent; /* the delinquent set: the first `delinquent` pcs (>= cover90) */
 	double misses;     /* all estimated misses */
 	double refs;       /* the references they are a share of (misses / refs: the miss ratio) */
 	int has_maps;      /* 1 if the profile records memory maps */
+	size_t cover90;    /* the fewest pcs covering 90 % of the misses: the first cover90 */
 } lomas_hot_info;
 
 /*

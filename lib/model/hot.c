@@ -121,6 +121,7 @@ lomas_status model_hot_build(const lomas_profile *p, lomas_policy policy, double
 		cum += out->pcs[i].misses;
 		out->delinquent = i + 1;
 	}
+	out->cover90 = out->delinquent;
 	/* And every pc with 1 % of the misses (UMI's threshold): where three
 	 * loads cover 90 %, a fourth with 8 % is no less worth looking at. */
 	while (out->delinquent < out->n &&

@@ -402,7 +402,8 @@ typedef struct model_hot_pc {
 typedef struct model_hot {
 	model_hot_pc *pcs; /* by misses, largest first (then by pc) */
 	size_t n;
-	size_t delinquent; /* the first `delinquent` pcs: >= 90 % of the misses */
+	size_t cover90;    /* the fewest pcs covering 90 % of the misses: the first cover90 */
+	size_t delinquent; /* those and every pc with 1 % of the misses: the first `delinquent` */
 	double misses;     /* all estimated misses */
 	double refs;       /* the curves' denominator: misses / refs = the miss ratio */
 } model_hot;

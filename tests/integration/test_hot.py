@@ -333,6 +333,11 @@ def test_recall_of_the_delinquent_set(tmp_path):
                 h = hot_json(prof, size, policy)
                 dset = {int(e["pc"], 16) for e in h["entries"] if e["delinquent"]}
                 assert len(dset) == h["delinquent_pcs"]
+                # The strict 90 % set: a prefix of the delinquent set, and the fewest.
+                k = h["cover90_pcs"]
+                shares = [e["share"] for e in h["entries"]]
+                assert 1 <= k <= len(dset)
+                assert sum(shares[:k]) >= 0.9 - 1e-9 > sum(shares[:k - 1])
                 found += len(truth & dset)
                 total += len(truth)
                 report.append("%s %s %s: %d of %d" % (name, size, policy, len(truth & dset),
