@@ -110,14 +110,15 @@ const struct demo_cmd demo_cmds[] = {
     {"plot", "the working-set graph as an SVG document",
      "Draw the working-set graph of one or more profiles as SVG: miss ratio against\n"
      "cache size (log scale, binary units), random replacement solid and LRU dashed,\n"
-     "one colour per profile with a legend, this machine's caches marked (sysfs),\n"
-     "and a shaded confidence band around a curve where the model gives one.\n\n"
+     "one colour per profile with a legend below the graph, this machine's caches\n"
+     "marked (sysfs), and a shaded 95% confidence band around each curve where the\n"
+     "model gives one (100 bootstrap replicates: about 100 curves' work each).\n\n"
      "  -o, --output FILE   the SVG file to write ('-' for standard output; required)\n"
      "  --sizes B1,B2,...   cache sizes (default: 1 KiB to 1 GiB, 4 per octave)\n"
      "  --policy random|lru|both  the curves to draw (default both)\n"
      "  --cold              count cold misses (excluded by default)\n"
      "  --title TEXT        the graph's title\n"
-     "  --no-bands          no confidence bands\n",
+     "  --no-bands          no confidence bands (faster on large profiles)\n",
      "lomas-demo plot [--sizes B1,...] [--policy P] [--cold] [--title T] -o FILE.svg\n"
      "                      PROFILE [PROFILE...]",
      cmd_plot},

@@ -413,9 +413,29 @@ def test_plot_is_valid_svg_with_the_data(two_builds, tmp_path):
             # CSV ratios have 6 decimals, the points 2: a pixel's hundredth and that.
             assert x == pytest.approx(want[0], abs=0.011)
             assert y == pytest.approx(want[1], abs=0.011 + 1e-6 / ymax * (bottom - top))
-    legend = [t.text for t in root.find(".//s:g[@id='legend']", ns).iter(
-        "{http://www.w3.org/2000/svg}text")]
+    # Each curve's confidence band holds it: at every size, between the band's edges.
+    bands = {b.get("data-series"): b for b in root.findall(".//s:polygon[@class='band']", ns)}
+    assert len(bands) == 4
+    for c in curves:
+        b = bands[c.get("data-series")]
+        assert b.get("data-policy") == c.get("data-policy")
+        pts = [tuple(map(float, p.split(","))) for p in c.get("points").split()]
+        edge = [tuple(map(float, p.split(","))) for p in b.get("points").split()]
+        n = len(pts)
+        assert len(edge) == 2 * n
+        for i, (x, y) in enumerate(pts):
+            hi, lo = edge[i], edge[2 * n - 1 - i]  # y grows downwards
+            assert hi[0] == x and lo[0] == x
+            assert hi[1] - 0.011 <= y <= lo[1] + 0.011
+    # The legend, below the plot where it hides no curve, names both profiles.
+    legend_g = root.find(".//s:g[@id='legend']", ns)
+    legend = [t.text for t in legend_g.iter("{http://www.w3.org/2000/svg}text")]
     assert any(t.startswith("O0 <&> \"'\ufffd.lomas") for t in legend)
+    assert os.path.basename(two_builds[0]) in legend
+    assert all(float(t.get("y")) > bottom + 44
+               for t in legend_g.iter("{http://www.w3.org/2000/svg}text"))
+    assert float(root.get("height")) > max(float(t.get("y")) for t in
+                                           legend_g.iter("{http://www.w3.org/2000/svg}text"))
     caches = [t.text for t in root.find(".//s:g[@id='caches']", ns).iter(
         "{http://www.w3.org/2000/svg}text")]
     if os.path.isdir("/sys/devices/system/cpu/cpu0/cache/index0"):
