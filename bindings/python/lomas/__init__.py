@@ -21,8 +21,8 @@ ABI, which ctypes follows for natural alignment):
     lomas_profile_info  72 bytes  (uint32 + 4 bytes padding, 7 x uint64, double)
     lomas_hot_pc       128 bytes  (uint64, 5 x double, 2 x uint64, 2 x int, 2 x char *,
                                    uint64, 2 x char *, 2 x uint32, size_t)
-    lomas_hot_info      64 bytes  (uint64, uint32, int, unsigned + 4 bytes padding,
-                                   2 x size_t, 2 x double, int + 4 bytes padding)
+    lomas_hot_info      72 bytes  (uint64, uint32, int, unsigned + 4 bytes padding,
+                                   2 x size_t, 2 x double, int + 4 bytes padding, size_t)
     lomas_hot_frame     24 bytes  (2 x char *, 2 x uint32)
 
 The sizes are checked when this module is imported (see ``_LAYOUT``), and the
@@ -169,6 +169,7 @@ class _CHotInfo(ctypes.Structure):
         ("misses", ctypes.c_double),
         ("refs", ctypes.c_double),
         ("has_maps", ctypes.c_int),
+        ("cover90", ctypes.c_size_t),
     ]
 
 
@@ -183,7 +184,7 @@ class _CHotFrame(ctypes.Structure):
 
 # The C sizes (x86-64): a mismatch means this file and lomas.h disagree.
 _LAYOUT = {_CSample: 64, _CWindow: 24, _CThread: 16, _CProfileInfo: 72, _CHotPC: 128,
-           _CHotInfo: 64, _CHotFrame: 24}
+           _CHotInfo: 72, _CHotFrame: 24}
 for _t, _size in _LAYOUT.items():
     if ctypes.sizeof(_t) != _size:  # pragma: no cover - a broken port
         raise ImportError("lomas: ctypes layout of %s is %d bytes, C has %d"
@@ -636,8 +637,10 @@ class HotPCs(list):
     """The HotPC records of Profile.hot_pcs, with the list's totals:
     cache_bytes, line_bytes, policy ('random' or 'lru'), cold, misses (all
     estimated misses), refs (misses / refs is the model's miss ratio),
-    delinquent (the first `delinquent` records cover 90 % of the misses) and
-    has_maps (False when the profile records no memory maps)."""
+    cover90 (the first `cover90` records are the fewest that cover 90 % of the
+    misses), delinquent (the delinquent set, the first `delinquent` records:
+    those and every record with 1 % of the misses or more) and has_maps
+    (False when the profile records no memory maps)."""
 
 
 def _hot_list(lst):
@@ -668,6 +671,7 @@ def _hot_list(lst):
     out.misses = info.misses
     out.refs = info.refs
     out.delinquent = info.delinquent
+    out.cover90 = info.cover90
     out.has_maps = bool(info.has_maps)
     return out
 
