@@ -279,6 +279,24 @@ LOMAS_API lomas_status lomas_model_curve_ci(const lomas_profile *p, lomas_policy
                                             double *lo, double *hi);
 
 /*
+ * lomas_model_curve for set-associative caches of `ways` ways (0 = fully
+ * associative: exactly lomas_model_curve), each size a whole number of sets
+ * (cache_bytes a multiple of ways x line size); a line's set is its line
+ * number modulo the number of sets. LRU: a reuse misses when at least
+ * `ways` of the distinct lines touched since the last touch of its line
+ * map to its set; random replacement: each miss in its set evicts it with
+ * probability 1/ways. How lines spread over sets is measured from the
+ * samples (a power-of-two stride that folds an array onto a few sets shows
+ * its conflict misses), the rest is lomas_model_curve's model. flags:
+ * LOMAS_MODEL_COLD. Errors as lomas_model_curve's, and EINVAL for a size
+ * that is not a whole number of sets.
+ */
+LOMAS_API lomas_status lomas_model_curve_assoc(const lomas_profile *p, lomas_policy policy,
+                                               const uint64_t *cache_bytes, size_t n,
+                                               uint32_t line_bytes, unsigned ways, unsigned flags,
+                                               double *ratios);
+
+/*
  * The default working-set-graph sizes: 1 KiB to 1 GiB, 4 points per octave,
  * each rounded to a multiple of line_bytes (81 sizes for 64-byte lines).
  * Writes at most cap sizes into sizes and the total count into *n.
