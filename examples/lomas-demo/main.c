@@ -34,9 +34,13 @@ const struct demo_cmd demo_cmds[] = {
      "                           Poisson bootstrap of the samples (sampling noise only)\n"
      "  --ci-level L             its level (default 0.95; implies --ci)\n"
      "  --ci-resamples N         bootstrap replicates (default 200; implies --ci)\n"
-     "  --seed S                 the bootstrap's seed (default 1): same seed, same bounds\n",
+     "  --seed S                 the bootstrap's seed (default 1): same seed, same bounds\n"
+     "  --ways W                 W-way set-associative caches (0: fully associative, the\n"
+     "                           default); sizes whole sets (the default sizes rounded\n"
+     "                           up); a line's set is its line number modulo the sets\n",
      "lomas-demo curve [--sizes B1,B2,...] [--cold] [--json] [--policy random|lru|both]\n"
-     "                        [--ci] [--ci-level L] [--ci-resamples N] [--seed S] PROFILE",
+     "                        [--ci] [--ci-level L] [--ci-resamples N] [--seed S]\n"
+     "                        [--ways W] PROFILE",
      cmd_curve},
     {"report", "summary and working-set graph of a profile",
      "Summarize a profile and draw its working-set graph (miss ratio against cache\n"
