@@ -297,6 +297,25 @@ LOMAS_API lomas_status lomas_model_curve_assoc(const lomas_profile *p, lomas_pol
                                                double *ratios);
 
 /*
+ * Miss-ratio bounds for an LRU cache of cache_bytes shared with other
+ * programs (the stochastic thrashing model): *lower is the warm cache's miss
+ * ratio (lomas_model_miss_ratio, LRU); upper[i] that of a cache emptied of
+ * this program's lines every quantum_refs[i] of its references: after each
+ * flush the distinct lines touched since (the active span) grow as a
+ * pure-birth Markov chain leaving span s with the probability that a
+ * reference's stack distance is at least s, every reference of a new line
+ * misses, and once the span fills the cache misses come at the warm rate.
+ * The expected misses per quantum come from the chain's phase-type fill
+ * times (gamma-approximated), q from the model's LRU curve. flags:
+ * LOMAS_MODEL_COLD (cold misses counted in both bounds; without it they are
+ * left out of both). EINVAL for a quantum of 0 or a bad size.
+ */
+LOMAS_API lomas_status lomas_model_thrash_bounds(const lomas_profile *p, uint64_t cache_bytes,
+                                                 uint32_t line_bytes, const uint64_t *quantum_refs,
+                                                 size_t n, unsigned flags, double *lower,
+                                                 double *upper);
+
+/*
  * The default working-set-graph sizes: 1 KiB to 1 GiB, 4 points per octave,
  * each rounded to a multiple of line_bytes (81 sizes for 64-byte lines).
  * Writes at most cap sizes into sizes and the total count into *n.
