@@ -121,6 +121,16 @@ const struct demo_cmd demo_cmds[] = {
      "lomas-demo plot [--sizes B1,...] [--policy P] [--cold] [--title T] -o FILE.svg\n"
      "                      PROFILE [PROFILE...]",
      cmd_plot},
+    {"bounds", "LRU miss ratio bounds when the cache is time-shared",
+     "Bound the miss ratio of an LRU cache shared with other programs that empty it\n"
+     "of this program's lines every scheduling quantum: lower = the warm cache,\n"
+     "upper = a cache flushed every quantum (each flush costs the misses of filling\n"
+     "it again, from the profile's stack distances). CSV quantum_refs,lower,upper;\n"
+     "a table over quanta of 10^3 to 10^9 references unless --quantum is given.\n\n"
+     "  --cache-size B   the cache (default: this machine's L1d, from sysfs)\n"
+     "  --quantum N      one quantum of N of the program's references\n"
+     "  --cold           count cold misses (excluded by default)\n",
+     "lomas-demo bounds [--cache-size B] [--quantum N] [--cold] PROFILE", cmd_bounds},
     {"record", "run or attach to a program under a live clock",
      "Run a program (or attach to a running one) under a live clock and save its\n"
      "profile. Exits with the program's own status (128+N if signal N killed it),\n"

@@ -79,3 +79,30 @@ def test_curve_ways_default_sizes_and_errors(strided):
     assert ci.returncode == 2 and "--ways" in ci.stderr
     neg = demo("curve", "--ways", "-1", strided)
     assert neg.returncode == 2
+
+
+def test_bounds_refill_cost(strided):
+    # A cyclic walk over 256 lines: a 32 KiB LRU cache holds them all, warm
+    # it never misses, and a flush costs one miss per line: 256 per quantum.
+    r = demo("bounds", "--cache-size", "32K", strided)
+    assert r.returncode == 0, r.stderr
+    header, rows = rows_of(r.stdout)
+    assert header == ["quantum_refs", "lower", "upper"]
+    assert len(rows) == 13 and int(rows[0][0]) == 1000
+    for q, lo, up in rows:
+        q, lo, up = int(q), float(lo), float(up)
+        assert lo < 1e-3 and lo <= up
+        assert abs(up - 256 / q) <= 0.05 * 256 / q + 2e-6, (q, up)
+    one = demo("bounds", "--cache-size", "32K", "--quantum", "5000", strided)
+    assert one.returncode == 0, one.stderr
+    assert len(rows_of(one.stdout)[1]) == 1
+
+
+def test_bounds_errors(strided):
+    for args, needle in ((["--quantum", "0"], "quantum"),
+                         (["--cache-size", "100"], "line size"),
+                         (["--cache-size", "abc"], "cache-size")):
+        r = demo("bounds", *args, strided)
+        assert r.returncode == 2 and needle in r.stderr, r.stderr
+        assert len(r.stderr.splitlines()) == 1
+    assert demo("bounds", "--cache-size", "32K").returncode == 2
