@@ -34,9 +34,13 @@ const struct demo_cmd demo_cmds[] = {
      "                           Poisson bootstrap of the samples (sampling noise only)\n"
      "  --ci-level L             its level (default 0.95; implies --ci)\n"
      "  --ci-resamples N         bootstrap replicates (default 200; implies --ci)\n"
-     "  --seed S                 the bootstrap's seed (default 1): same seed, same bounds\n",
+     "  --seed S                 the bootstrap's seed (default 1): same seed, same bounds\n"
+     "  --ways W                 W-way set-associative caches (0: fully associative, the\n"
+     "                           default); sizes whole sets (the default sizes rounded\n"
+     "                           up); a line's set is its line number modulo the sets\n",
      "lomas-demo curve [--sizes B1,B2,...] [--cold] [--json] [--policy random|lru|both]\n"
-     "                        [--ci] [--ci-level L] [--ci-resamples N] [--seed S] PROFILE",
+     "                        [--ci] [--ci-level L] [--ci-resamples N] [--seed S]\n"
+     "                        [--ways W] PROFILE",
      cmd_curve},
     {"report", "summary and working-set graph of a profile",
      "Summarize a profile and draw its working-set graph (miss ratio against cache\n"
@@ -122,6 +126,16 @@ const struct demo_cmd demo_cmds[] = {
      "lomas-demo plot [--sizes B1,...] [--policy P] [--cold] [--title T] -o FILE.svg\n"
      "                      PROFILE [PROFILE...]",
      cmd_plot},
+    {"bounds", "LRU miss ratio bounds when the cache is time-shared",
+     "Bound the miss ratio of an LRU cache shared with other programs that empty it\n"
+     "of this program's lines every scheduling quantum: lower = the warm cache,\n"
+     "upper = a cache flushed every quantum (each flush costs the misses of filling\n"
+     "it again, from the profile's stack distances). CSV quantum_refs,lower,upper;\n"
+     "a table over quanta of 10^3 to 10^9 references unless --quantum is given.\n\n"
+     "  --cache-size B   the cache (default: this machine's L1d, from sysfs)\n"
+     "  --quantum N      one quantum of N of the program's references\n"
+     "  --cold           count cold misses (excluded by default)\n",
+     "lomas-demo bounds [--cache-size B] [--quantum N] [--cold] PROFILE", cmd_bounds},
     {"record", "run or attach to a program under a live clock",
      "Run a program (or attach to a running one) under a live clock and save its\n"
      "profile. Exits with the program's own status (128+N if signal N killed it),\n"

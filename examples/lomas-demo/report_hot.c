@@ -66,7 +66,7 @@ static void print_rows(const lomas_hot_list *l, const struct demo_hot_row *rows,
 int report_delinquent(const char *path, const lomas_profile *p, const struct cache_level *caches,
                       size_t ncaches, uint32_t line, unsigned flags)
 {
-	struct cache_level fallback = {"cache", 32 * 1024}; /* no sysfs here */
+	struct cache_level fallback = {"cache", 32 * 1024, 0}; /* no sysfs here */
 	size_t levels = ncaches < 2 ? ncaches : 2;
 	if (levels == 0) {
 		caches = &fallback;

@@ -279,6 +279,43 @@ LOMAS_API lomas_status lomas_model_curve_ci(const lomas_profile *p, lomas_policy
                                             double *lo, double *hi);
 
 /*
+ * lomas_model_curve for set-associative caches of `ways` ways (0 = fully
+ * associative: exactly lomas_model_curve), each size a whole number of sets
+ * (cache_bytes a multiple of ways x line size); a line's set is its line
+ * number modulo the number of sets. LRU: a reuse misses when at least
+ * `ways` of the distinct lines touched since the last touch of its line
+ * map to its set; random replacement: each miss in its set evicts it with
+ * probability 1/ways. How lines spread over sets is measured from the
+ * samples (a power-of-two stride that folds an array onto a few sets shows
+ * its conflict misses), the rest is lomas_model_curve's model. flags:
+ * LOMAS_MODEL_COLD. Errors as lomas_model_curve's, and EINVAL for a size
+ * that is not a whole number of sets.
+ */
+LOMAS_API lomas_status lomas_model_curve_assoc(const lomas_profile *p, lomas_policy policy,
+                                               const uint64_t *cache_bytes, size_t n,
+                                               uint32_t line_bytes, unsigned ways, unsigned flags,
+                                               double *ratios);
+
+/*
+ * Miss-ratio bounds for an LRU cache of cache_bytes shared with other
+ * programs (the stochastic thrashing model): *lower is the warm cache's miss
+ * ratio (lomas_model_miss_ratio, LRU); upper[i] that of a cache emptied of
+ * this program's lines every quantum_refs[i] of its references: after each
+ * flush the distinct lines touched since (the active span) grow as a
+ * pure-birth Markov chain leaving span s with the probability that a
+ * reference's stack distance is at least s, every reference of a new line
+ * misses, and once the span fills the cache misses come at the warm rate.
+ * The expected misses per quantum come from the chain's phase-type fill
+ * times (gamma-approximated), q from the model's LRU curve. flags:
+ * LOMAS_MODEL_COLD (cold misses counted in both bounds; without it they are
+ * left out of both). EINVAL for a quantum of 0 or a bad size.
+ */
+LOMAS_API lomas_status lomas_model_thrash_bounds(const lomas_profile *p, uint64_t cache_bytes,
+                                                 uint32_t line_bytes, const uint64_t *quantum_refs,
+                                                 size_t n, unsigned flags, double *lower,
+                                                 double *upper);
+
+/*
  * The default working-set-graph sizes: 1 KiB to 1 GiB, 4 points per octave,
  * each rounded to a multiple of line_bytes (81 sizes for 64-byte lines).
  * Writes at most cap sizes into sizes and the total count into *n.

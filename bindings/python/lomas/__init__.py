@@ -265,6 +265,12 @@ _model_curve_ci = _proto("lomas_model_curve_ci", _status, _vp, ctypes.c_int,
                          ctypes.POINTER(_u64), _size, _u32, ctypes.c_uint, ctypes.c_double,
                          ctypes.c_uint, _u64, ctypes.POINTER(ctypes.c_double),
                          ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double))
+_model_curve_assoc = _proto("lomas_model_curve_assoc", _status, _vp, ctypes.c_int,
+                            ctypes.POINTER(_u64), _size, _u32, ctypes.c_uint, ctypes.c_uint,
+                            ctypes.POINTER(ctypes.c_double))
+_model_thrash_bounds = _proto("lomas_model_thrash_bounds", _status, _vp, _u64, _u32,
+                              ctypes.POINTER(_u64), _size, ctypes.c_uint,
+                              ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double))
 _model_default_sizes = _proto("lomas_model_default_sizes", _status, _u32,
                               ctypes.POINTER(_u64), _size, ctypes.POINTER(_size))
 _profile_hot_pcs = _proto("lomas_profile_hot_pcs", _status, _vp, ctypes.c_int, _u64, _u32,
@@ -560,9 +566,13 @@ class Profile(_Handle):
         return r.value
 
     def curve(self, sizes=None, policy="random", cold=False, line_bytes=0, ci=False,
-              level=0.95, resamples=200, seed=1):
+              level=0.95, resamples=200, seed=1, ways=0):
         """Miss ratios for a list of cache sizes (default: default_sizes of
         the profile's line size) as a list of floats.
+
+        ways: the caches' associativity (lomas_model_curve_assoc; 0, the
+        default, is fully associative); each size then a whole number of
+        sets (ways x line size). Not with ci=True.
 
         With ci=True, a list of (ratio, lo, hi) tuples instead: [lo, hi] is
         the level (default 95 %) confidence interval of each ratio from a
@@ -576,6 +586,13 @@ class Profile(_Handle):
         out = (ctypes.c_double * max(n, 1))()
         flags = MODEL_COLD if cold else 0
         line_bytes = _u32_value(line_bytes, "line_bytes")
+        ways = _u32_value(ways, "ways")
+        if ways and ci:
+            raise ValueError("ci is for fully associative caches: not with ways")
+        if ways:
+            _check(_model_curve_assoc(self._handle(), _policy(policy), arr, n, line_bytes,
+                                      ways, flags, out))
+            return list(out[:n])
         if not ci:
             _check(_model_curve(self._handle(), _policy(policy), arr, n, line_bytes, flags,
                                 out))
@@ -591,6 +608,23 @@ class Profile(_Handle):
         _check(_model_curve_ci(self._handle(), _policy(policy), arr, n, line_bytes, flags,
                                float(level), resamples, _u64_value(seed, "seed"), out, lo, hi))
         return [(out[i], lo[i], hi[i]) for i in range(n)]
+
+    def thrash_bounds(self, cache_bytes, quanta, cold=False, line_bytes=0):
+        """Miss-ratio bounds of an LRU cache of cache_bytes shared with other
+        programs (lomas_model_thrash_bounds): (lower, [upper per quantum]),
+        lower the warm cache's miss ratio, upper that of a cache emptied of
+        this program's lines every quantum of its references (quanta: one
+        count or a list)."""
+        single = isinstance(quanta, int) and not isinstance(quanta, bool)
+        qs = [_u64_value(q, "quantum") for q in ([quanta] if single else quanta)]
+        n = len(qs)
+        arr = (_u64 * max(n, 1))(*qs)
+        up = (ctypes.c_double * max(n, 1))()
+        lo = ctypes.c_double()
+        _check(_model_thrash_bounds(self._handle(), _u64_value(cache_bytes, "cache_bytes"),
+                                    _u32_value(line_bytes, "line_bytes"), arr, n,
+                                    MODEL_COLD if cold else 0, ctypes.byref(lo), up))
+        return lo.value, (up[0] if single else list(up[:n]))
 
     def hot_pcs(self, cache_bytes, policy="random", cold=False, line_bytes=0, symbols=True,
                 debug_path=None):
