@@ -37,7 +37,7 @@ static uint64_t mix64(uint64_t z)
  * and the distance's 1/8 octave (the octave and the 3 bits after its
  * leading one).
  */
-static uint64_t class_key(const lomas_sample *s, uint32_t thread)
+uint64_t model_class_key(const lomas_sample *s, uint32_t thread)
 {
 	uint64_t v = sample_distance(s) + 1, h;
 	unsigned k = v ? 63u - (unsigned)__builtin_clzll(v) : 64u;
@@ -114,31 +114,17 @@ static bool sketch_may_reach(const uint8_t *c, uint64_t key)
 	       c[(1u << SKETCH_BITS) + (key >> 40 & mask)] >= MODEL_CLASS_MIN;
 }
 
-lomas_status model_classes(const lomas_profile *p, const uint32_t *start_group,
-                           const uint32_t *end_group, model_data *m, uint8_t *fixed)
+lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece, uint64_t *key,
+                           bool one, model_data *m, uint8_t *fixed)
 {
 	size_t n = p->samples.n, nfix = 0, ncls = 0;
 	ctable tab = {calloc(4096, sizeof(cslot)), 4096, 0};
-	uint64_t *key = malloc((n ? n : 1) * sizeof *key);
-	uint32_t *thread = malloc((n ? n : 1) * sizeof *thread), *cls = NULL, *slot = NULL;
+	uint32_t *thread = NULL, *cls = NULL, *slot = NULL;
 	uint8_t *sketch = NULL;
 	double *ht = NULL, *in = NULL;
 	lomas_status st = LOMAS_OK;
 	memset(fixed, 0, n);
-	if (!tab.s || !key || !thread) {
-		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++) {
-		const lomas_sample *s = &p->samples.items[i];
-		thread[i] = m->groups[start_group[i]].thread;
-		key[i] = 0;
-		/* Reuses inside one group only: a crossing one's interval mixes groups. */
-		if (s->state != LOMAS_SAMPLE_REUSED || end_group[i] != start_group[i])
-			continue;
-		key[i] = class_key(s, thread[i]);
-	}
-	if (!(sketch = sketch_counts(key, n))) {
+	if (!tab.s || !(sketch = sketch_counts(key, n))) {
 		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 		goto out;
 	}
@@ -171,31 +157,41 @@ lomas_status model_classes(const lomas_profile *p, const uint32_t *start_group,
 			x->id = (uint32_t)++ncls;
 		cls[i] = x->id - 1;
 	}
-	m->fix = malloc((nfix ? nfix : 1) * sizeof *m->fix);
-	ht = malloc((nfix ? nfix : 1) * sizeof *ht);
-	in = malloc((nfix ? nfix : 1) * sizeof *in);
+	if (nfix == 0)
+		goto out;
+	m->fix = malloc(nfix * sizeof *m->fix);
+	ht = malloc(nfix * sizeof *ht);
+	in = malloc(nfix * sizeof *in);
 	/* slot[i]: 1 + sample i's place among the fixed ones . */
 	slot = malloc((n ? n : 1) * sizeof *slot);
-	if (!m->fix || !ht || !in || !slot) {
+	if (!one)
+		thread = malloc((n ? n : 1) * sizeof *thread);
+	if (!m->fix || !ht || !in || !slot || (!one && !thread)) {
 		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 		goto out;
 	}
-	for (size_t i = 0, k = 0; i < n; i++)
+	for (size_t i = 0, k = 0; i < n; i++) {
 		slot[i] = fixed[i] ? (uint32_t)++k : 0;
-	if (nfix && (st = model_interval_counts(p, thread, slot, ht, in)))
+		if (thread)
+			thread[i] = m->pieces.items[sample_piece[i]].thread;
+	}
+	if ((st = model_interval_counts(p, thread, slot, ht, in)))
 		goto out;
 	for (size_t i = 0; i < n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
+		uint32_t g0;
 		if (!fixed[i])
 			continue;
+		/* Only reuses inside one group have a key: they end in g0 too. */
+		g0 = m->piece_group[sample_piece[i]];
 		m->fix[m->nfix] = (model_fix){.s = s->start,
 		                              .e = s->end,
 		                              .w = s->weight,
 		                              .ht = ht[m->nfix],
 		                              .in = in[m->nfix],
 		                              .d = (double)sample_distance(s),
-		                              .g0 = start_group[i],
-		                              .g1 = end_group[i],
+		                              .g0 = g0,
+		                              .g1 = g0,
 		                              .cls = cls[i]};
 		m->nfix++;
 	}
@@ -203,7 +199,6 @@ lomas_status model_classes(const lomas_profile *p, const uint32_t *start_group,
 out:
 	free(sketch);
 	free(tab.s);
-	free(key);
 	free(thread);
 	free(ht);
 	free(in);

@@ -97,9 +97,24 @@ static inline uint64_t tv_end(const thread_view *t, size_t r)
 	return s->state == LOMAS_SAMPLE_REUSED ? s->end : UINT64_MAX;
 }
 
-/* First rank in [lo, hi) whose start is greater than v. */
+/*
+ * First rank in [lo, hi) whose start is greater than v: galloping from lo
+ * (a reuse's interval holds few samples, and a binary search over the
+ * whole thread costs a cache miss per probe).
+ */
 static size_t upper_start(const thread_view *t, size_t lo, size_t hi, uint64_t v)
 {
+	size_t step = 1;
+	while (lo < hi && tv_start(t, lo) <= v) {
+		size_t next = lo + step;
+		if (next >= hi || tv_start(t, next) > v) {
+			hi = next < hi ? next : hi;
+			lo++;
+			break;
+		}
+		lo = next + 1;
+		step *= 2;
+	}
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		if (tv_start(t, mid) <= v)
@@ -228,7 +243,7 @@ lomas_status model_interval_counts(const lomas_profile *p, const uint32_t *threa
 	size_t *off = NULL;
 	lomas_status st = LOMAS_OK;
 	bool one = true;
-	for (size_t i = 0; i < n; i++) {
+	for (size_t i = 0; thread && i < n; i++) {
 		nt = thread[i] + 1u > nt ? thread[i] + 1u : nt;
 		one = one && thread[i] == thread[0] &&
 		      (i == 0 || p->samples.items[i - 1].start <= p->samples.items[i].start);
