@@ -100,7 +100,9 @@ lomas_status model_sample_miss_probs(const lomas_profile *p, lomas_policy policy
 	if (!(lines >= 1.0))
 		return error_set(LOMAS_EINVAL, "a cache of %g lines cannot be modelled", lines);
 	/* One group per window: group g is window g, in window order. */
-	model_opts o = {.grouping = MODEL_GROUP_WINDOW, .lru = policy == LOMAS_POLICY_LRU};
+	model_opts o = {.grouping = MODEL_GROUP_WINDOW,
+	                .lru = policy == LOMAS_POLICY_LRU,
+	                .moments = policy == LOMAS_POLICY_RANDOM}; /* Brent needs the moments */
 	if ((st = model_data_build(p, &o, &m)))
 		return st;
 	if (m.ngroups != p->windows.n) {
