@@ -115,85 +115,82 @@ static bool sketch_may_reach(const uint8_t *c, uint64_t key)
 }
 
 lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece, uint64_t *key,
-                           bool one, model_data *m, uint8_t *fixed)
+                           bool one, model_data *m, uint32_t **fixed, size_t *nfixed)
 {
-	size_t n = p->samples.n, nfix = 0, ncls = 0;
+	size_t n = p->samples.n, nfix = 0, npass = 0, ncls = 0;
 	ctable tab = {calloc(4096, sizeof(cslot)), 4096, 0};
-	uint32_t *thread = NULL, *cls = NULL, *slot = NULL;
+	uint32_t *thread = NULL, *pass = NULL, *cls = NULL;
 	uint8_t *sketch = NULL;
 	double *ht = NULL, *in = NULL;
 	lomas_status st = LOMAS_OK;
-	memset(fixed, 0, n);
+	*fixed = NULL;
+	*nfixed = 0;
 	if (!tab.s || !(sketch = sketch_counts(key, n))) {
 		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 		goto out;
 	}
+	/* The samples whose key may reach a class, listed (in key's storage, which they pass). */
+	pass = (uint32_t *)(void *)key;
 	for (size_t i = 0; i < n; i++) {
-		if (!key[i])
+		uint64_t k = key[i];
+		if (!k || !sketch_may_reach(sketch, k))
 			continue;
-		if (!sketch_may_reach(sketch, key[i])) {
-			key[i] = 0;
-			continue;
-		}
-		if (!ctable_add(&tab, key[i])) {
+		if (!ctable_add(&tab, k)) {
 			st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 			goto out;
 		}
+		/* pass[npass] lies in key[npass / 2] <= key[i]: already read. */
+		pass[npass++] = (uint32_t)i;
 	}
-	/* cls[i] reuses key's storage: the class of each fixed sample. */
-	cls = (uint32_t *)(void *)key;
-	for (size_t i = 0; i < n; i++) {
-		cslot *x;
-		uint64_t k = key[i];
-		cls[i] = UINT32_MAX;
-		if (!k)
-			continue;
-		x = ctable_find(&tab, k);
+	/* Their keys once more (few): hashed again from the samples. */
+	cls = malloc((npass ? npass : 1) * sizeof *cls);
+	if (!cls) {
+		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
+		goto out;
+	}
+	for (size_t j = 0; j < npass; j++) {
+		uint32_t i = pass[j];
+		uint64_t k =
+		    model_class_key(&p->samples.items[i], m->pieces.items[sample_piece[i]].thread);
+		cslot *x = ctable_find(&tab, k);
 		if (x->count < MODEL_CLASS_MIN)
 			continue;
-		fixed[i] = 1;
-		nfix++;
 		if (!x->id)
 			x->id = (uint32_t)++ncls;
-		cls[i] = x->id - 1;
+		pass[nfix] = i;
+		cls[nfix++] = x->id - 1;
 	}
 	if (nfix == 0)
 		goto out;
 	m->fix = malloc(nfix * sizeof *m->fix);
 	ht = malloc(nfix * sizeof *ht);
 	in = malloc(nfix * sizeof *in);
-	/* slot[i]: 1 + sample i's place among the fixed ones . */
-	slot = malloc((n ? n : 1) * sizeof *slot);
+	*fixed = malloc(nfix * sizeof **fixed);
 	if (!one)
 		thread = malloc((n ? n : 1) * sizeof *thread);
-	if (!m->fix || !ht || !in || !slot || (!one && !thread)) {
+	if (!m->fix || !ht || !in || !*fixed || (!one && !thread)) {
 		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 		goto out;
 	}
-	for (size_t i = 0, k = 0; i < n; i++) {
-		slot[i] = fixed[i] ? (uint32_t)++k : 0;
-		if (thread)
-			thread[i] = m->pieces.items[sample_piece[i]].thread;
-	}
-	if ((st = model_interval_counts(p, thread, slot, ht, in)))
+	memcpy(*fixed, pass, nfix * sizeof *pass);
+	*nfixed = nfix;
+	for (size_t i = 0; thread && i < n; i++)
+		thread[i] = m->pieces.items[sample_piece[i]].thread;
+	if ((st = model_interval_counts(p, thread, *fixed, nfix, ht, in)))
 		goto out;
-	for (size_t i = 0; i < n; i++) {
-		const lomas_sample *s = &p->samples.items[i];
-		uint32_t g0;
-		if (!fixed[i])
-			continue;
+	for (size_t j = 0; j < nfix; j++) {
+		const lomas_sample *s = &p->samples.items[(*fixed)[j]];
 		/* Only reuses inside one group have a key: they end in g0 too. */
-		g0 = m->piece_group[sample_piece[i]];
-		m->fix[m->nfix] = (model_fix){.s = s->start,
-		                              .e = s->end,
-		                              .w = s->weight,
-		                              .ht = ht[m->nfix],
-		                              .in = in[m->nfix],
-		                              .d = (double)sample_distance(s),
-		                              .g0 = g0,
-		                              .g1 = g0,
-		                              .cls = cls[i]};
-		m->nfix++;
+		uint32_t g0 = m->piece_group[sample_piece[(*fixed)[j]]];
+		m->fix[m->nfix++] = (model_fix){.s = s->start,
+		                                .e = s->end,
+		                                .w = s->weight,
+		                                .ht = ht[j],
+		                                .in = in[j],
+		                                .d = (double)sample_distance(s),
+		                                .g0 = g0,
+		                                .g1 = g0,
+		                                .cls = cls[j]};
 	}
 	m->nclass = ncls;
 out:
@@ -202,6 +199,11 @@ out:
 	free(thread);
 	free(ht);
 	free(in);
-	free(slot);
+	free(cls);
+	if (st) {
+		free(*fixed);
+		*fixed = NULL;
+		*nfixed = 0;
+	}
 	return st;
 }

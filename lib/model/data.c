@@ -487,7 +487,8 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	size_t nfin = 0, maxg = 0, ncand = 0, ns = p->samples.n, np;
 	size_t *cur = NULL, *count = NULL;
 	uint32_t *sample_piece = NULL;
-	uint8_t *fixed = NULL, *sample_bin = NULL;
+	uint8_t *sample_bin = NULL;
+	uint32_t *fixed = NULL;
 	uint64_t *key = NULL;
 	piece_sum *ps = NULL;
 	cand *cd = NULL;
@@ -558,17 +559,18 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 		maxg = c > maxg ? c : maxg;
 	}
 	if (classes) {
-		if (!(fixed = calloc(ns ? ns : 1, 1))) {
-			st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
-			goto out;
-		}
-		if ((st = model_classes(p, sample_piece, key, one, m, fixed)))
+		size_t nfixed = 0;
+		if ((st = model_classes(p, sample_piece, key, one, m, &fixed, &nfixed)))
 			goto out;
 		/* Entries are the finite samples in sample order (bins below 128). */
-		for (size_t i = 0, k = 0; m->nfix && i < ns; i++) {
+		for (size_t i = 0, k = 0, j = 0; j < nfixed; i++) {
 			if (sample_bin[i] >= 128)
 				continue;
-			e[k++].key |= fixed[i] ? E_FIXED : 0u;
+			if (i == fixed[j]) {
+				e[k].key |= E_FIXED;
+				j++;
+			}
+			k++;
 		}
 	}
 	tmp = malloc(((in_order ? maxg : nfin) ? (in_order ? maxg : nfin) : 1) * sizeof *tmp);

@@ -174,25 +174,26 @@ uint8_t model_seg_bin(const lomas_sample *s);
 uint64_t model_class_key(const lomas_sample *s, uint32_t thread);
 
 /*
- * Classify p's finite samples (classes.c): fixed[i] = 1 for the samples of
- * classes of at least MODEL_CLASS_MIN; m->fix gets them with their own
- * interval counts. sample_piece: each sample's piece; key: each sample's
- * class key (model_class_key), 0 for the samples that have none (not
- * reused, or reused across groups); consumed. one: the samples are of one
- * thread, in start order.
+ * Classify p's finite samples (classes.c): *fixed (malloc'd) lists, in
+ * sample order, the *nfixed samples of classes of at least
+ * MODEL_CLASS_MIN; m->fix gets them with their own interval counts.
+ * sample_piece: each sample's piece; key: each sample's class key
+ * (model_class_key), 0 for the samples that have none (not reused, or
+ * reused across groups); its storage is used up. one: the samples are of
+ * one thread, in start order.
  */
 lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece, uint64_t *key,
-                           bool one, model_data *m, uint8_t *fixed);
+                           bool one, model_data *m, uint32_t **fixed, size_t *nfixed);
 
 /*
- * For the samples i with want[i] != 0, into ht[want[i] - 1]: the
- * Horvitz-Thompson count of references strictly inside (start, end) whose
- * reuse ends beyond end, from the samples of the same thread[] (NULL: all
- * of one thread, in start order), and into in[want[i] - 1] that of all the
- * references inside (interval.c).
+ * For the samples list[0..nlist) (ascending indices), into ht[k] for
+ * list[k]: the Horvitz-Thompson count of references strictly inside
+ * (start, end) whose reuse ends beyond end, from the samples of the same
+ * thread[] (NULL: all of one thread, in start order), and into in[k] that
+ * of all the references inside (interval.c).
  */
 lomas_status model_interval_counts(const lomas_profile *p, const uint32_t *thread,
-                                   const uint32_t *want, double *ht, double *in);
+                                   const uint32_t *list, size_t nlist, double *ht, double *in);
 
 /*
  * How the curves average their per-group miss ratios: weighted by the
