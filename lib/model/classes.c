@@ -79,85 +79,65 @@ static bool ctable_add(ctable *t, uint64_t key)
 	return true;
 }
 
-/*
- * A filter before the exact count: two rows of 2^18 saturating byte
- * counters indexed by different bits of the key; a key counted fewer than
- * MODEL_CLASS_MIN times in either row cannot make a class. Most keys of a
- * program with few instructions pass (and are counted exactly), most of a
- * profile with scattered instructions do not, and then the exact table stays
- * small (hashing every key of a million samples into it cost 300 ms, in
- * cache misses).
- */
-#define SKETCH_BITS 18
-
-static uint8_t *sketch_counts(const uint64_t *key, size_t n)
-{
-	uint8_t *c = calloc(2u << SKETCH_BITS, 1);
-	const size_t mask = ((size_t)1 << SKETCH_BITS) - 1;
-	if (!c)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		uint8_t *a = &c[key[i] & mask],
-		        *b = &c[(1u << SKETCH_BITS) + (key[i] >> 40 & mask)];
-		if (!key[i])
-			continue;
-		*a += *a < 255;
-		*b += *b < 255;
-	}
-	return c;
-}
-
+/* Whether key may reach MODEL_CLASS_MIN samples (model_sketch_add). */
 static bool sketch_may_reach(const uint8_t *c, uint64_t key)
 {
-	const size_t mask = ((size_t)1 << SKETCH_BITS) - 1;
+	const size_t mask = ((size_t)1 << MODEL_SKETCH_BITS) - 1;
 	return c[key & mask] >= MODEL_CLASS_MIN &&
-	       c[(1u << SKETCH_BITS) + (key >> 40 & mask)] >= MODEL_CLASS_MIN;
+	       c[(1u << MODEL_SKETCH_BITS) + (key >> 40 & mask)] >= MODEL_CLASS_MIN;
 }
 
 lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece, uint64_t *key,
-                           bool one, model_data *m, uint32_t **fixed, size_t *nfixed)
+                           const uint8_t *sketch, bool one, model_data *m, uint32_t **fixed,
+                           size_t *nfixed)
 {
-	size_t n = p->samples.n, nfix = 0, npass = 0, ncls = 0;
+	size_t n = p->samples.n, nfix = 0, npass = 0, cap = 0, ncls = 0;
 	ctable tab = {calloc(4096, sizeof(cslot)), 4096, 0};
 	uint32_t *thread = NULL, *pass = NULL, *cls = NULL;
-	uint8_t *sketch = NULL;
 	double *ht = NULL, *in = NULL;
 	lomas_status st = LOMAS_OK;
 	*fixed = NULL;
 	*nfixed = 0;
-	if (!tab.s || !(sketch = sketch_counts(key, n))) {
+	if (!tab.s) {
 		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 		goto out;
 	}
-	/* The samples whose key may reach a class, listed (in key's storage, which they pass). */
-	pass = (uint32_t *)(void *)key;
+	/*
+	 * The samples whose key may reach a class: their keys packed at the
+	 * front of key (npass <= i: key[i] is read before key[npass] is
+	 * written), their indices listed in pass.
+	 */
 	for (size_t i = 0; i < n; i++) {
 		uint64_t k = key[i];
 		if (!k || !sketch_may_reach(sketch, k))
 			continue;
+		if (npass == cap) {
+			uint32_t *q = realloc(pass, (cap = cap ? 2 * cap : 1024) * sizeof *pass);
+			if (!q) {
+				st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
+				goto out;
+			}
+			pass = q;
+		}
 		if (!ctable_add(&tab, k)) {
 			st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 			goto out;
 		}
-		/* pass[npass] lies in key[npass / 2] <= key[i]: already read. */
+		key[npass] = k;
 		pass[npass++] = (uint32_t)i;
 	}
-	/* Their keys once more (few): hashed again from the samples. */
 	cls = malloc((npass ? npass : 1) * sizeof *cls);
 	if (!cls) {
 		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 		goto out;
 	}
 	for (size_t j = 0; j < npass; j++) {
-		uint32_t i = pass[j];
-		uint64_t k =
-		    model_class_key(&p->samples.items[i], m->pieces.items[sample_piece[i]].thread);
-		cslot *x = ctable_find(&tab, k);
+		cslot *x = ctable_find(&tab, key[j]);
 		if (x->count < MODEL_CLASS_MIN)
 			continue;
 		if (!x->id)
 			x->id = (uint32_t)++ncls;
-		pass[nfix] = i;
+		pass[nfix] = pass[j];
 		cls[nfix++] = x->id - 1;
 	}
 	if (nfix == 0)
@@ -194,7 +174,7 @@ lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece,
 	}
 	m->nclass = ncls;
 out:
-	free(sketch);
+	free(pass);
 	free(tab.s);
 	free(thread);
 	free(ht);

@@ -388,26 +388,45 @@ typedef struct cand {
  */
 static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t *sample_piece,
                                 uint8_t *sample_bin, piece_sum *ps, entry *e, size_t *nfin,
-                                cand *cd, size_t *ncand, uint64_t *key, bool *in_order, bool *one)
+                                cand *cd, size_t *ncand, uint64_t *key, uint8_t *sketch,
+                                bool *in_order, bool *one)
 {
 	const model_pieces *pc = &m->pieces;
-	size_t nf = 0, nc = 0, last = 0;
-	uint64_t last_start = 0;
+	size_t nf = 0, nc = 0, last = 0, first = 0, k = 0;
+	uint64_t last_start = 0, wstart = 0, cut[MODEL_PIECES_PER_WINDOW] = {0};
+	uint32_t window = UINT32_MAX;
 	bool ord = true, single = true;
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
 		lomas_status st = check_sample(p, i, s);
 		if (st)
 			return st;
-		size_t k = model_piece_of(pc, &p->windows.items[s->window], s->window, s->start);
-		const model_piece *x = &pc->items[k];
-		piece_sum *q = &ps[k];
+		if (s->window != window) {
+			/*
+			 * The window's pieces start where floor(off k / refs) steps
+			 * (model_piece_of): at off = ceil(j refs / k). Samples come
+			 * window by window, so this is once per window.
+			 */
+			const lomas_window *w = &p->windows.items[s->window];
+			window = s->window;
+			wstart = w->start;
+			first = pc->wfirst[window];
+			k = w->refs > 0 ? pc->wcount[window] : 1;
+			for (size_t j = 1; j < k; j++)
+				cut[j] = (uint64_t)(((unsigned __int128)j * w->refs + k - 1) / k);
+		}
+		uint64_t off = s->start > wstart ? s->start - wstart : 0;
+		size_t kk = first;
+		for (size_t j = 1; j < k; j++)
+			kk += off >= cut[j];
+		const model_piece *x = &pc->items[kk];
+		piece_sum *q = &ps[kk];
 		uint8_t bin = model_seg_bin(s);
-		sample_piece[i] = (uint32_t)k;
+		sample_piece[i] = (uint32_t)kk;
 		sample_bin[i] = bin;
-		ord = ord && k >= last;
+		ord = ord && kk >= last;
 		single = single && x->thread == pc->items[0].thread && s->start >= last_start;
-		last = k;
+		last = kk;
 		last_start = s->start;
 		q->S += s->weight;
 		q->n++;
@@ -423,8 +442,10 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 				cd[nc++] = (cand){s->end, (uint32_t)i, (uint32_t)nf};
 			else
 				q->Wi += s->weight;
-			if (key)
+			if (key) {
 				key[i] = model_class_key(s, x->thread);
+				model_sketch_add(sketch, key[i]);
+			}
 			nf++;
 		} else if (s->state == LOMAS_SAMPLE_DANGLING) {
 			q->D += s->weight;
@@ -487,7 +508,7 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	size_t nfin = 0, maxg = 0, ncand = 0, ns = p->samples.n, np;
 	size_t *cur = NULL, *count = NULL;
 	uint32_t *sample_piece = NULL;
-	uint8_t *sample_bin = NULL;
+	uint8_t *sample_bin = NULL, *sketch = NULL;
 	uint32_t *fixed = NULL;
 	uint64_t *key = NULL;
 	piece_sum *ps = NULL;
@@ -511,13 +532,14 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	e = malloc((ns ? ns : 1) * sizeof *e);
 	cd = malloc((ns ? ns : 1) * sizeof *cd);
 	key = classes ? malloc((ns ? ns : 1) * sizeof *key) : NULL;
+	sketch = classes ? calloc((size_t)2 << MODEL_SKETCH_BITS, 1) : NULL;
 	count = malloc(2048 * sizeof *count);
 	if (!m->piece_group || !ps || !sample_piece || !sample_bin || !e || !cd || !count ||
-	    (classes && !key)) {
+	    (classes && (!key || !sketch))) {
 		st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 		goto out;
 	}
-	if ((st = sample_pass(p, m, sample_piece, sample_bin, ps, e, &nfin, cd, &ncand, key,
+	if ((st = sample_pass(p, m, sample_piece, sample_bin, ps, e, &nfin, cd, &ncand, key, sketch,
 	                      &in_order, &one)))
 		goto out;
 	if ((st = make_groups(o, sample_piece, sample_bin, ns, m)))
@@ -560,7 +582,7 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	}
 	if (classes) {
 		size_t nfixed = 0;
-		if ((st = model_classes(p, sample_piece, key, one, m, &fixed, &nfixed)))
+		if ((st = model_classes(p, sample_piece, key, sketch, one, m, &fixed, &nfixed)))
 			goto out;
 		/* Entries are the finite samples in sample order (bins below 128). */
 		for (size_t i = 0, k = 0, j = 0; j < nfixed; i++) {
@@ -606,6 +628,7 @@ out:
 	free(ps);
 	free(cd);
 	free(key);
+	free(sketch);
 	free(fixed);
 	free(cur);
 	free(count);

@@ -179,11 +179,32 @@ uint64_t model_class_key(const lomas_sample *s, uint32_t thread);
  * MODEL_CLASS_MIN; m->fix gets them with their own interval counts.
  * sample_piece: each sample's piece; key: each sample's class key
  * (model_class_key), 0 for the samples that have none (not reused, or
- * reused across groups); its storage is used up. one: the samples are of
- * one thread, in start order.
+ * reused across groups); its storage is used up. sketch: the keys counted
+ * (model_sketch_add). one: the samples are of one thread, in start order.
  */
 lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece, uint64_t *key,
-                           bool one, model_data *m, uint32_t **fixed, size_t *nfixed);
+                           const uint8_t *sketch, bool one, model_data *m, uint32_t **fixed,
+                           size_t *nfixed);
+
+/*
+ * A filter before the exact count of the classes: two rows of
+ * 2^MODEL_SKETCH_BITS saturating byte counters indexed by different bits
+ * of the key (2 << MODEL_SKETCH_BITS bytes, zeroed); a key counted fewer
+ * than MODEL_CLASS_MIN times in either row cannot make a class. Most keys
+ * of a program with few instructions pass (and are counted exactly), most
+ * of a profile with scattered instructions do not, and then the exact
+ * table stays small (hashing every key of a million samples into it cost
+ * 300 ms, in cache misses). Counted as the keys are made.
+ */
+#define MODEL_SKETCH_BITS 18
+
+static inline void model_sketch_add(uint8_t *c, uint64_t key)
+{
+	const size_t mask = ((size_t)1 << MODEL_SKETCH_BITS) - 1;
+	uint8_t *a = &c[key & mask], *b = &c[((size_t)1 << MODEL_SKETCH_BITS) + (key >> 40 & mask)];
+	*a += *a < 255;
+	*b += *b < 255;
+}
 
 /*
  * For the samples list[0..nlist) (ascending indices), into ht[k] for
