@@ -37,7 +37,7 @@ static uint64_t mix64(uint64_t z)
  * and the distance's 1/8 octave (the octave and the 3 bits after its
  * leading one).
  */
-static uint64_t class_key(const lomas_sample *s, uint32_t thread)
+uint64_t model_class_key(const lomas_sample *s, uint32_t thread)
 {
 	uint64_t v = sample_distance(s) + 1, h;
 	unsigned k = v ? 63u - (unsigned)__builtin_clzll(v) : 64u;
@@ -79,134 +79,111 @@ static bool ctable_add(ctable *t, uint64_t key)
 	return true;
 }
 
-/*
- * A filter before the exact count: two rows of 2^18 saturating byte
- * counters indexed by different bits of the key; a key counted fewer than
- * MODEL_CLASS_MIN times in either row cannot make a class. Most keys of a
- * program with few instructions pass (and are counted exactly), most of a
- * profile with scattered instructions do not, and then the exact table stays
- * small (hashing every key of a million samples into it cost 300 ms, in
- * cache misses).
- */
-#define SKETCH_BITS 18
-
-static uint8_t *sketch_counts(const uint64_t *key, size_t n)
-{
-	uint8_t *c = calloc(2u << SKETCH_BITS, 1);
-	const size_t mask = ((size_t)1 << SKETCH_BITS) - 1;
-	if (!c)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		uint8_t *a = &c[key[i] & mask],
-		        *b = &c[(1u << SKETCH_BITS) + (key[i] >> 40 & mask)];
-		if (!key[i])
-			continue;
-		*a += *a < 255;
-		*b += *b < 255;
-	}
-	return c;
-}
-
+/* Whether key may reach MODEL_CLASS_MIN samples (model_sketch_add). */
 static bool sketch_may_reach(const uint8_t *c, uint64_t key)
 {
-	const size_t mask = ((size_t)1 << SKETCH_BITS) - 1;
+	const size_t mask = ((size_t)1 << MODEL_SKETCH_BITS) - 1;
 	return c[key & mask] >= MODEL_CLASS_MIN &&
-	       c[(1u << SKETCH_BITS) + (key >> 40 & mask)] >= MODEL_CLASS_MIN;
+	       c[(1u << MODEL_SKETCH_BITS) + (key >> 40 & mask)] >= MODEL_CLASS_MIN;
 }
 
-lomas_status model_classes(const lomas_profile *p, const uint32_t *start_group,
-                           const uint32_t *end_group, model_data *m, uint8_t *fixed)
+lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece, uint64_t *key,
+                           const uint8_t *sketch, bool one, model_data *m, uint32_t **fixed,
+                           size_t *nfixed)
 {
-	size_t n = p->samples.n, nfix = 0, ncls = 0;
+	size_t n = p->samples.n, nfix = 0, npass = 0, cap = 0, ncls = 0;
 	ctable tab = {calloc(4096, sizeof(cslot)), 4096, 0};
-	uint64_t *key = malloc((n ? n : 1) * sizeof *key);
-	uint32_t *thread = malloc((n ? n : 1) * sizeof *thread), *cls = NULL, *slot = NULL;
-	uint8_t *sketch = NULL;
+	uint32_t *thread = NULL, *pass = NULL, *cls = NULL;
 	double *ht = NULL, *in = NULL;
 	lomas_status st = LOMAS_OK;
-	memset(fixed, 0, n);
-	if (!tab.s || !key || !thread) {
+	*fixed = NULL;
+	*nfixed = 0;
+	if (!tab.s) {
 		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 		goto out;
 	}
+	/*
+	 * The samples whose key may reach a class: their keys packed at the
+	 * front of key (npass <= i: key[i] is read before key[npass] is
+	 * written), their indices listed in pass.
+	 */
 	for (size_t i = 0; i < n; i++) {
-		const lomas_sample *s = &p->samples.items[i];
-		thread[i] = m->groups[start_group[i]].thread;
-		key[i] = 0;
-		/* Reuses inside one group only: a crossing one's interval mixes groups. */
-		if (s->state != LOMAS_SAMPLE_REUSED || end_group[i] != start_group[i])
+		uint64_t k = key[i];
+		if (!k || !sketch_may_reach(sketch, k))
 			continue;
-		key[i] = class_key(s, thread[i]);
-	}
-	if (!(sketch = sketch_counts(key, n))) {
-		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (!key[i])
-			continue;
-		if (!sketch_may_reach(sketch, key[i])) {
-			key[i] = 0;
-			continue;
+		if (npass == cap) {
+			uint32_t *q = realloc(pass, (cap = cap ? 2 * cap : 1024) * sizeof *pass);
+			if (!q) {
+				st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
+				goto out;
+			}
+			pass = q;
 		}
-		if (!ctable_add(&tab, key[i])) {
+		if (!ctable_add(&tab, k)) {
 			st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 			goto out;
 		}
+		key[npass] = k;
+		pass[npass++] = (uint32_t)i;
 	}
-	/* cls[i] reuses key's storage: the class of each fixed sample. */
-	cls = (uint32_t *)(void *)key;
-	for (size_t i = 0; i < n; i++) {
-		cslot *x;
-		uint64_t k = key[i];
-		cls[i] = UINT32_MAX;
-		if (!k)
-			continue;
-		x = ctable_find(&tab, k);
-		if (x->count < MODEL_CLASS_MIN)
-			continue;
-		fixed[i] = 1;
-		nfix++;
-		if (!x->id)
-			x->id = (uint32_t)++ncls;
-		cls[i] = x->id - 1;
-	}
-	m->fix = malloc((nfix ? nfix : 1) * sizeof *m->fix);
-	ht = malloc((nfix ? nfix : 1) * sizeof *ht);
-	in = malloc((nfix ? nfix : 1) * sizeof *in);
-	/* slot[i]: 1 + sample i's place among the fixed ones . */
-	slot = malloc((n ? n : 1) * sizeof *slot);
-	if (!m->fix || !ht || !in || !slot) {
+	cls = malloc((npass ? npass : 1) * sizeof *cls);
+	if (!cls) {
 		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 		goto out;
 	}
-	for (size_t i = 0, k = 0; i < n; i++)
-		slot[i] = fixed[i] ? (uint32_t)++k : 0;
-	if (nfix && (st = model_interval_counts(p, thread, slot, ht, in)))
-		goto out;
-	for (size_t i = 0; i < n; i++) {
-		const lomas_sample *s = &p->samples.items[i];
-		if (!fixed[i])
+	for (size_t j = 0; j < npass; j++) {
+		cslot *x = ctable_find(&tab, key[j]);
+		if (x->count < MODEL_CLASS_MIN)
 			continue;
-		m->fix[m->nfix] = (model_fix){.s = s->start,
-		                              .e = s->end,
-		                              .w = s->weight,
-		                              .ht = ht[m->nfix],
-		                              .in = in[m->nfix],
-		                              .d = (double)sample_distance(s),
-		                              .g0 = start_group[i],
-		                              .g1 = end_group[i],
-		                              .cls = cls[i]};
-		m->nfix++;
+		if (!x->id)
+			x->id = (uint32_t)++ncls;
+		pass[nfix] = pass[j];
+		cls[nfix++] = x->id - 1;
+	}
+	if (nfix == 0)
+		goto out;
+	m->fix = malloc(nfix * sizeof *m->fix);
+	ht = malloc(nfix * sizeof *ht);
+	in = malloc(nfix * sizeof *in);
+	*fixed = malloc(nfix * sizeof **fixed);
+	if (!one)
+		thread = malloc((n ? n : 1) * sizeof *thread);
+	if (!m->fix || !ht || !in || !*fixed || (!one && !thread)) {
+		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
+		goto out;
+	}
+	memcpy(*fixed, pass, nfix * sizeof *pass);
+	*nfixed = nfix;
+	for (size_t i = 0; thread && i < n; i++)
+		thread[i] = m->pieces.items[sample_piece[i]].thread;
+	if ((st = model_interval_counts(p, thread, *fixed, nfix, ht, in)))
+		goto out;
+	for (size_t j = 0; j < nfix; j++) {
+		const lomas_sample *s = &p->samples.items[(*fixed)[j]];
+		/* Only reuses inside one group have a key: they end in g0 too. */
+		uint32_t g0 = m->piece_group[sample_piece[(*fixed)[j]]];
+		m->fix[m->nfix++] = (model_fix){.s = s->start,
+		                                .e = s->end,
+		                                .w = s->weight,
+		                                .ht = ht[j],
+		                                .in = in[j],
+		                                .d = (double)sample_distance(s),
+		                                .g0 = g0,
+		                                .g1 = g0,
+		                                .cls = cls[j]};
 	}
 	m->nclass = ncls;
 out:
-	free(sketch);
+	free(pass);
 	free(tab.s);
-	free(key);
 	free(thread);
 	free(ht);
 	free(in);
-	free(slot);
+	free(cls);
+	if (st) {
+		free(*fixed);
+		*fixed = NULL;
+		*nfixed = 0;
+	}
 	return st;
 }

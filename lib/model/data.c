@@ -37,58 +37,43 @@ static void entry_isort(entry *a, size_t n)
 }
 
 /*
- * Sort a group's entries by key: LSD radix sort on the bytes the keys use
- * (windows hold a few hundred samples, where comparison sorts lose most of
- * their time to mispredicted branches). tmp holds n.
+ * Sort a group's entries by key: LSD radix sort on the digits where the
+ * keys differ (windows hold a few hundred samples, where comparison sorts
+ * lose most of their time to mispredicted branches). 8-bit digits for
+ * small groups, 11-bit ones for large (a 30-bit key in 3 passes, not 4).
+ * tmp holds n; count holds 2048.
  */
-static void entry_sort(entry *a, size_t n, entry *tmp)
+static void entry_sort(entry *a, size_t n, entry *tmp, size_t *count)
 {
-	uint64_t max = 0;
+	uint64_t all_or = 0, all_and = UINT64_MAX;
 	entry *src = a, *dst = tmp;
-	size_t *count;
+	int bits = n < 4096 ? 8 : 11;
+	size_t nb = (size_t)1 << bits, mask = nb - 1;
 	if (n <= 32) {
 		entry_isort(a, n);
 		return;
 	}
-	for (size_t i = 0; i < n; i++)
-		max |= a[i].key;
-	/* 11-bit digits: a 30-bit key (distances under 2^28) in 3 passes, not 4. */
-	count = malloc(2048 * sizeof *count);
-	if (!count) {
-		/* Out of memory for 16 KiB: sort with the stack's 8-bit digits. */
-		for (int shift = 0; shift < 64 && (max >> shift) != 0; shift += 8) {
-			size_t c8[256] = {0}, sum = 0;
-			for (size_t i = 0; i < n; i++)
-				c8[(src[i].key >> shift) & 0xff]++;
-			for (int b = 0; b < 256; b++) {
-				size_t c = c8[b];
-				c8[b] = sum;
-				sum += c;
-			}
-			for (size_t i = 0; i < n; i++)
-				dst[c8[(src[i].key >> shift) & 0xff]++] = src[i];
-			entry *t = src;
-			src = dst;
-			dst = t;
+	for (size_t i = 0; i < n; i++) {
+		all_or |= a[i].key;
+		all_and &= a[i].key;
+	}
+	for (int shift = 0; shift < 64 && ((all_or ^ all_and) >> shift) != 0; shift += bits) {
+		size_t sum = 0;
+		if ((((all_or ^ all_and) >> shift) & mask) == 0)
+			continue; /* every key has the same digit here */
+		memset(count, 0, nb * sizeof *count);
+		for (size_t i = 0; i < n; i++)
+			count[(src[i].key >> shift) & mask]++;
+		for (size_t b = 0; b < nb; b++) {
+			size_t c = count[b];
+			count[b] = sum;
+			sum += c;
 		}
-	} else {
-		for (int shift = 0; shift < 64 && (max >> shift) != 0; shift += 11) {
-			size_t sum = 0;
-			memset(count, 0, 2048 * sizeof *count);
-			for (size_t i = 0; i < n; i++)
-				count[(src[i].key >> shift) & 0x7ff]++;
-			for (int b = 0; b < 2048; b++) {
-				size_t c = count[b];
-				count[b] = sum;
-				sum += c;
-			}
-			for (size_t i = 0; i < n; i++)
-				dst[count[(src[i].key >> shift) & 0x7ff]++] = src[i];
-			entry *t = src;
-			src = dst;
-			dst = t;
-		}
-		free(count);
+		for (size_t i = 0; i < n; i++)
+			dst[count[(src[i].key >> shift) & mask]++] = src[i];
+		entry *t = src;
+		src = dst;
+		dst = t;
 	}
 	if (src != a)
 		memcpy(a, src, n * sizeof *a);
@@ -101,12 +86,12 @@ void model_data_free(model_data *m)
 	free(m->dangling);
 	free(m->dangling_w2);
 	free(m->d);
-	free(m->w);
 	free(m->wi);
 	free(m->wl);
 	free(m->fix);
 	free(m->piece_group);
 	free(m->distinct);
+	free(m->sampled);
 	model_pieces_free(&m->pieces);
 	free(m->pw);
 	free(m->pwd);
@@ -224,24 +209,87 @@ static lomas_status make_groups(const model_opts *o, const uint32_t *sample_piec
 }
 
 /*
- * Sort and deduplicate each group's entries; the arrays and prefix sums the
- * policy needs (lru: w, wl, pw, pwd; random: wi, and with moments pwi,
- * pwdi, pwd2i for the per-size solver); group moments.
+ * Distances below DENSE_D in a group of at least DENSE_MIN finite samples
+ * are summed in a table indexed by distance (in cache: 1.8 MiB) rather
+ * than sorted: most reuses are short, and the sort of a million entries
+ * was most of a curve's time. Sums per distance in sample order either way.
  */
-static lomas_status finish_groups(model_data *m, entry *e, const size_t *cur, size_t maxg, bool lru,
-                                  bool moments)
+#define DENSE_D 65536
+#define DENSE_MIN 16384
+
+typedef struct dense {
+	double w[DENSE_D], wi[DENSE_D], wl[DENSE_D];
+	uint32_t n[DENSE_D];
+} dense;
+
+/* The running sums of one group while its distances are written out in order. */
+typedef struct fin_acc {
+	size_t start, out_n;
+	double pa, pb, pai, pbi, pci, w0i;
+	bool lru, moments;
+} fin_acc;
+
+/* Add weight w (wi of it inside, wl inside and in no corrected class) at distance d. */
+static inline void fin_put(model_data *m, const model_group *gr, fin_acc *f, uint64_t d, double w,
+                           double wi, double wl)
 {
-	size_t ng = m->ngroups, out_n = 0, nfin = 0;
-	entry *tmp = malloc((maxg ? maxg : 1) * sizeof *tmp);
-	bool ok = tmp != NULL;
-	for (size_t g = 0; g < ng; g++)
+	if (f->out_n == f->start || m->d[f->out_n - 1] != (double)d) {
+		size_t q = gr->pre + (f->out_n - f->start);
+		m->d[f->out_n] = (double)d;
+		if (f->lru) {
+			m->wl[f->out_n] = 0.0;
+			m->pw[q] = f->pa;
+			m->pwd[q] = f->pb;
+		} else {
+			m->wi[f->out_n] = 0.0;
+			if (f->moments) {
+				m->pwi[q] = f->pai;
+				m->pwdi[q] = f->pbi;
+				m->pwd2i[q] = f->pci;
+			}
+		}
+		f->out_n++;
+	}
+	if (f->lru)
+		m->wl[f->out_n - 1] += wl;
+	else
+		m->wi[f->out_n - 1] += wi;
+	f->w0i += d == 0 ? wi : 0.0;
+	f->pa += w;
+	f->pb += w * (double)d;
+	f->pai += wi;
+	f->pbi += wi * (double)d;
+	f->pci += wi * (double)d * (double)d;
+}
+
+static inline void fin_put_entry(model_data *m, const model_group *gr, fin_acc *f, const entry *x)
+{
+	double wi = x->key & E_INSIDE ? x->w : 0.0;
+	double wl = (x->key & (E_INSIDE | E_FIXED)) == E_INSIDE ? x->w : 0.0;
+	fin_put(m, gr, f, x->key >> 2, x->w, wi, wl);
+}
+
+/*
+ * Sort and deduplicate each group's entries [off, cur[g]); the arrays and
+ * prefix sums the policy needs (lru: wl, pw, pwd; random: wi, and with
+ * moments pwi, pwdi, pwd2i for the per-size solver); group moments. tmp
+ * holds the largest group; count 2048.
+ */
+static lomas_status finish_groups(model_data *m, entry *e, const size_t *cur, entry *tmp,
+                                  size_t *count, bool lru, bool moments)
+{
+	size_t ng = m->ngroups, nfin = 0, maxg = 0;
+	dense *h = NULL;
+	bool ok = true;
+	for (size_t g = 0; g < ng; g++) {
 		nfin += cur[g] - m->groups[g].off;
+		maxg = cur[g] - m->groups[g].off > maxg ? cur[g] - m->groups[g].off : maxg;
+	}
 	size_t np = nfin + ng + 1, nd = nfin ? nfin : 1;
 #define ALLOC(f, k, want) \
 	if (want)         \
 	ok = ok && (m->f = malloc((k) * sizeof *m->f)) != NULL
 	ALLOC(d, nd, true);
-	ALLOC(w, nd, lru);
 	ALLOC(wl, nd, lru);
 	ALLOC(pw, np, lru);
 	ALLOC(pwd, np, lru);
@@ -250,68 +298,63 @@ static lomas_status finish_groups(model_data *m, entry *e, const size_t *cur, si
 	ALLOC(pwdi, np, !lru && moments);
 	ALLOC(pwd2i, np, !lru && moments);
 #undef ALLOC
-	if (!ok) {
-		free(tmp);
+	if (ok && maxg >= DENSE_MIN)
+		ok = (h = malloc(sizeof *h)) != NULL;
+	if (!ok)
 		return error_set(LOMAS_ENOMEM, "out of memory preparing the model");
-	}
+	fin_acc f = {.lru = lru, .moments = moments};
 	for (size_t g = 0; g < ng; g++) {
 		model_group *gr = &m->groups[g];
-		size_t a = gr->off, b = cur[g], start = out_n;
-		double pa = 0, pb = 0, pai = 0, pbi = 0, pci = 0, w0i = 0;
-		entry_sort(e + a, b - a, tmp);
-		gr->pre = start + g;
-		for (size_t i = a; i < b; i++) {
-			uint64_t d = e[i].key >> 2;
-			double w = e[i].w, wi = e[i].key & E_INSIDE ? w : 0.0;
-			if (out_n == start || m->d[out_n - 1] != (double)d) {
-				size_t q = gr->pre + (out_n - start);
-				m->d[out_n] = (double)d;
-				if (lru) {
-					m->w[out_n] = m->wl[out_n] = 0.0;
-					m->pw[q] = pa;
-					m->pwd[q] = pb;
-				} else {
-					m->wi[out_n] = 0.0;
-					if (moments) {
-						m->pwi[q] = pai;
-						m->pwdi[q] = pbi;
-						m->pwd2i[q] = pci;
-					}
+		size_t a = gr->off, b = cur[g];
+		f = (fin_acc){.start = f.out_n, .out_n = f.out_n, .lru = lru, .moments = moments};
+		gr->pre = f.start + g;
+		if (b - a >= DENSE_MIN) {
+			/* Short distances into the table; the long ones kept, in order, and sorted.
+			 */
+			size_t nl = a;
+			memset(h->n, 0, sizeof h->n);
+			for (size_t i = a; i < b; i++) {
+				uint64_t d = e[i].key >> 2;
+				if (d >= DENSE_D) {
+					e[nl++] = e[i];
+					continue;
 				}
-				out_n++;
+				double w = e[i].w;
+				if (!h->n[d]++)
+					h->w[d] = h->wi[d] = h->wl[d] = 0.0;
+				h->w[d] += w;
+				h->wi[d] += e[i].key & E_INSIDE ? w : 0.0;
+				h->wl[d] += (e[i].key & (E_INSIDE | E_FIXED)) == E_INSIDE ? w : 0.0;
 			}
-			if (lru) {
-				m->w[out_n - 1] += w;
-				m->wl[out_n - 1] +=
-				    (e[i].key & (E_INSIDE | E_FIXED)) == E_INSIDE ? w : 0.0;
-			} else {
-				m->wi[out_n - 1] += wi;
-			}
-			w0i += d == 0 ? wi : 0.0;
-			pa += w;
-			pb += w * (double)d;
-			pai += wi;
-			pbi += wi * (double)d;
-			pci += wi * (double)d * (double)d;
+			for (uint64_t d = 0; d < DENSE_D; d++)
+				if (h->n[d])
+					fin_put(m, gr, &f, d, h->w[d], h->wi[d], h->wl[d]);
+			entry_sort(e + a, nl - a, tmp, count);
+			for (size_t i = a; i < nl; i++)
+				fin_put_entry(m, gr, &f, &e[i]);
+		} else {
+			entry_sort(e + a, b - a, tmp, count);
+			for (size_t i = a; i < b; i++)
+				fin_put_entry(m, gr, &f, &e[i]);
 		}
-		gr->off = start;
-		gr->n = out_n - start;
+		gr->off = f.start;
+		gr->n = f.out_n - f.start;
 		size_t q = gr->pre + gr->n;
 		if (lru) {
-			m->pw[q] = pa;
-			m->pwd[q] = pb;
+			m->pw[q] = f.pa;
+			m->pwd[q] = f.pb;
 		} else if (moments) {
-			m->pwi[q] = pai;
-			m->pwdi[q] = pbi;
-			m->pwd2i[q] = pci;
+			m->pwi[q] = f.pai;
+			m->pwdi[q] = f.pbi;
+			m->pwd2i[q] = f.pci;
 		}
-		gr->W0i = w0i;
-		gr->dmax = gr->n > 0 ? m->d[out_n - 1] : 0.0;
-		gr->Wdi = pbi;
-		gr->Wd2i = pci;
+		gr->W0i = f.w0i;
+		gr->dmax = gr->n > 0 ? m->d[f.out_n - 1] : 0.0;
+		gr->Wdi = f.pbi;
+		gr->Wd2i = f.pci;
 	}
-	free(tmp);
-	m->n = out_n;
+	m->n = f.out_n;
+	free(h);
 	return LOMAS_OK;
 }
 
@@ -323,14 +366,161 @@ static int cross_cmp(const void *a, const void *b)
 	return x->e < y->e ? -1 : x->e > y->e;
 }
 
+/* Sums over one piece's samples, gathered in the one pass over the samples. */
+typedef struct piece_sum {
+	double S, W, D, C, Dw2; /* as in model_group; Dw2: sum w (w - 1) of dangling */
+	double Wi;              /* reuses that end before the piece does */
+	uint32_t fin, n;        /* finite samples; all samples */
+} piece_sum;
+
+/* A reuse that ends at or after its piece's end: it may cross into a later group. */
+typedef struct cand {
+	uint64_t end;           /* its end (so placing it reads no sample) */
+	uint32_t sample, entry; /* its index among the samples, and among the entries */
+} cand;
+
+/*
+ * The one pass over the samples (64 bytes each: every pass costs the
+ * memory traffic of the whole profile): check each, place it in its piece
+ * and histogram bin, add it to its piece's sums, write its entry (in
+ * sample order, as inside its group for now) and, for StatStack, its reuse
+ * class key. A reuse that ends before its piece does ends inside its group
+ * (groups are unions of whole pieces); the others are listed in cd and
+ * placed once the groups are known. *in_order: the pieces never go back in
+ * sample order (then so do the groups); *one: one thread, starts ascending.
+ */
+static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t *sample_piece,
+                                uint8_t *sample_bin, piece_sum *ps, entry *e, size_t *nfin,
+                                cand *cd, size_t *ncand, uint64_t *key, uint8_t *sketch,
+                                bool *in_order, bool *one)
+{
+	const model_pieces *pc = &m->pieces;
+	size_t nf = 0, nc = 0, last = 0, first = 0, k = 0;
+	uint64_t last_start = 0, wstart = 0, cut[MODEL_PIECES_PER_WINDOW] = {0};
+	uint32_t window = UINT32_MAX;
+	bool ord = true, single = true;
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const lomas_sample *s = &p->samples.items[i];
+		lomas_status st = check_sample(p, i, s);
+		if (st)
+			return st;
+		if (s->window != window) {
+			/*
+			 * The window's pieces start where floor(off k / refs) steps
+			 * (model_piece_of): at off = ceil(j refs / k). Samples come
+			 * window by window, so this is once per window.
+			 */
+			const lomas_window *w = &p->windows.items[s->window];
+			window = s->window;
+			wstart = w->start;
+			first = pc->wfirst[window];
+			k = w->refs > 0 ? pc->wcount[window] : 1;
+			for (size_t j = 1; j < k; j++)
+				cut[j] = (uint64_t)(((unsigned __int128)j * w->refs + k - 1) / k);
+		}
+		uint64_t off = s->start > wstart ? s->start - wstart : 0;
+		size_t kk = first;
+		for (size_t j = 1; j < k; j++)
+			kk += off >= cut[j];
+		const model_piece *x = &pc->items[kk];
+		piece_sum *q = &ps[kk];
+		uint8_t bin = model_seg_bin(s);
+		sample_piece[i] = (uint32_t)kk;
+		sample_bin[i] = bin;
+		ord = ord && kk >= last;
+		single = single && x->thread == pc->items[0].thread && s->start >= last_start;
+		last = kk;
+		last_start = s->start;
+		q->S += s->weight;
+		q->n++;
+		if (key)
+			key[i] = 0;
+		if (s->state == LOMAS_SAMPLE_REUSED) {
+			uint64_t d = sample_distance(s), end = x->start + x->refs;
+			end = end < x->start ? UINT64_MAX : end;
+			e[nf] = (entry){(d < E_DMAX ? d : E_DMAX) << 2 | E_INSIDE, s->weight};
+			q->W += s->weight;
+			q->fin++;
+			if (s->end >= end)
+				cd[nc++] = (cand){s->end, (uint32_t)i, (uint32_t)nf};
+			else
+				q->Wi += s->weight;
+			if (key) {
+				key[i] = model_class_key(s, x->thread);
+				model_sketch_add(sketch, key[i]);
+			}
+			nf++;
+		} else if (s->state == LOMAS_SAMPLE_DANGLING) {
+			q->D += s->weight;
+			q->Dw2 += s->weight * (s->weight - 1.0);
+		} else {
+			q->C += s->weight;
+		}
+	}
+	*nfin = nf;
+	*ncand = nc;
+	*in_order = ord;
+	*one = single;
+	return LOMAS_OK;
+}
+
+/*
+ * Place the candidates of sample_pass: each reuse that ends in a later
+ * group of its thread becomes a crossing one (its entry no longer inside,
+ * no reuse class); the others end inside their group after all. From the
+ * candidates and entries alone: a gather of the samples cost as much as a
+ * pass over them.
+ */
+static lomas_status place_crossings(const lomas_profile *p, const model_opts *o, model_data *m,
+                                    const uint32_t *sample_piece, const cand *cd, size_t nc,
+                                    entry *e, uint64_t *key)
+{
+	m->cross = malloc((nc ? nc : 1) * sizeof *m->cross);
+	if (!m->cross)
+		return error_set(LOMAS_ENOMEM, "out of memory preparing the model");
+	for (size_t c = 0; c < nc; c++) {
+		uint64_t end = cd[c].end;
+		entry *x = &e[cd[c].entry];
+		uint32_t g0 = m->piece_group[sample_piece[cd[c].sample]], g1 = g0;
+		model_group *g = &m->groups[g0];
+		size_t hi = m->thread_first[g->thread + 1];
+		if (o->time_aware && end >= g->b && g0 + 1 < hi) {
+			size_t gg = group_at(m->groups, g0 + 1, hi, end);
+			if (m->groups[gg].a <= end)
+				g1 = (uint32_t)gg;
+		}
+		if (m->sample_g1)
+			m->sample_g1[cd[c].sample] = g1;
+		if (g1 == g0) {
+			g->Wi += x->w;
+			g->E += x->w;
+			continue;
+		}
+		m->groups[g1].E += x->w;
+		x->key &= ~(uint64_t)E_INSIDE;
+		if (key)
+			key[cd[c].sample] = 0; /* a crossing reuse's interval mixes groups */
+		uint64_t d = x->key >> 2;
+		uint64_t start = d < E_DMAX ? end - d - 1 : p->samples.items[cd[c].sample].start;
+		m->cross[m->ncross++] = (model_cross){start, end, x->w, g0, g1, 0, 0};
+	}
+	qsort(m->cross, m->ncross, sizeof *m->cross, cross_cmp);
+	return LOMAS_OK;
+}
+
 lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o, model_data *m)
 {
-	size_t nfin = 0, maxg = 0, ncross = 0, ns = p->samples.n;
-	size_t *cur = NULL;
-	uint32_t *sample_piece = NULL, *start_group = NULL, *end_group = NULL;
-	uint8_t *fixed = NULL, *sample_bin = NULL;
-	entry *e = NULL;
+	size_t nfin = 0, maxg = 0, ncand = 0, ns = p->samples.n, np;
+	size_t *cur = NULL, *count = NULL;
+	uint32_t *sample_piece = NULL;
+	uint8_t *sample_bin = NULL, *sketch = NULL;
+	uint32_t *fixed = NULL;
+	uint64_t *key = NULL;
+	piece_sum *ps = NULL;
+	cand *cd = NULL;
+	entry *e = NULL, *tmp = NULL;
 	double total = 0.0;
+	bool in_order = true, one = true, classes = o->classes && o->grouping != MODEL_GROUP_GLOBAL;
 	lomas_status st = LOMAS_OK;
 
 	memset(m, 0, sizeof *m);
@@ -339,98 +529,113 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	    (st = o->base ? pieces_copy(&o->base->pieces, p->windows.n, &m->pieces)
 	                  : model_pieces_build(p, &m->pieces)))
 		goto out;
-	m->piece_group = malloc((m->pieces.n ? m->pieces.n : 1) * sizeof *m->piece_group);
+	np = m->pieces.n;
+	m->piece_group = malloc((np ? np : 1) * sizeof *m->piece_group);
+	ps = calloc(np ? np : 1, sizeof *ps);
 	sample_piece = malloc((ns ? ns : 1) * sizeof *sample_piece);
 	sample_bin = malloc(ns ? ns : 1);
-	end_group = malloc((ns ? ns : 1) * sizeof *end_group);
-	if (!m->piece_group || !sample_piece || !sample_bin || !end_group) {
+	e = malloc((ns ? ns : 1) * sizeof *e);
+	cd = malloc((ns ? ns : 1) * sizeof *cd);
+	key = classes ? malloc((ns ? ns : 1) * sizeof *key) : NULL;
+	sketch = classes ? calloc((size_t)2 << MODEL_SKETCH_BITS, 1) : NULL;
+	count = malloc(2048 * sizeof *count);
+	if (!m->piece_group || !ps || !sample_piece || !sample_bin || !e || !cd || !count ||
+	    (classes && (!key || !sketch))) {
 		st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 		goto out;
 	}
-	/* One pass to check the samples, place them in pieces and bin them. */
-	for (size_t i = 0; i < ns; i++) {
-		const lomas_sample *s = &p->samples.items[i];
-		if ((st = check_sample(p, i, s)))
-			goto out;
-		sample_piece[i] = (uint32_t)model_piece_of(&m->pieces, &p->windows.items[s->window],
-		                                           s->window, s->start);
-		sample_bin[i] = model_seg_bin(s);
-	}
+	if ((st = sample_pass(p, m, sample_piece, sample_bin, ps, e, &nfin, cd, &ncand, key, sketch,
+	                      &in_order, &one)))
+		goto out;
 	if ((st = make_groups(o, sample_piece, sample_bin, ns, m)))
 		goto out;
+	m->sampled = calloc(m->nthreads + 1, sizeof *m->sampled);
 	cur = calloc(m->ngroups + 1, sizeof *cur);
-	start_group = malloc((ns ? ns : 1) * sizeof *start_group);
-	if (!cur || !start_group) {
+	if (!m->sampled || !cur) {
 		st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 		goto out;
 	}
-	/* Sums per group; the group each reuse ends in; count the finite ones. */
-	for (size_t i = 0; i < p->samples.n; i++) {
-		const lomas_sample *s = &p->samples.items[i];
-		uint32_t g0 = start_group[i] = m->piece_group[sample_piece[i]];
-		model_group *g = &m->groups[g0];
-		g->S += s->weight;
-		total += s->weight;
-		end_group[i] = g0;
-		if (s->state == LOMAS_SAMPLE_REUSED) {
-			size_t hi = m->thread_first[g->thread + 1];
-			if (o->time_aware && s->end >= g->b && g0 + 1 < hi) {
-				size_t g1 = group_at(m->groups, g0 + 1, hi, s->end);
-				if (m->groups[g1].a <= s->end)
-					end_group[i] = (uint32_t)g1;
-			}
-			g->W += s->weight;
-			m->groups[end_group[i]].E += s->weight;
-			if (end_group[i] != g0)
-				ncross++;
-			g->off++; /* count for now */
-		} else if (s->state == LOMAS_SAMPLE_DANGLING) {
-			g->D += s->weight;
-			m->dangling[g->thread] += s->weight;
-			m->dangling_w2[g->thread] += s->weight * (s->weight - 1.0);
-		} else {
-			g->C += s->weight;
-		}
+	/* The groups' sums from their pieces'; cur[g]: the group's finite samples. */
+	for (size_t k = 0; k < np; k++) {
+		const piece_sum *q = &ps[k];
+		model_group *g = &m->groups[m->piece_group[k]];
+		g->S += q->S;
+		g->W += q->W;
+		g->D += q->D;
+		g->C += q->C;
+		g->Wi += q->Wi;
+		g->E += q->Wi;
+		m->dangling[g->thread] += q->D;
+		m->dangling_w2[g->thread] += q->Dw2;
+		m->sampled[g->thread] += q->n;
+		cur[m->piece_group[k]] += q->fin;
+		total += q->S;
 	}
 	if (!(total > 0.0)) {
 		st = error_set(LOMAS_ERANGE, "the profile has no samples to model");
 		goto out;
 	}
-	for (size_t g = 0; g < m->ngroups; g++) {
-		size_t c = m->groups[g].off;
-		m->groups[g].off = cur[g] = nfin;
-		nfin += c;
+	if (o->per_sample) {
+		/* Each sample's groups (attribution.c): its start's, and its end's
+		 * where place_crossings finds a later one. */
+		m->sample_g0 = malloc((ns ? ns : 1) * sizeof *m->sample_g0);
+		m->sample_g1 = malloc((ns ? ns : 1) * sizeof *m->sample_g1);
+		m->sample_fixed = calloc(ns ? ns : 1, 1);
+		if (!m->sample_g0 || !m->sample_g1 || !m->sample_fixed) {
+			st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
+			goto out;
+		}
+		for (size_t i = 0; i < ns; i++)
+			m->sample_g0[i] = m->sample_g1[i] = m->piece_group[sample_piece[i]];
+	}
+	if ((st = place_crossings(p, o, m, sample_piece, cd, ncand, e, key)))
+		goto out;
+	free(cd);
+	cd = NULL;
+	for (size_t g = 0, off = 0; g < m->ngroups; g++) {
+		size_t c = cur[g];
+		m->groups[g].off = cur[g] = off;
+		off += c;
 		maxg = c > maxg ? c : maxg;
 	}
-	e = malloc((nfin ? nfin : 1) * sizeof *e);
-	m->cross = malloc((ncross ? ncross : 1) * sizeof *m->cross);
-	fixed = calloc(p->samples.n ? p->samples.n : 1, 1);
-	if (!e || !m->cross || !fixed) {
+	if (classes) {
+		size_t nfixed = 0;
+		if ((st = model_classes(p, sample_piece, key, sketch, one, m, &fixed, &nfixed)))
+			goto out;
+		for (size_t j = 0; m->sample_fixed && j < nfixed; j++)
+			m->sample_fixed[fixed[j]] = 1;
+		/* Entries are the finite samples in sample order (bins below 128). */
+		for (size_t i = 0, k = 0, j = 0; j < nfixed; i++) {
+			if (sample_bin[i] >= 128)
+				continue;
+			if (i == fixed[j]) {
+				e[k].key |= E_FIXED;
+				j++;
+			}
+			k++;
+		}
+	}
+	tmp = malloc(((in_order ? maxg : nfin) ? (in_order ? maxg : nfin) : 1) * sizeof *tmp);
+	if (!tmp) {
 		st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 		goto out;
 	}
-	if (o->classes && o->grouping != MODEL_GROUP_GLOBAL &&
-	    (st = model_classes(p, start_group, end_group, m, fixed)))
-		goto out;
-	for (size_t i = 0; i < p->samples.n; i++) {
-		const lomas_sample *s = &p->samples.items[i];
-		uint32_t g0 = start_group[i];
-		if (s->state != LOMAS_SAMPLE_REUSED)
-			continue;
-		entry *x = &e[cur[g0]++];
-		uint64_t d = sample_distance(s);
-		x->key = (d < E_DMAX ? d : E_DMAX) << 2 | (fixed[i] ? E_FIXED : 0u);
-		x->w = s->weight;
-		if (end_group[i] == g0) {
-			x->key |= E_INSIDE;
-			m->groups[g0].Wi += s->weight;
-		} else {
-			m->cross[m->ncross++] = (model_cross){s->start,     s->end,   s->weight, g0,
-			                                      end_group[i], fixed[i], 0};
+	if (in_order) {
+		/* Each group's entries already follow the previous group's. */
+		for (size_t g = 0; g < m->ngroups; g++)
+			cur[g] = g + 1 < m->ngroups ? m->groups[g + 1].off : nfin;
+	} else {
+		/* Threads interleave in sample order: a stable scatter by group. */
+		for (size_t i = 0, k = 0; i < ns; i++) {
+			if (sample_bin[i] >= 128)
+				continue;
+			tmp[cur[m->piece_group[sample_piece[i]]]++] = e[k++];
 		}
+		entry *t = e;
+		e = tmp;
+		tmp = t;
 	}
-	qsort(m->cross, m->ncross, sizeof *m->cross, cross_cmp);
-	st = finish_groups(m, e, cur, maxg, o->lru, o->moments);
+	st = finish_groups(m, e, cur, tmp, count, o->lru, o->moments);
 out:
 	if (!st) {
 		if (!(m->distinct = malloc((m->nthreads + 1) * sizeof *m->distinct)))
@@ -438,20 +643,17 @@ out:
 		for (size_t t = 0; st == LOMAS_OK && t <= m->nthreads; t++)
 			m->distinct[t] = -1.0;
 	}
-	if (!st && o->per_sample) {
-		m->sample_g0 = start_group;
-		m->sample_g1 = end_group;
-		m->sample_fixed = fixed;
-		start_group = end_group = NULL;
-		fixed = NULL;
-	}
 	free(sample_piece);
 	free(sample_bin);
-	free(start_group);
-	free(end_group);
+	free(ps);
+	free(cd);
+	free(key);
+	free(sketch);
 	free(fixed);
 	free(cur);
+	free(count);
 	free(e);
+	free(tmp);
 	if (st)
 		model_data_free(m);
 	return st;

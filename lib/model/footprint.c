@@ -171,6 +171,17 @@ static double distinct_lines(model_data *m, size_t t)
 	return m->distinct[t];
 }
 
+/*
+ * Whether the floor cannot matter for thread t: even as many lines as it
+ * has samples lie where posterior_above is exactly 1, so the truncation
+ * divides by 1 and every size it could cut is below the floor. Then the
+ * distinct lines need not be counted (hashing a million lines: 20 ms).
+ */
+static bool floor_moot(const model_data *m, size_t t, double k, double P)
+{
+	return m->sampled[t] / P < k + 1.0 - 12.0 * sqrt(k + 1.0);
+}
+
 double model_footprint_keep(model_data *m, size_t t, double lines)
 {
 	double F = m->dangling[t], v = m->dangling_w2[t], k, P, above;
@@ -183,6 +194,8 @@ double model_footprint_keep(model_data *m, size_t t, double lines)
 	above = posterior_above(k, lines / P);
 	if (above >= 1.0)
 		return 1.0;
+	if (floor_moot(m, t, k, P))
+		return above;
 	if (lines < distinct_lines(m, t))
 		return 1.0;
 	/* Truncated at the floor: P(F > L | F >= distinct). */
@@ -202,10 +215,15 @@ double model_footprint_upper(model_data *m, size_t t, double prob)
 		return F;
 	k = F * F / v;
 	P = F / k;
-	distinct_lines(m, t);
 	/* Solve P(F > x | F >= distinct) = prob for x by bisection on x / P. */
-	target = prob * posterior_above(k, m->distinct[t] / P);
-	lo = m->distinct[t] / P;
+	if (floor_moot(m, t, k, P)) {
+		target = prob;
+		lo = m->sampled[t] / P;
+	} else {
+		distinct_lines(m, t);
+		target = prob * posterior_above(k, m->distinct[t] / P);
+		lo = m->distinct[t] / P;
+	}
 	hi = k + 1.0 + 14.0 * sqrt(k + 1.0) + 40.0;
 	if (hi < lo)
 		return m->distinct[t];

@@ -97,9 +97,24 @@ static inline uint64_t tv_end(const thread_view *t, size_t r)
 	return s->state == LOMAS_SAMPLE_REUSED ? s->end : UINT64_MAX;
 }
 
-/* First rank in [lo, hi) whose start is greater than v. */
+/*
+ * First rank in [lo, hi) whose start is greater than v: galloping from lo
+ * (a reuse's interval holds few samples, and a binary search over the
+ * whole thread costs a cache miss per probe).
+ */
 static size_t upper_start(const thread_view *t, size_t lo, size_t hi, uint64_t v)
 {
+	size_t step = 1;
+	while (lo < hi && tv_start(t, lo) <= v) {
+		size_t next = lo + step;
+		if (next >= hi || tv_start(t, next) > v) {
+			hi = next < hi ? next : hi;
+			lo++;
+			break;
+		}
+		lo = next + 1;
+		step *= 2;
+	}
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
 		if (tv_start(t, mid) <= v)
@@ -118,20 +133,25 @@ static size_t upper_start(const thread_view *t, size_t lo, size_t hi, uint64_t v
  * cheap for the short reuses that make up nearly every class. The others,
  * if any, are answered together in decreasing order of their ends, with a
  * Fenwick tree over start ranks of the samples ending beyond the current
- * query's end. want[i]: 1 + the sample's slot in ht and in, or 0.
+ * query's end. want[r]: 1 + the slot in ht and in of the sample of rank r,
+ * or 0; or, with want NULL, the ranks list[0..nlist) ascending have slots
+ * 1..nlist (then the thread's samples are not all visited).
  */
-static lomas_status thread_counts(const thread_view *t, const uint32_t *want, double *ht,
-                                  double *in)
+static lomas_status thread_counts(const thread_view *t, const uint32_t *want, const uint32_t *list,
+                                  size_t nlist, double *ht, double *in)
 {
-	size_t n = t->n, nlong = 0;
+	size_t n = t->n, nlong = 0, nq = want ? n : nlist;
 	ekey *k = NULL, *tmp = NULL;
 	double *fen = NULL, *pre = NULL;
-	for (size_t r = 0; r < n; r++) {
-		uint32_t slot = want[t->x ? t->x[r] : r];
-		uint64_t e = tv_end(t, r);
+	uint32_t *own = NULL;
+	for (size_t i = 0; i < nq; i++) {
+		size_t r = want ? i : list[i];
+		uint32_t slot = want ? want[tv_ix(t, r)] : (uint32_t)(i + 1);
+		uint64_t e;
 		size_t hi;
 		double q = 0.0, all = 0.0;
-		if (!slot || e == UINT64_MAX)
+		/* Only the wanted samples are read: most are not, and each is a cache line. */
+		if (!slot || (e = tv_end(t, r)) == UINT64_MAX)
 			continue;
 		hi = upper_start(t, r + 1, n, e - 1);
 		if (hi - r - 1 > DIRECT_MAX) {
@@ -148,6 +168,16 @@ static lomas_status thread_counts(const thread_view *t, const uint32_t *want, do
 	}
 	if (nlong == 0)
 		return LOMAS_OK;
+	if (!want) {
+		/* A long query at last: the slots by rank (t->x is NULL here). */
+		if (!(own = calloc(n ? n : 1, sizeof *own)))
+			return error_set(LOMAS_ENOMEM, "out of memory counting reuse intervals");
+		for (size_t i = 0; i < nlist; i++)
+			own[list[i]] = (uint32_t)(i + 1);
+		want = own;
+	}
+	if (nlong == 0)
+		return LOMAS_OK;
 	k = malloc(n * sizeof *k);
 	tmp = malloc(n * sizeof *tmp);
 	fen = calloc(n + 1, sizeof *fen);
@@ -157,6 +187,7 @@ static lomas_status thread_counts(const thread_view *t, const uint32_t *want, do
 		free(tmp);
 		free(fen);
 		free(pre);
+		free(own);
 		return error_set(LOMAS_ENOMEM, "out of memory counting reuse intervals");
 	}
 	pre[0] = 0.0;
@@ -187,6 +218,7 @@ static lomas_status thread_counts(const thread_view *t, const uint32_t *want, do
 	free(tmp);
 	free(fen);
 	free(pre);
+	free(own);
 	return LOMAS_OK;
 }
 
@@ -221,29 +253,28 @@ static void sort_by_start(const lomas_sample *items, uint32_t *x, size_t n, uint
 }
 
 lomas_status model_interval_counts(const lomas_profile *p, const uint32_t *thread,
-                                   const uint32_t *want, double *ht, double *in)
+                                   const uint32_t *list, size_t nlist, double *ht, double *in)
 {
 	size_t n = p->samples.n, nt = 0;
-	uint32_t *x = NULL;
+	uint32_t *x = NULL, *want = NULL;
 	size_t *off = NULL;
 	lomas_status st = LOMAS_OK;
-	bool one = true;
-	for (size_t i = 0; i < n; i++) {
-		nt = thread[i] + 1u > nt ? thread[i] + 1u : nt;
-		one = one && thread[i] == thread[0] &&
-		      (i == 0 || p->samples.items[i - 1].start <= p->samples.items[i].start);
-	}
 	/* One thread whose samples are in start order (a clock's usual output): no index. */
-	if (one) {
+	if (!thread) {
 		thread_view tv = {p->samples.items, NULL, n};
-		return thread_counts(&tv, want, ht, in);
+		return thread_counts(&tv, NULL, list, nlist, ht, in);
 	}
+	for (size_t i = 0; i < n; i++)
+		nt = thread[i] + 1u > nt ? thread[i] + 1u : nt;
 	x = malloc((n ? n : 1) * sizeof *x);
+	want = calloc(n ? n : 1, sizeof *want);
 	off = calloc(nt + 2, sizeof *off);
-	if (!x || !off) {
+	if (!x || !off || !want) {
 		st = error_set(LOMAS_ENOMEM, "out of memory counting reuse intervals");
 		goto out;
 	}
+	for (size_t i = 0; i < nlist; i++)
+		want[list[i]] = (uint32_t)(i + 1);
 	/* A stable counting sort by thread keeps each thread's samples in their order. */
 	for (size_t i = 0; i < n; i++)
 		off[thread[i] + 2]++;
@@ -267,11 +298,12 @@ lomas_status model_interval_counts(const lomas_profile *p, const uint32_t *threa
 			sort_by_start(p->samples.items, x + off[t], tv.n, buf);
 			free(buf);
 		}
-		if ((st = thread_counts(&tv, want, ht, in)))
+		if ((st = thread_counts(&tv, want, NULL, 0, ht, in)))
 			goto out;
 	}
 out:
 	free(x);
+	free(want);
 	free(off);
 	return st;
 }

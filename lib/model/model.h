@@ -108,7 +108,7 @@ typedef struct model_opts {
 	bool moments;    /* also the prefix sums pwdi and pwd2i (statcache.c) */
 	bool classes;    /* reuse classes for StatStack's correction (classes.c) */
 	bool footprint;  /* the footprint bound (footprint.c) */
-	bool lru;        /* for StatStack (w, wl, pw, pwd), else StatCache (wi) */
+	bool lru;        /* for StatStack (wl, pw, pwd), else StatCache (wi) */
 	bool per_sample; /* keep each sample's groups in model_data (attribution.c) */
 	/* Pieces and groups taken from base (a bootstrap keeps the original's). */
 	const struct model_data *base;
@@ -131,11 +131,12 @@ typedef struct model_data {
 	double *dangling_w2;  /* per thread: sum of w (w - 1) over dangling samples */
 	size_t n;
 	double *d;     /* distinct distances per group, ascending */
-	double *w;     /* summed weight of the samples with that distance (lru) */
-	double *wi;    /* ... of those whose reuse ends inside the group (random) */
+	double *wi;    /* summed weight of the samples with that distance whose reuse ends
+	                  inside the group (random) */
 	double *wl;    /* ... of those, the ones in no corrected class (lru) */
-	double *pw;    /* exclusive prefix sums of w within the group (lru) */
-	double *pwd;   /* ... of w * d (lru) */
+	double *pw;    /* exclusive prefix sums within the group of the weight of all the
+	                  samples with each distance (lru) */
+	double *pwd;   /* ... of that weight times d (lru) */
 	double *pwi;   /* ... of wi (only with moments) */
 	double *pwdi;  /* ... of wi * d (only with moments) */
 	double *pwd2i; /* ... of wi * d * d (only with moments) */
@@ -147,6 +148,7 @@ typedef struct model_data {
 	uint32_t *piece_group;        /* each piece's group */
 	const lomas_profile *profile; /* the samples (the footprint floor reads them) */
 	double *distinct;             /* per thread: distinct sampled lines, -1 until counted */
+	double *sampled;              /* per thread: samples (a bound on distinct) */
 	/*
 	 * Only with model_opts.per_sample (else NULL), per sample of the
 	 * profile: the groups of its start and of its end (the start's for
@@ -177,23 +179,51 @@ lomas_status model_segment(const uint32_t *sample_piece, const uint8_t *sample_b
 /* The segmentation's histogram bin of sample s. */
 uint8_t model_seg_bin(const lomas_sample *s);
 
-/*
- * Classify p's finite samples (classes.c): fixed[i] = 1 for the samples of
- * classes of at least MODEL_CLASS_MIN; m->fix gets them with their own
- * interval counts. start_group/end_group: the groups of each sample's
- * start and end.
- */
-lomas_status model_classes(const lomas_profile *p, const uint32_t *start_group,
-                           const uint32_t *end_group, model_data *m, uint8_t *fixed);
+/* The reuse class key of the reused sample s of (pseudo-)thread thread, never 0 (classes.c). */
+uint64_t model_class_key(const lomas_sample *s, uint32_t thread);
 
 /*
- * For the samples i with want[i] != 0, into ht[want[i] - 1]: the
- * Horvitz-Thompson count of references strictly inside (start, end) whose
- * reuse ends beyond end, from the samples of the same thread[], and into
- * in[want[i] - 1] that of all the references inside (interval.c).
+ * Classify p's finite samples (classes.c): *fixed (malloc'd) lists, in
+ * sample order, the *nfixed samples of classes of at least
+ * MODEL_CLASS_MIN; m->fix gets them with their own interval counts.
+ * sample_piece: each sample's piece; key: each sample's class key
+ * (model_class_key), 0 for the samples that have none (not reused, or
+ * reused across groups); its storage is used up. sketch: the keys counted
+ * (model_sketch_add). one: the samples are of one thread, in start order.
+ */
+lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece, uint64_t *key,
+                           const uint8_t *sketch, bool one, model_data *m, uint32_t **fixed,
+                           size_t *nfixed);
+
+/*
+ * A filter before the exact count of the classes: two rows of
+ * 2^MODEL_SKETCH_BITS saturating byte counters indexed by different bits
+ * of the key (2 << MODEL_SKETCH_BITS bytes, zeroed); a key counted fewer
+ * than MODEL_CLASS_MIN times in either row cannot make a class. Most keys
+ * of a program with few instructions pass (and are counted exactly), most
+ * of a profile with scattered instructions do not, and then the exact
+ * table stays small (hashing every key of a million samples into it cost
+ * 300 ms, in cache misses). Counted as the keys are made.
+ */
+#define MODEL_SKETCH_BITS 18
+
+static inline void model_sketch_add(uint8_t *c, uint64_t key)
+{
+	const size_t mask = ((size_t)1 << MODEL_SKETCH_BITS) - 1;
+	uint8_t *a = &c[key & mask], *b = &c[((size_t)1 << MODEL_SKETCH_BITS) + (key >> 40 & mask)];
+	*a += *a < 255;
+	*b += *b < 255;
+}
+
+/*
+ * For the samples list[0..nlist) (ascending indices), into ht[k] for
+ * list[k]: the Horvitz-Thompson count of references strictly inside
+ * (start, end) whose reuse ends beyond end, from the samples of the same
+ * thread[] (NULL: all of one thread, in start order), and into in[k] that
+ * of all the references inside (interval.c).
  */
 lomas_status model_interval_counts(const lomas_profile *p, const uint32_t *thread,
-                                   const uint32_t *want, double *ht, double *in);
+                                   const uint32_t *list, size_t nlist, double *ht, double *in);
 
 /*
  * How the curves average their per-group miss ratios: weighted by the

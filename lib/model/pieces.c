@@ -105,10 +105,14 @@ out:
 size_t model_piece_of(const model_pieces *pc, const lomas_window *w, uint32_t window,
                       uint64_t start)
 {
-	size_t k = pc->wcount[window];
+	size_t k = pc->wcount[window], j = 0;
 	uint64_t off = start > w->start ? start - w->start : 0;
-	size_t j = w->refs == 0                ? 0
-	           : off < (UINT64_C(1) << 60) ? (size_t)(off * k / w->refs)
-	                                       : (size_t)((unsigned __int128)off * k / w->refs);
-	return pc->wfirst[window] + (j < k ? j : k - 1);
+	/*
+	 * floor(off k / refs), clamped to k - 1, as the count of cuts i < k
+	 * with off k >= i refs: products, not a 64-bit division per sample.
+	 */
+	while (w->refs > 0 && j + 1 < k &&
+	       (unsigned __int128)off * k >= (unsigned __int128)(j + 1) * w->refs)
+		j++;
+	return pc->wfirst[window] + j;
 }
