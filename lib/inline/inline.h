@@ -84,28 +84,6 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 #include <signal.h>
 #include <stdatomic.h>
 
-/*
- * Period "auto" starts at 128: a program of a million references gets ~8k
- * samples (at 256, 4k, and up to 1.2 percentage points from exact simulation;
- * at 64 the bundled workloads ran 7% slower, geometric mean). The period
- * doubles (its level rises by one) when all threads together have taken
- * AUTO_FIRST samples at 128, then every AUTO_STEP samples. The samples keep
- * their weights (the period they were taken at) while they are within
- * AUTO_LEVELS - 1 levels of the period's: only older ones are thinned, each
- * halving giving the survivors twice the weight. Halving everything at each
- * doubling (the samples at one weight) kept the samples of only the last
- * level or two: the effective sample count ((sum w)^2 / sum w^2) at the end
- * is about the same, >= 20k, for 40-55% fewer samples taken on runs of
- * 20M-1G references (44k, 58k, 68k, 88k at 20M, 66M, 170M, 1G; with 32k at
- * 128 first, 56k, 70k, 80k, 100k, and the same effective count).
- */
-#define AUTO_START_PERIOD 128.0
-#define AUTO_FIRST 20000u
-#define AUTO_STEP 7500u
-#define AUTO_LEVELS 5u
-#define AUTO_MAX_LEVEL 40u
-#define AUTO_PUBLISH 128u       /* a thread's samples reach rt.auto_taken in steps of this */
-#define DEFAULT_MAX_LIVE 8192u  /* watch-table slots per thread */
 #define DISABLED_RECHECK 65536u /* references between checks while idle */
 #define TRACE_BUF (64u * 1024u)
 #define LOCK_SPINS 10000000u /* bounded wait for a thread's lock at exit */

@@ -402,12 +402,6 @@ static void push_sample(inline_thread *t, const isample *s)
 		t->lost++;
 }
 
-/* The lowest level period auto keeps samples at, with the period at level. */
-static uint32_t auto_floor(uint32_t level)
-{
-	return level < AUTO_LEVELS ? 0 : level - (AUTO_LEVELS - 1);
-}
-
 void rt_thread_to_level(inline_thread *t, uint32_t level)
 {
 	if (level > AUTO_MAX_LEVEL)
@@ -415,10 +409,7 @@ void rt_thread_to_level(inline_thread *t, uint32_t level)
 	if (t->level >= level)
 		return;
 	t->level = (uint8_t)level;
-	while (t->done.level < auto_floor(level)) {
-		wt_thin(&t->wt, &t->thin, (uint8_t)(t->done.level + 1));
-		store_thin(&t->done, &rt_map_alloc);
-	}
+	sampler_thin_to(&t->done, &t->wt, &t->thin, level, &rt_map_alloc);
 }
 
 /* After a level change: sampling is memoryless, so draw the next gap afresh at the new rate. */
@@ -427,13 +418,6 @@ static void redraw_gap(inline_thread *t, uint64_t clock)
 	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
 	t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
 	t->next_gap = rng_gap_with(&t->gaps, t->gap_log);
-}
-
-/* The period's level once all threads together have taken n samples. */
-static uint32_t auto_level_at(uint64_t n)
-{
-	uint64_t l = n < AUTO_FIRST ? 0 : 1 + (n - AUTO_FIRST) / AUTO_STEP;
-	return l > AUTO_MAX_LEVEL ? AUTO_MAX_LEVEL : (uint32_t)l;
 }
 
 /*

@@ -523,6 +523,17 @@ void wt_thin(watch_table *wt, rng *r, uint8_t level)
 	}
 }
 
+/* ----------------------------------------------------- period auto */
+
+void sampler_thin_to(sample_store *done, watch_table *wt, rng *thin, uint32_t level,
+                     const inline_alloc *a)
+{
+	while (done->level < auto_floor(level)) {
+		wt_thin(wt, thin, (uint8_t)(done->level + 1));
+		store_thin(done, a);
+	}
+}
+
 /* ------------------------------------------------------------- windows */
 
 uint64_t windows_count(uint64_t refs, uint64_t window_refs)
