@@ -317,6 +317,60 @@ static inline uint32_t auto_level_at(uint64_t n)
 void sampler_thin_to(sample_store *done, watch_table *wt, rng *thin, uint32_t level,
                      const inline_alloc *a);
 
+/* ------------------------------------------------ a thread's sampler (thread.c) */
+
+/* Period auto's budget, one per process: what its threads have taken. */
+typedef struct sampler_budget {
+	uint64_t taken; /* samples all threads have published (in steps of AUTO_PUBLISH) */
+	uint32_t level; /* the period's level: every thread follows at its next sample */
+} sampler_budget;
+
+typedef struct sampler_settings {
+	uint64_t period; /* mean period in references; 0 = auto */
+	uint64_t seed;
+	uint32_t max_live; /* watch-table slots */
+	unsigned line_shift;
+} sampler_settings;
+
+/* One thread's sampler: its gaps, its finished samples and its watch table. */
+typedef struct sampler_thread {
+	uint32_t index; /* creation order: 0 = the first thread */
+	bool adaptive;  /* period auto */
+	uint8_t level;  /* the period is base_period x 2^level */
+	uint32_t unpublished;
+	double base_period;
+	double gap_log;       /* rng_gap_log of the period in force */
+	uint64_t next_sample; /* clock of the next sampled reference */
+	uint64_t next_gap;    /* the gap after it, drawn at the period in force */
+	uint64_t lost;        /* samples lost for want of memory */
+	rng gaps, thin;
+	sample_store done;
+	watch_table wt;
+} sampler_thread;
+
+/*
+ * Start thread index's sampler with settings s: its watch table laid out in
+ * wt_mem (zeroed, wt_bytes(s->max_live)) with filter (see wt_init), its
+ * generators seeded from s->seed and index as the inline runtime seeds them,
+ * its period at the budget's level. Its first reference has clock 0.
+ */
+void sampler_thread_init(sampler_thread *t, const sampler_settings *s, uint32_t index, void *wt_mem,
+                         uint8_t *filter, const sampler_budget *b, const inline_alloc *a);
+/* A reference at clock that cannot be due (clock < next_sample): end the
+ * sample watching its line, if any (true). */
+bool sampler_touch(sampler_thread *t, const inline_alloc *a, uint64_t addr, uint64_t clock,
+                   uint64_t pc);
+/*
+ * A reference at clock: end the sample watching its line, if any; if it is
+ * due (clock >= next_sample), start a sample there and draw the next.
+ */
+void sampler_visit(sampler_thread *t, sampler_budget *b, const inline_alloc *a, uint64_t addr,
+                   uint64_t clock, uint64_t pc, lomas_ref_kind kind);
+/* Bring the thread to the period at level (auto), thinning its older samples. */
+void sampler_thread_to_level(sampler_thread *t, uint32_t level, const inline_alloc *a);
+/* The thread has ended: its open samples join the finished ones, dangling. */
+void sampler_thread_finish(sampler_thread *t, const inline_alloc *a);
+
 /* ------------------------------------------------------------- windows */
 
 /* Number of windows of window_refs references covering refs references (>= 1). */
