@@ -1,0 +1,303 @@
+/*
+ * The tool's instrumentation: what Valgrind's generated code does at each
+ * data reference of the program (DESIGN §1, as the lackey reader counts
+ * them: each VEX load or store is one reference; a compare-and-swap, or a
+ * helper that reads and writes memory, is a load then a store of the same
+ * address; a guarded load or store counts when its guard holds).
+ *
+ * The references of a superblock fall into runs, cut at its side exits
+ * (Ist_Exit). A run of k references charges the countdown once, at its
+ * first reference (a load, a subtract, a store, a compare), and each
+ * reference then tests its filter byte: the helper is called (a guarded
+ * dirty call) only when the byte is set or the run holds a due sample. A
+ * guarded reference is a run of its own whose charge is its guard (0 or 1).
+ * The lackey tool instead calls a helper for every reference; that is this
+ * tool's --lomas-fastpath=helper, kept to measure what the IR buys.
+ *
+ * A reference that faults ends its superblock: the rest of its run was
+ * charged and did not happen (the clock runs ahead by fewer references than
+ * the run holds; the pass plugin of the inline clock does the same).
+ */
+#include "pub_tool_libcassert.h"
+#include "pub_tool_machine.h"
+#include "pub_tool_mallocfree.h"
+
+#include "tool.h"
+
+/* Set by tool_main.c (--lomas-fastpath=helper): a helper call per reference. */
+Bool lt_helper_per_ref = False;
+
+/* One reference of the superblock being instrumented. */
+typedef struct ref_ev {
+	Int stmt;      /* the statement making it (its checks go before it) */
+	IRExpr *addr;  /* :: Ity_I64 */
+	IRExpr *guard; /* :: Ity_I1, or NULL (unconditional) */
+	UInt size;
+	Bool store;
+	Addr pc;
+	UInt ilen;
+	UInt run_first; /* index of its run's first reference */
+	UInt run_len;   /* references in its run */
+} ref_ev;
+
+typedef struct ev_list {
+	ref_ev *ev;
+	UInt n, cap;
+	Addr pc;
+	UInt ilen;
+} ev_list;
+
+static void ev_add(ev_list *l, Int stmt, IRExpr *addr, IRExpr *guard, UInt size, Bool store)
+{
+	ref_ev *e;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 64;
+		l->ev = VG_(realloc)("lomas.instrument.ev", l->ev, l->cap * sizeof *l->ev);
+	}
+	e = &l->ev[l->n++];
+	e->stmt = stmt;
+	e->addr = addr;
+	e->guard = guard;
+	e->size = size;
+	e->store = store;
+	e->pc = l->pc;
+	e->ilen = l->ilen;
+}
+
+/* Every reference of sb, in the order of its statements (and the load of a
+ * read-modify-write before its store). */
+static void collect_refs(IRSB *sb, Int first, ev_list *l)
+{
+	IRTypeEnv *tyenv = sb->tyenv;
+	for (Int i = first; i < sb->stmts_used; i++) {
+		IRStmt *st = sb->stmts[i];
+		if (!st)
+			continue;
+		switch (st->tag) {
+		case Ist_IMark:
+			l->pc = (Addr)st->Ist.IMark.addr;
+			l->ilen = st->Ist.IMark.len;
+			break;
+		case Ist_WrTmp:
+			if (st->Ist.WrTmp.data->tag == Iex_Load) {
+				IRExpr *ld = st->Ist.WrTmp.data;
+				ev_add(l, i, ld->Iex.Load.addr, NULL, sizeofIRType(ld->Iex.Load.ty),
+				       False);
+			}
+			break;
+		case Ist_Store:
+			ev_add(l, i, st->Ist.Store.addr, NULL,
+			       sizeofIRType(typeOfIRExpr(tyenv, st->Ist.Store.data)), True);
+			break;
+		case Ist_StoreG: {
+			IRStoreG *sg = st->Ist.StoreG.details;
+			ev_add(l, i, sg->addr, sg->guard,
+			       sizeofIRType(typeOfIRExpr(tyenv, sg->data)), True);
+			break;
+		}
+		case Ist_LoadG: {
+			IRLoadG *lg = st->Ist.LoadG.details;
+			IRType ty = Ity_INVALID, wide = Ity_INVALID;
+			typeOfIRLoadGOp(lg->cvt, &wide, &ty);
+			ev_add(l, i, lg->addr, lg->guard, sizeofIRType(ty), False);
+			break;
+		}
+		case Ist_CAS: {
+			IRCAS *cas = st->Ist.CAS.details;
+			UInt size = sizeofIRType(typeOfIRExpr(tyenv, cas->dataLo));
+			if (cas->dataHi)
+				size *= 2; /* a double-word CAS */
+			ev_add(l, i, cas->addr, NULL, size, False);
+			ev_add(l, i, cas->addr, NULL, size, True);
+			break;
+		}
+		case Ist_LLSC:
+			if (!st->Ist.LLSC.storedata)
+				ev_add(l, i, st->Ist.LLSC.addr, NULL,
+				       sizeofIRType(typeOfIRTemp(tyenv, st->Ist.LLSC.result)),
+				       False);
+			else
+				ev_add(l, i, st->Ist.LLSC.addr, NULL,
+				       sizeofIRType(typeOfIRExpr(tyenv, st->Ist.LLSC.storedata)),
+				       True);
+			break;
+		case Ist_Dirty: {
+			/* A helper of the guest's (fxsave, xsave...) that touches memory:
+			 * one reference of mSize bytes per direction; its guard is not
+			 * looked at (lackey does not either). */
+			IRDirty *d = st->Ist.Dirty.details;
+			if (d->mFx == Ifx_Read || d->mFx == Ifx_Modify)
+				ev_add(l, i, d->mAddr, NULL, (UInt)d->mSize, False);
+			if (d->mFx == Ifx_Write || d->mFx == Ifx_Modify)
+				ev_add(l, i, d->mAddr, NULL, (UInt)d->mSize, True);
+			break;
+		}
+		case Ist_Exit: {
+			/* A side exit ends the run: mark it with a sentinel. */
+			ev_add(l, i, NULL, NULL, 0, False);
+			break;
+		}
+		default: break;
+		}
+	}
+}
+
+/* Cut the references into runs (at side exits; a guarded one alone) and
+ * drop the exit sentinels. */
+static void cut_runs(ev_list *l)
+{
+	UInt out = 0, start = 0;
+	for (UInt i = 0; i <= l->n; i++) {
+		Bool end = i == l->n || !l->ev[i].addr || l->ev[i].guard;
+		if (end) {
+			/* Close the run [start, out) of unguarded references. */
+			for (UInt j = start; j < out; j++) {
+				l->ev[j].run_first = start;
+				l->ev[j].run_len = out - start;
+			}
+			if (i < l->n && l->ev[i].addr) {
+				/* A guarded reference: a run of its own. */
+				l->ev[out] = l->ev[i];
+				l->ev[out].run_first = out;
+				l->ev[out].run_len = 1;
+				out++;
+			}
+			start = out;
+			continue;
+		}
+		l->ev[out++] = l->ev[i];
+	}
+	l->n = out;
+}
+
+static IRExpr *u64(ULong v)
+{
+	return IRExpr_Const(IRConst_U64(v));
+}
+
+static IRExpr *u8(UChar v)
+{
+	return IRExpr_Const(IRConst_U8(v));
+}
+
+/* The output must stay flat IR: every operand an atom (a temp or a constant). */
+static IRTemp assign(IRSB *sb, IRType ty, IRExpr *e)
+{
+	IRTemp t = newIRTemp(sb->tyenv, ty);
+	addStmtToIRSB(sb, IRStmt_WrTmp(t, e));
+	return t;
+}
+
+static IRExpr *atom(IRSB *sb, IRType ty, IRExpr *e)
+{
+	return IRExpr_RdTmp(assign(sb, ty, e));
+}
+
+/*
+ * Charge the countdown for a run: by its length, or for a guarded reference
+ * by its guard (0 or 1). Returns the run's due flag (:: Ity_I8, 1 when the
+ * countdown reached zero or below: a sample is due in the run).
+ */
+static IRTemp charge(IRSB *sb, const ref_ev *e)
+{
+	IRExpr *cd_addr = u64((ULong)(Addr)&lt_fast.countdown);
+	IRTemp cd = assign(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, cd_addr));
+	IRExpr *k =
+	    e->guard ? atom(sb, Ity_I64, IRExpr_Unop(Iop_1Uto64, e->guard)) : u64(e->run_len);
+	IRTemp left = assign(sb, Ity_I64, IRExpr_Binop(Iop_Sub64, IRExpr_RdTmp(cd), k));
+	addStmtToIRSB(sb, IRStmt_Store(Iend_LE, cd_addr, IRExpr_RdTmp(left)));
+	IRTemp due = assign(sb, Ity_I1, IRExpr_Binop(Iop_CmpLE64S, IRExpr_RdTmp(left), u64(0)));
+	return assign(sb, Ity_I8, IRExpr_Unop(Iop_1Uto8, IRExpr_RdTmp(due)));
+}
+
+/* The call of the helper for e, guarded by g (NULL: always). */
+static void call_helper(IRSB *sb, const ref_ev *e, ULong after, IRExpr *g, Bool per_ref)
+{
+	ULong info = (e->size > INFO_SIZE_MASK ? INFO_SIZE_MASK : e->size) |
+	             (e->store ? INFO_STORE : 0) | ((ULong)(e->ilen & 0xf) << INFO_ILEN_SHIFT) |
+	             (after << INFO_AFTER_SHIFT);
+	void *fn = per_ref ? (void *)lt_count : (void *)lt_visit;
+	IRDirty *di =
+	    unsafeIRDirty_0_N(3, per_ref ? "lt_count" : "lt_visit", VG_(fnptr_to_fnentry)(fn),
+	                      mkIRExprVec_3(e->addr, u64(info), u64((ULong)e->pc)));
+	if (g)
+		di->guard = g;
+	addStmtToIRSB(sb, IRStmt_Dirty(di));
+}
+
+/* The check of reference e (the ith of its run), the run's due flag due8. */
+static void check(IRSB *sb, const ref_ev *e, UInt i, IRTemp due8)
+{
+	ULong after = e->run_first + e->run_len - 1 - i;
+	IRTemp idx, byte, any;
+	IRExpr *g;
+	if (lt_helper_per_ref) {
+		call_helper(sb, e, 0, e->guard, True);
+		return;
+	}
+	if (lt_tracing) {
+		/* Every reference visits (a guarded one when its guard holds). */
+		call_helper(sb, e, after, e->guard, False);
+		return;
+	}
+	/* filter[(addr >> FILTER_SHIFT) & FILTER_MASK] | due != 0 */
+	idx = assign(
+	    sb, Ity_I64,
+	    IRExpr_Binop(Iop_And64,
+	                 atom(sb, Ity_I64, IRExpr_Binop(Iop_Shr64, e->addr, u8(FILTER_SHIFT))),
+	                 u64(FILTER_MASK)));
+	byte = assign(sb, Ity_I8,
+	              IRExpr_Load(Iend_LE, Ity_I8,
+	                          atom(sb, Ity_I64,
+	                               IRExpr_Binop(Iop_Add64, IRExpr_RdTmp(idx),
+	                                            u64((ULong)(Addr)lt_filter)))));
+	any = assign(sb, Ity_I8, IRExpr_Binop(Iop_Or8, IRExpr_RdTmp(byte), IRExpr_RdTmp(due8)));
+	if (e->guard) {
+		/* ... and the guard holds: the byte ANDed with 0xff or 0 (not 1:
+		 * a filter byte is a tag whose low bit may be clear). */
+		IRTemp both =
+		    assign(sb, Ity_I8,
+		           IRExpr_Binop(Iop_And8, IRExpr_RdTmp(any),
+		                        atom(sb, Ity_I8, IRExpr_Unop(Iop_1Sto8, e->guard))));
+		g = IRExpr_Binop(Iop_CmpNE8, IRExpr_RdTmp(both), u8(0));
+	} else {
+		g = IRExpr_Binop(Iop_CmpNE8, IRExpr_RdTmp(any), u8(0));
+	}
+	call_helper(sb, e, after, IRExpr_RdTmp(assign(sb, Ity_I1, g)), False);
+}
+
+IRSB *lt_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *layout,
+                    const VexGuestExtents *vge, const VexArchInfo *archinfo_host, IRType gWordTy,
+                    IRType hWordTy)
+{
+	IRSB *out;
+	ev_list l = {0};
+	Int i = 0;
+	UInt next = 0;
+	IRTemp due8 = IRTemp_INVALID;
+	(void)closure, (void)layout, (void)vge, (void)archinfo_host;
+	if (gWordTy != Ity_I64 || hWordTy != Ity_I64)
+		VG_(tool_panic)("lomas: only 64-bit guests and hosts are supported");
+	out = deepCopyIRSBExceptStmts(in);
+	/* The preamble before the first instruction mark, as it is. */
+	while (i < in->stmts_used && in->stmts[i]->tag != Ist_IMark)
+		addStmtToIRSB(out, in->stmts[i++]);
+	collect_refs(in, i, &l);
+	cut_runs(&l);
+	for (; i < in->stmts_used; i++) {
+		IRStmt *st = in->stmts[i];
+		if (!st || st->tag == Ist_NoOp)
+			continue;
+		while (next < l.n && l.ev[next].stmt == i) {
+			const ref_ev *e = &l.ev[next];
+			if (e->run_first == next && !lt_helper_per_ref)
+				due8 = charge(out, e);
+			check(out, e, next, due8);
+			next++;
+		}
+		addStmtToIRSB(out, st);
+	}
+	tl_assert(next == l.n);
+	VG_(free)(l.ev);
+	return out;
+}

@@ -1,0 +1,394 @@
+/*
+ * The dbi clock's Valgrind tool ("lomas"): registration and options, the
+ * threads (one sampler each, in creation order, as the inline runtime
+ * numbers them), thread switches, and the ends of a run: exit, a fatal
+ * signal (Valgrind calls the tool's fini before it dies of it), execve (the
+ * new program runs natively: --trace-children=no), a forked child (it
+ * samples nothing and writes nothing) and the host's request for what has
+ * been collected so far (a byte on the --lomas-control FIFO, read at thread
+ * switches). Its options come from the host (lib/dbi/backend.c):
+ *   --lomas-out=PATH         the hand-over file (dump.h), written atomically
+ *   --lomas-period=N|auto    --lomas-seed=S  --lomas-line-size=B
+ *   --lomas-window=N|auto    --lomas-max-live=N
+ *   --lomas-trace=PATH       full trace in lackey format (thread k > 0: PATH.k)
+ *   --lomas-control=PATH     a FIFO the host writes 's' (snapshot and stop) to
+ *   --lomas-fastpath=ir|helper  the countdown in the IR, or a call per reference
+ */
+#include "pub_tool_aspacemgr.h"
+#include "pub_tool_libcassert.h"
+#include "pub_tool_libcbase.h"
+#include "pub_tool_libcfile.h"
+#include "pub_tool_libcprint.h"
+#include "pub_tool_libcproc.h"
+#include "pub_tool_mallocfree.h"
+#include "pub_tool_options.h"
+#include "pub_tool_threadstate.h"
+#include "pub_tool_vki.h"
+#include "pub_tool_vkiscnums.h"
+
+#include "dump.h"
+#include "tool.h"
+
+/* Valgrind's own: move an fd out of the client's range (m_libcfile.c). */
+extern Int VG_(safe_fd)(Int oldfd);
+
+tool_fast lt_fast = {TOOL_NEVER, (uint64_t)TOOL_NEVER};
+uint8_t lt_filter[FILTER_SIZE + FILTER_PAD];
+tool_thread *lt_cur;
+sampler_budget lt_budget;
+sampler_settings lt_settings = {.period = 0, .seed = 1, .max_live = DEFAULT_MAX_LIVE};
+Bool lt_tracing;
+Bool lt_sampling = True;
+const HChar *lt_trace_path;
+const HChar *lt_out_path;
+tool_thread **lt_threads;
+UInt lt_nthreads;
+
+uint32_t lt_line_size = 64;
+uint64_t lt_window_refs; /* 0 = auto */
+static const HChar *control_path;
+static Int control_fd = -1;
+static ULong control_blocks; /* blocks dispatched at the last look at the FIFO */
+static UInt control_calls;
+static Bool written_at_exec;
+
+/* tool_thread by Valgrind ThreadId (reused after a thread exits). */
+static tool_thread **by_tid;
+static UInt by_tid_cap;
+
+/* ---------------------------------------------------------------- memory */
+
+/* Fresh anonymous pages (zero, untouched until used) from Valgrind's address space manager. */
+static void *pages_alloc(size_t bytes)
+{
+	return VG_(am_shadow_alloc)(VG_PGROUNDUP(bytes));
+}
+
+static void pages_release(void *mem, size_t bytes)
+{
+	if (mem)
+		VG_(am_munmap_valgrind)((Addr)mem, VG_PGROUNDUP(bytes));
+}
+
+static void *pages_grow(void *mem, size_t old, size_t bytes)
+{
+	void *p = pages_alloc(bytes);
+	if (!p)
+		return NULL;
+	VG_(memcpy)(p, mem, old);
+	pages_release(mem, old);
+	return p;
+}
+
+const inline_alloc lt_alloc = {pages_alloc, pages_release, pages_grow};
+
+/* --------------------------------------------------------------- threads */
+
+uint64_t lt_thread_refs(const tool_thread *t)
+{
+	const tool_fast *f = t == lt_cur ? &lt_fast : &t->fast;
+	if (!t->live)
+		return t->refs;
+	return f->zero_clock - (uint64_t)f->countdown + 1;
+}
+
+/* A new thread's sampler (index: creation order), not running yet. */
+static tool_thread *thread_new(ThreadId tid)
+{
+	tool_thread *t;
+	if (tid >= by_tid_cap) {
+		UInt cap = by_tid_cap ? by_tid_cap : 16;
+		while (cap <= tid)
+			cap *= 2;
+		by_tid = VG_(realloc)("lomas.threads", by_tid, cap * sizeof *by_tid);
+		VG_(memset)(by_tid + by_tid_cap, 0, (cap - by_tid_cap) * sizeof *by_tid);
+		by_tid_cap = cap;
+	}
+	if ((lt_nthreads & (lt_nthreads - 1)) == 0)
+		lt_threads = VG_(realloc)("lomas.threads", lt_threads,
+		                          (lt_nthreads ? 2 * lt_nthreads : 1) * sizeof *lt_threads);
+	t = VG_(calloc)("lomas.thread", 1, sizeof *t);
+	t->wt_size = wt_bytes(lt_settings.max_live);
+	t->wt_mem = pages_alloc(t->wt_size);
+	t->filter = pages_alloc(FILTER_SIZE + FILTER_PAD);
+	if (!t->wt_mem || !t->filter)
+		VG_(tool_panic)("lomas: out of memory for a thread's watch table");
+	sampler_thread_init(&t->s, &lt_settings, lt_nthreads, t->wt_mem, t->filter, &lt_budget,
+	                    &lt_alloc);
+	/* Its first reference gets clock 0; the countdown reaches zero at the first sample. */
+	t->fast.zero_clock = t->s.next_sample;
+	t->fast.countdown = (int64_t)t->s.next_sample + 1;
+	t->live = True;
+	t->trace_fd = -1;
+	lt_threads[lt_nthreads++] = t;
+	by_tid[tid] = t;
+	return t;
+}
+
+/* Make t the running thread: its countdown and filter to the fixed addresses. */
+static void switch_to(tool_thread *t)
+{
+	tool_thread *old = lt_cur;
+	if (old) {
+		old->fast = lt_fast;
+		VG_(memcpy)(old->filter, lt_filter, sizeof lt_filter);
+		old->s.wt.filter = old->filter;
+	}
+	if (t) {
+		lt_fast = t->fast;
+		VG_(memcpy)(lt_filter, t->filter, sizeof lt_filter);
+		t->s.wt.filter = lt_filter;
+	} else {
+		lt_fast.countdown = TOOL_NEVER;
+		VG_(memset)(lt_filter, 0, sizeof lt_filter);
+	}
+	lt_cur = t;
+}
+
+/* A thread has run its last instruction: its open samples become dangling. */
+static void thread_end(tool_thread *t)
+{
+	if (!t->live)
+		return;
+	t->refs = lt_thread_refs(t);
+	if (t == lt_cur)
+		switch_to(NULL);
+	t->live = False;
+	sampler_thread_finish(&t->s, &lt_alloc);
+	pages_release(t->wt_mem, t->wt_size);
+	pages_release(t->filter, FILTER_SIZE + FILTER_PAD);
+	t->wt_mem = NULL;
+	t->filter = NULL;
+	VG_(memset)(&t->s.wt, 0, sizeof t->s.wt);
+	t->s.wt.oldest = t->s.wt.newest = t->s.wt.free_head = WT_NONE;
+	if (t->trace_fd >= 0) {
+		lt_trace_flush(t);
+		VG_(close)(t->trace_fd);
+		t->trace_fd = -1;
+	}
+}
+
+static void on_thread_create(ThreadId parent, ThreadId child)
+{
+	(void)parent;
+	if (!lt_sampling)
+		return;
+	if (child < by_tid_cap && by_tid[child])
+		thread_end(by_tid[child]);
+	thread_new(child);
+}
+
+static void on_thread_exit(ThreadId tid)
+{
+	if (tid < by_tid_cap && by_tid[tid]) {
+		thread_end(by_tid[tid]);
+		by_tid[tid] = NULL;
+	}
+}
+
+/* ------------------------------------------------------ the host's requests */
+
+/* Stop sampling for good: nothing is counted or written from now on. */
+static void stop_sampling(void)
+{
+	switch_to(NULL);
+	lt_sampling = False;
+}
+
+/*
+ * A byte on the control FIFO: 's' = write what has been collected (the
+ * session detaches: lomas_session_stop) and stop. Looked at every 64 thread
+ * switches or 2^18 blocks, so a program that makes many system calls pays
+ * for few reads.
+ */
+static void control_poll(ULong blocks)
+{
+	HChar c;
+	if (control_fd < 0 || (++control_calls & 63 && blocks - control_blocks < (1u << 18)))
+		return;
+	control_blocks = blocks;
+	if (VG_(read)(control_fd, &c, 1) == 1 && c == 's') {
+		lt_dump(DUMP_ENDED_SNAPSHOT);
+		stop_sampling();
+		VG_(close)(control_fd);
+		control_fd = -1;
+	}
+}
+
+static void on_start_client_code(ThreadId tid, ULong blocks)
+{
+	tool_thread *t;
+	if (!lt_sampling)
+		return;
+	t = tid < by_tid_cap ? by_tid[tid] : NULL;
+	if (!t)
+		t = thread_new(tid); /* the main thread (or one created before we looked) */
+	if (!t->os_tid)
+		t->os_tid = (uint64_t)VG_(gettid)();
+	if (t != lt_cur)
+		switch_to(t);
+	control_poll(blocks);
+}
+
+/* ------------------------------------------------------------ exec, fork */
+
+static void pre_syscall(ThreadId tid, UInt sysno, UWord *args, UInt nargs)
+{
+	(void)tid, (void)args, (void)nargs;
+	/* Without --trace-children the new program runs natively and this
+	 * process never reaches fini: hand over what it collected now. (If
+	 * the exec fails, the run goes on and fini writes the file again.) */
+	if (lt_sampling && (sysno == __NR_execve || sysno == __NR_execveat)) {
+		for (UInt i = 0; i < lt_nthreads; i++)
+			if (lt_threads[i]->trace_fd >= 0)
+				lt_trace_flush(lt_threads[i]);
+		written_at_exec = lt_dump(DUMP_ENDED_EXEC);
+	}
+}
+
+static void post_syscall(ThreadId tid, UInt sysno, UWord *args, UInt nargs, SysRes res)
+{
+	(void)tid, (void)sysno, (void)args, (void)nargs, (void)res;
+}
+
+static void on_fork_child(ThreadId tid)
+{
+	(void)tid;
+	/* A forked child (without exec) samples nothing and writes nothing. */
+	lt_sampling = False;
+	lt_cur = NULL;
+	lt_fast.countdown = TOOL_NEVER;
+	VG_(memset)(lt_filter, 0, sizeof lt_filter);
+	for (UInt i = 0; i < lt_nthreads; i++)
+		lt_threads[i]->trace_fd = -1; /* the parent's files */
+	control_fd = -1;
+}
+
+/* --------------------------------------------------------------- options */
+
+/* "auto" (0) or a decimal integer >= 1 (with *min). */
+static Bool parse_u64(const HChar *v, Bool allow_auto, ULong min, ULong max, ULong *out)
+{
+	HChar *end;
+	ULong x;
+	if (allow_auto && VG_STREQ(v, "auto")) {
+		*out = 0;
+		return True;
+	}
+	if (*v < '0' || *v > '9')
+		return False;
+	x = VG_(strtoull10)(v, &end);
+	if (*end || x < min || x > max)
+		return False;
+	*out = x;
+	return True;
+}
+
+static Bool process_option(const HChar *arg)
+{
+	const HChar *v;
+	ULong x;
+	if VG_STR_CLO (arg, "--lomas-out", lt_out_path) {
+	} else if VG_STR_CLO (arg, "--lomas-trace", lt_trace_path) {
+	} else if VG_STR_CLO (arg, "--lomas-control", control_path) {
+	} else if VG_STR_CLO (arg, "--lomas-period", v) {
+		if (!parse_u64(v, True, 1, ~0ull, &x))
+			VG_(fmsg_bad_option)(arg, "not a period >= 1 or auto\n");
+		lt_settings.period = x;
+	} else if VG_STR_CLO (arg, "--lomas-seed", v) {
+		if (!parse_u64(v, False, 0, ~0ull, &x))
+			VG_(fmsg_bad_option)(arg, "not a 64-bit unsigned integer\n");
+		lt_settings.seed = x;
+	} else if VG_STR_CLO (arg, "--lomas-line-size", v) {
+		if (!parse_u64(v, False, 8, 65536, &x) || (x & (x - 1)))
+			VG_(fmsg_bad_option)(arg, "not a power of two from 8 to 65536\n");
+		lt_line_size = (uint32_t)x;
+	} else if VG_STR_CLO (arg, "--lomas-window", v) {
+		if (!parse_u64(v, True, 1, ~0ull, &x))
+			VG_(fmsg_bad_option)(arg, "not a window >= 1 or auto\n");
+		lt_window_refs = x;
+	} else if VG_STR_CLO (arg, "--lomas-max-live", v) {
+		if (!parse_u64(v, False, 1, 1u << 24, &x))
+			VG_(fmsg_bad_option)(arg, "not a slot count from 1 to 16777216\n");
+		lt_settings.max_live = (uint32_t)x;
+	} else if VG_STR_CLO (arg, "--lomas-fastpath", v) {
+		if (VG_STREQ(v, "helper"))
+			lt_helper_per_ref = True;
+		else if (!VG_STREQ(v, "ir"))
+			VG_(fmsg_bad_option)(arg, "not ir or helper\n");
+	} else {
+		return False;
+	}
+	return True;
+}
+
+static void print_usage(void)
+{
+	VG_(printf)
+	("    --lomas-out=PATH          hand-over file for liblomas [required]\n"
+	 "    --lomas-period=N|auto     mean sampling period in references [auto]\n"
+	 "    --lomas-seed=S            seed of the sampling generator [1]\n"
+	 "    --lomas-line-size=B       cache line size in bytes [64]\n"
+	 "    --lomas-window=N|auto     window length in references [auto]\n"
+	 "    --lomas-max-live=N        watch-table slots per thread [8192]\n"
+	 "    --lomas-trace=PATH        also write every reference (lackey format)\n"
+	 "    --lomas-control=PATH      FIFO on which liblomas asks for a snapshot\n"
+	 "    --lomas-fastpath=ir|helper  countdown in the IR or a call per reference [ir]\n");
+}
+
+static void print_debug_usage(void)
+{
+	VG_(printf)("    (none)\n");
+}
+
+/* ------------------------------------------------------- start and finish */
+
+static void post_clo_init(void)
+{
+	if (!lt_out_path) {
+		VG_(fmsg)("lomas: --lomas-out=PATH is required (the tool is run by liblomas)\n");
+		VG_(exit)(1);
+	}
+	lt_settings.line_shift = 0;
+	while ((1u << lt_settings.line_shift) < lt_line_size)
+		lt_settings.line_shift++;
+	lt_tracing = lt_trace_path != NULL;
+	if (control_path) {
+		SysRes r = VG_(open)(control_path, VKI_O_RDONLY | VKI_O_NONBLOCK, 0);
+		if (sr_isError(r))
+			VG_(umsg)("lomas: cannot open the control FIFO %s\n", control_path);
+		else
+			control_fd = VG_(safe_fd)((Int)sr_Res(r));
+	}
+	VG_(track_start_client_code)(on_start_client_code);
+	VG_(track_pre_thread_ll_create)(on_thread_create);
+	VG_(track_pre_thread_ll_exit)(on_thread_exit);
+	VG_(atfork)(NULL, NULL, on_fork_child);
+}
+
+static void fini(Int exitcode)
+{
+	(void)exitcode;
+	if (!lt_sampling)
+		return;
+	for (UInt i = 0; i < lt_nthreads; i++)
+		if (lt_threads[i]->trace_fd >= 0)
+			lt_trace_flush(lt_threads[i]);
+	lt_dump(DUMP_ENDED_EXIT);
+	(void)written_at_exec;
+}
+
+static void pre_clo_init(void)
+{
+	VG_(details_name)("lomas");
+	VG_(details_version)(LOMAS_TOOL_VERSION);
+	VG_(details_description)("the dbi clock of liblomas");
+	VG_(details_copyright_author)("liblomas contributors (MIT)");
+	VG_(details_bug_reports_to)("the liblomas repository");
+	VG_(details_avg_translation_sizeB)(400);
+	VG_(basic_tool_funcs)(post_clo_init, lt_instrument, fini);
+	VG_(needs_command_line_options)(process_option, print_usage, print_debug_usage);
+	VG_(needs_syscall_wrapper)(pre_syscall, post_syscall);
+}
+
+VG_DETERMINE_INTERFACE_VERSION(pre_clo_init)
