@@ -88,7 +88,9 @@ LOMAS_API void lomas_set_log_callback(lomas_log_fn fn, void *user);
  *   window     window length in references, or "auto" (= 256 x mean period)
  *   max_samples_live  capacity of the watch table (default 0 = unlimited for
  *              the trace clock); samples beyond it are recorded as censored
- *   clock      auto | inline | step | pmu (live sessions; default auto)
+ *   clock      auto | inline | dbi | step | pmu (live sessions; default auto:
+ *              inline when the program carries the lomas-inline hooks, else
+ *              dbi when Valgrind and the dbi tool are installed, else step)
  *   watch      auto | mprotect | debugreg (watchpoint engine; default auto)
  *   max_skid   references a simulated (step) or real (pmu) overflow may land
  *              late; the planner compensates (default 0 for step)
@@ -271,8 +273,11 @@ LOMAS_API lomas_status lomas_trace_analyze_lackey_stream(const lomas_config *cfg
 /*
  * A live session: run (or attach to) a target program under a clock and
  * collect its profile. The clock is chosen by the config key "clock":
- * inline (the target was built with the lomas-inline hooks), step (ptrace
- * single-stepping, any binary, slow), pmu (hardware counters), or auto.
+ * inline (the target was built with the lomas-inline hooks), dbi (any
+ * x86-64 program, unmodified, run under Valgrind with liblomas's tool: a few
+ * times slower; it cannot attach, and programs the target executes run
+ * natively), step (ptrace single-stepping, any binary, slow), pmu (hardware
+ * counters), or auto.
  */
 typedef struct lomas_session lomas_session;
 
@@ -303,7 +308,11 @@ LOMAS_API lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lo
 LOMAS_API lomas_status lomas_session_poll(lomas_session *s, int timeout_ms, int *running);
 /* Run until the target ends; *wait_status gets its waitpid()-style status. */
 LOMAS_API lomas_status lomas_session_wait(lomas_session *s, int *wait_status);
-/* Detach: remove every watchpoint, restore protections, leave the target running. */
+/*
+ * Detach: remove every watchpoint, restore protections, leave the target
+ * running. With the dbi clock the program runs on under Valgrind (it cannot
+ * leave it), no longer sampled; the profile holds what was collected.
+ */
 LOMAS_API lomas_status lomas_session_stop(lomas_session *s);
 LOMAS_API lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *out);
 /* The profile collected so far (a new object owned by the caller). */
