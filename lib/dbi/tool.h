@@ -7,10 +7,10 @@
  *   tool_dump.c        the hand-over file (dump.h) and the full trace
  *   tool_math.c        log and log1p (no libm)
  *
- * Valgrind runs one thread at a time. The running thread's countdown and
- * filter live at fixed addresses (lt_fast, lt_filter: the generated code
- * reaches them without a pointer); a thread switch (start_client_code)
- * saves the old thread's into its tool_thread and loads the new one's.
+ * Valgrind runs one thread at a time. The running thread's filter lives at a
+ * fixed address (lt_filter: the generated code reaches it without a
+ * pointer); a thread switch (start_client_code) saves the old thread's into
+ * its tool_thread and loads the new one's. Countdowns: see below.
  */
 #ifndef LOMAS_DBI_TOOL_H
 #define LOMAS_DBI_TOOL_H
@@ -21,35 +21,49 @@
 #include "sampler/sampler.h"
 
 /*
- * The running thread's countdown (signed in effect): each run of k
- * references subtracts k when it starts; a reference whose run left it at
- * zero or below, or whose filter byte is set, calls the helper, which is told
- * how many references of the run come after it (info >> INFO_AFTER_SHIFT):
- * countdown + after is what a per-reference decrement would have left, and
- * the reference's clock is zero_clock minus that (the inline runtime's
- * convention, lib/inline/inline.h).
+ * A thread's countdown (signed) lives in its guest state's first shadow
+ * area (Valgrind's shadow1, unused by this tool), at lt_cd_offset from the
+ * guest state: the generated code reaches it as a guest register (one
+ * instruction, and Valgrind's optimizer keeps it in a host register across a
+ * superblock), every thread has its own, and a thread switch moves nothing.
+ * Each run of k references subtracts k when it starts; a reference whose run
+ * left it at zero or below, or whose filter byte is set, calls the helper,
+ * which is told how many references of the run come after it (its
+ * descriptor's info >> INFO_AFTER_SHIFT): countdown + after is what a
+ * per-reference decrement would have left, and the reference's clock is the
+ * thread's zero_clock minus that (the inline runtime's convention,
+ * lib/inline/inline.h). Valgrind saves a thread's shadow state in a
+ * signal's frame and restores it at sigreturn: the tool puts the countdown
+ * the handler left back (tool_main.c), so a handler's references count.
  */
-typedef struct tool_fast {
-	int64_t countdown;
-	uint64_t zero_clock;
-} tool_fast;
-
 /* A countdown that never comes due (no thread, or sampling stopped). */
 #define TOOL_NEVER ((int64_t)1 << 62)
 
-/* Reference info passed to the helper (a constant in the generated code). */
+/* A reference's info (its descriptor's). */
 #define INFO_SIZE_MASK 0xfffu /* bytes (clamped) */
 #define INFO_STORE 0x1000u
 #define INFO_ILEN_SHIFT 13 /* instruction length, for the full trace's I lines */
 #define INFO_AFTER_SHIFT 24
 
+/* What the generated code tells the helper about a reference (a constant index). */
+typedef struct ref_desc {
+	Addr pc;
+	ULong info;
+} ref_desc;
+
 typedef struct tool_thread {
 	sampler_thread s;
+	ThreadId tid; /* Valgrind's, while it lives */
 	uint64_t os_tid;
 	bool live;
-	uint64_t refs;   /* final clock, once it has exited */
-	tool_fast fast;  /* its countdown while another thread runs */
-	uint8_t *filter; /* its filter while another thread runs (FILTER_SIZE + FILTER_PAD) */
+	bool cd_pending;   /* its countdown is to be set before it first runs */
+	bool sig_cd_valid; /* a sigreturn is under way: sig_cd is the handler's countdown */
+	int64_t sig_cd;
+	int64_t cd_init;     /* the countdown it starts with */
+	int64_t stopped_cd;  /* its countdown when it last stopped running client code */
+	uint64_t zero_clock; /* the clock at which its countdown reaches zero */
+	uint64_t refs;       /* final clock, once it has exited */
+	uint8_t *filter;     /* its filter while another thread runs (FILTER_SIZE + FILTER_PAD) */
 	void *wt_mem;
 	SizeT wt_size;
 	/* Full-trace mode: its own file (lackey format) and buffer. */
@@ -60,7 +74,8 @@ typedef struct tool_thread {
 } tool_thread;
 
 /* tool_main.c */
-extern tool_fast lt_fast;
+extern Int lt_cd_offset; /* the countdown's guest-state offset (shadow1's first word) */
+extern ref_desc *lt_descs;
 extern uint8_t lt_filter[FILTER_SIZE + FILTER_PAD];
 extern tool_thread *lt_cur;
 extern sampler_budget lt_budget;
@@ -76,6 +91,9 @@ extern tool_thread **lt_threads; /* every thread, in creation order */
 extern UInt lt_nthreads;
 /* The clock of a thread (references so far). */
 uint64_t lt_thread_refs(const tool_thread *t);
+/* A live thread's countdown, read and set in its guest state. */
+int64_t lt_get_cd(const tool_thread *t);
+void lt_set_cd(const tool_thread *t, int64_t cd);
 
 /* tool_instrument.c */
 extern Bool lt_helper_per_ref; /* --lomas-fastpath=helper */
@@ -84,9 +102,10 @@ IRSB *lt_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
                     IRType hWordTy);
 
 /* tool_visit.c */
-VG_REGPARM(3) void lt_visit(Addr addr, ULong info, Addr pc);
+/* gs: the running thread's guest state; d: the reference's descriptor. */
+VG_REGPARM(3) void lt_visit(UChar *gs, Addr addr, ULong d);
 /* The helper-call-per-reference variant: count down, test the filter, visit. */
-VG_REGPARM(3) void lt_count(Addr addr, ULong info, Addr pc);
+VG_REGPARM(3) void lt_count(UChar *gs, Addr addr, ULong d);
 
 /* tool_dump.c */
 /* Write the hand-over file (ended: DUMP_ENDED_*); False with a message logged on failure. */

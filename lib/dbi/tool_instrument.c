@@ -200,17 +200,72 @@ static IRExpr *atom(IRSB *sb, IRType ty, IRExpr *e)
  */
 static IRTemp charge(IRSB *sb, const ref_ev *e)
 {
-	IRExpr *cd_addr = u64((ULong)(Addr)&lt_fast.countdown);
-	IRTemp cd = assign(sb, Ity_I64, IRExpr_Load(Iend_LE, Ity_I64, cd_addr));
+	IRTemp cd = assign(sb, Ity_I64, IRExpr_Get(lt_cd_offset, Ity_I64));
 	IRExpr *k =
 	    e->guard ? atom(sb, Ity_I64, IRExpr_Unop(Iop_1Uto64, e->guard)) : u64(e->run_len);
 	IRTemp left = assign(sb, Ity_I64, IRExpr_Binop(Iop_Sub64, IRExpr_RdTmp(cd), k));
-	addStmtToIRSB(sb, IRStmt_Store(Iend_LE, cd_addr, IRExpr_RdTmp(left)));
+	addStmtToIRSB(sb, IRStmt_Put(lt_cd_offset, IRExpr_RdTmp(left)));
 	IRTemp due = assign(sb, Ity_I1, IRExpr_Binop(Iop_CmpLE64S, IRExpr_RdTmp(left), u64(0)));
 	return assign(sb, Ity_I8, IRExpr_Unop(Iop_1Uto8, IRExpr_RdTmp(due)));
 }
 
-/* The call of the helper for e, guarded by g (NULL: always). */
+/* ------------------------------------------------------- descriptors */
+
+/*
+ * Each reference's constants (pc, size, kind, place in its run) are a
+ * descriptor; the generated code passes its index, one constant instead of
+ * two. A table of (pc, info) -> index keeps a reference translated again
+ * (a discarded translation, another superblock through the same code) at
+ * one descriptor.
+ */
+ref_desc *lt_descs;
+static UInt ndescs, descs_cap;
+static UInt *desc_hash; /* index + 1, or 0: empty */
+static UInt hash_cap;   /* power of two */
+
+static UInt hash_of(Addr pc, ULong info)
+{
+	ULong h = (pc ^ (info * 0x9e3779b97f4a7c15ull)) * 0xff51afd7ed558ccdull;
+	return (UInt)(h >> 32);
+}
+
+static void hash_put(UInt idx)
+{
+	UInt i = hash_of(lt_descs[idx].pc, lt_descs[idx].info) & (hash_cap - 1);
+	while (desc_hash[i])
+		i = (i + 1) & (hash_cap - 1);
+	desc_hash[i] = idx + 1;
+}
+
+static ULong descriptor(Addr pc, ULong info)
+{
+	UInt i;
+	if (2 * (ndescs + 1) > hash_cap) {
+		hash_cap = hash_cap ? 2 * hash_cap : 4096;
+		VG_(free)(desc_hash);
+		desc_hash = VG_(calloc)("lomas.descs.hash", hash_cap, sizeof *desc_hash);
+		for (UInt j = 0; j < ndescs; j++)
+			hash_put(j);
+	}
+	for (i = hash_of(pc, info) & (hash_cap - 1); desc_hash[i]; i = (i + 1) & (hash_cap - 1)) {
+		const ref_desc *d = &lt_descs[desc_hash[i] - 1];
+		if (d->pc == pc && d->info == info)
+			return desc_hash[i] - 1;
+	}
+	if (ndescs == descs_cap) {
+		descs_cap = descs_cap ? 2 * descs_cap : 4096;
+		lt_descs = VG_(realloc)("lomas.descs", lt_descs, descs_cap * sizeof *lt_descs);
+	}
+	lt_descs[ndescs].pc = pc;
+	lt_descs[ndescs].info = info;
+	desc_hash[i] = ndescs + 1;
+	return ndescs++;
+}
+
+/* The call of the helper for e, guarded by g (NULL: always). It reads and
+ * writes the countdown in the guest state, which the call declares, so
+ * Valgrind's optimizer writes it back before the call and reads it again
+ * after. */
 static void call_helper(IRSB *sb, const ref_ev *e, ULong after, IRExpr *g, Bool per_ref)
 {
 	ULong info = (e->size > INFO_SIZE_MASK ? INFO_SIZE_MASK : e->size) |
@@ -219,9 +274,15 @@ static void call_helper(IRSB *sb, const ref_ev *e, ULong after, IRExpr *g, Bool 
 	void *fn = per_ref ? (void *)lt_count : (void *)lt_visit;
 	IRDirty *di =
 	    unsafeIRDirty_0_N(3, per_ref ? "lt_count" : "lt_visit", VG_(fnptr_to_fnentry)(fn),
-	                      mkIRExprVec_3(e->addr, u64(info), u64((ULong)e->pc)));
+	                      mkIRExprVec_3(IRExpr_GSPTR(), e->addr, u64(descriptor(e->pc, info))));
 	if (g)
 		di->guard = g;
+	di->nFxState = 1;
+	di->fxState[0].fx = Ifx_Modify;
+	di->fxState[0].offset = (UShort)lt_cd_offset;
+	di->fxState[0].size = 8;
+	di->fxState[0].nRepeats = 0;
+	di->fxState[0].repeatLen = 0;
 	addStmtToIRSB(sb, IRStmt_Dirty(di));
 }
 
@@ -275,9 +336,12 @@ IRSB *lt_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
 	Int i = 0;
 	UInt next = 0;
 	IRTemp due8 = IRTemp_INVALID;
-	(void)closure, (void)layout, (void)vge, (void)archinfo_host;
+	(void)closure, (void)vge, (void)archinfo_host;
 	if (gWordTy != Ity_I64 || hWordTy != Ity_I64)
 		VG_(tool_panic)("lomas: only 64-bit guests and hosts are supported");
+	/* The countdown: the first word of the first shadow area (as Memcheck
+	 * lays it out: shadow1 follows the guest state, total_sizeB on). */
+	tl_assert(lt_cd_offset == layout->total_sizeB);
 	out = deepCopyIRSBExceptStmts(in);
 	/* The preamble before the first instruction mark, as it is. */
 	while (i < in->stmts_used && in->stmts[i]->tag != Ist_IMark)

@@ -20,11 +20,14 @@
 #include "pub_tool_libcfile.h"
 #include "pub_tool_libcprint.h"
 #include "pub_tool_libcproc.h"
+#include "pub_tool_machine.h"
 #include "pub_tool_mallocfree.h"
 #include "pub_tool_options.h"
 #include "pub_tool_threadstate.h"
 #include "pub_tool_vki.h"
 #include "pub_tool_vkiscnums.h"
+
+#include "libvex_guest_amd64.h"
 
 #include "dump.h"
 #include "tool.h"
@@ -32,7 +35,8 @@
 /* Valgrind's own: move an fd out of the client's range (m_libcfile.c). */
 extern Int VG_(safe_fd)(Int oldfd);
 
-tool_fast lt_fast = {TOOL_NEVER, (uint64_t)TOOL_NEVER};
+/* Shadow1 follows the guest state (Valgrind's ThreadArchState, Memcheck's offsets). */
+Int lt_cd_offset = (Int)sizeof(VexGuestAMD64State);
 uint8_t lt_filter[FILTER_SIZE + FILTER_PAD];
 tool_thread *lt_cur;
 sampler_budget lt_budget;
@@ -84,12 +88,25 @@ const inline_alloc lt_alloc = {pages_alloc, pages_release, pages_grow};
 
 /* --------------------------------------------------------------- threads */
 
+int64_t lt_get_cd(const tool_thread *t)
+{
+	int64_t cd;
+	VG_(get_shadow_regs_area)(t->tid, (UChar *)&cd, 1, 0, sizeof cd);
+	return cd;
+}
+
+void lt_set_cd(const tool_thread *t, int64_t cd)
+{
+	VG_(set_shadow_regs_area)(t->tid, 1, 0, sizeof cd, (const UChar *)&cd);
+}
+
+/* The references a thread has made, while no client code runs: its
+ * countdown as it was when it last stopped running client code. */
 uint64_t lt_thread_refs(const tool_thread *t)
 {
-	const tool_fast *f = t == lt_cur ? &lt_fast : &t->fast;
 	if (!t->live)
 		return t->refs;
-	return f->zero_clock - (uint64_t)f->countdown + 1;
+	return t->zero_clock - (uint64_t)t->stopped_cd + 1;
 }
 
 /* A new thread's sampler (index: creation order), not running yet. */
@@ -115,9 +132,14 @@ static tool_thread *thread_new(ThreadId tid)
 		VG_(tool_panic)("lomas: out of memory for a thread's watch table");
 	sampler_thread_init(&t->s, &lt_settings, lt_nthreads, t->wt_mem, t->filter, &lt_budget,
 	                    &lt_alloc);
-	/* Its first reference gets clock 0; the countdown reaches zero at the first sample. */
-	t->fast.zero_clock = t->s.next_sample;
-	t->fast.countdown = (int64_t)t->s.next_sample + 1;
+	/* Its first reference gets clock 0; the countdown reaches zero at the
+	 * first sample. Set in its guest state before it first runs (a new
+	 * thread's is its parent's copy until then). */
+	t->zero_clock = t->s.next_sample;
+	t->cd_init = (int64_t)t->s.next_sample + 1;
+	t->stopped_cd = t->cd_init;
+	t->cd_pending = True;
+	t->tid = tid;
 	t->live = True;
 	t->trace_fd = -1;
 	lt_threads[lt_nthreads++] = t;
@@ -125,21 +147,18 @@ static tool_thread *thread_new(ThreadId tid)
 	return t;
 }
 
-/* Make t the running thread: its countdown and filter to the fixed addresses. */
+/* Make t the running thread: its filter to the fixed address. */
 static void switch_to(tool_thread *t)
 {
 	tool_thread *old = lt_cur;
 	if (old) {
-		old->fast = lt_fast;
 		VG_(memcpy)(old->filter, lt_filter, sizeof lt_filter);
 		old->s.wt.filter = old->filter;
 	}
 	if (t) {
-		lt_fast = t->fast;
 		VG_(memcpy)(lt_filter, t->filter, sizeof lt_filter);
 		t->s.wt.filter = lt_filter;
 	} else {
-		lt_fast.countdown = TOOL_NEVER;
 		VG_(memset)(lt_filter, 0, sizeof lt_filter);
 	}
 	lt_cur = t;
@@ -151,6 +170,8 @@ static void thread_end(tool_thread *t)
 	if (!t->live)
 		return;
 	t->refs = lt_thread_refs(t);
+	if (!t->cd_pending)
+		lt_set_cd(t, TOOL_NEVER);
 	if (t == lt_cur)
 		switch_to(NULL);
 	t->live = False;
@@ -191,6 +212,9 @@ static void on_thread_exit(ThreadId tid)
 /* Stop sampling for good: nothing is counted or written from now on. */
 static void stop_sampling(void)
 {
+	for (UInt i = 0; i < lt_nthreads; i++)
+		if (lt_threads[i]->live && !lt_threads[i]->cd_pending)
+			lt_set_cd(lt_threads[i], TOOL_NEVER);
 	switch_to(NULL);
 	lt_sampling = False;
 }
@@ -215,6 +239,14 @@ static void control_poll(ULong blocks)
 	}
 }
 
+static void on_stop_client_code(ThreadId tid, ULong blocks)
+{
+	tool_thread *t = tid < by_tid_cap ? by_tid[tid] : NULL;
+	(void)blocks;
+	if (t && t->live && !t->cd_pending)
+		t->stopped_cd = lt_get_cd(t);
+}
+
 static void on_start_client_code(ThreadId tid, ULong blocks)
 {
 	tool_thread *t;
@@ -225,6 +257,10 @@ static void on_start_client_code(ThreadId tid, ULong blocks)
 		t = thread_new(tid); /* the main thread (or one created before we looked) */
 	if (!t->os_tid)
 		t->os_tid = (uint64_t)VG_(gettid)();
+	if (t->cd_pending) {
+		lt_set_cd(t, t->cd_init);
+		t->cd_pending = False;
+	}
 	if (t != lt_cur)
 		switch_to(t);
 	control_poll(blocks);
@@ -234,7 +270,15 @@ static void on_start_client_code(ThreadId tid, ULong blocks)
 
 static void pre_syscall(ThreadId tid, UInt sysno, UWord *args, UInt nargs)
 {
-	(void)tid, (void)args, (void)nargs;
+	(void)args, (void)nargs;
+	/* A signal handler returns: Valgrind is about to restore the thread's
+	 * shadow state (the countdown with it) from the signal's frame. Keep
+	 * the countdown the handler left, to put back (on_post_deliver). */
+	if (sysno == __NR_rt_sigreturn && lt_sampling && tid < by_tid_cap && by_tid[tid] &&
+	    !by_tid[tid]->cd_pending) {
+		by_tid[tid]->sig_cd = lt_get_cd(by_tid[tid]);
+		by_tid[tid]->sig_cd_valid = True;
+	}
 	/* Without --trace-children the new program runs natively and this
 	 * process never reaches fini: hand over what it collected now. (If
 	 * the exec fails, the run goes on and fini writes the file again.) */
@@ -251,13 +295,23 @@ static void post_syscall(ThreadId tid, UInt sysno, UWord *args, UInt nargs, SysR
 	(void)tid, (void)sysno, (void)args, (void)nargs, (void)res;
 }
 
+static void on_post_deliver(ThreadId tid, Int sig)
+{
+	tool_thread *t = tid < by_tid_cap ? by_tid[tid] : NULL;
+	(void)sig;
+	if (t && t->sig_cd_valid) {
+		lt_set_cd(t, lt_sampling ? t->sig_cd : TOOL_NEVER);
+		t->sig_cd_valid = False;
+	}
+}
+
 static void on_fork_child(ThreadId tid)
 {
-	(void)tid;
 	/* A forked child (without exec) samples nothing and writes nothing. */
+	int64_t never = TOOL_NEVER;
 	lt_sampling = False;
 	lt_cur = NULL;
-	lt_fast.countdown = TOOL_NEVER;
+	VG_(set_shadow_regs_area)(tid, 1, 0, sizeof never, (const UChar *)&never);
 	VG_(memset)(lt_filter, 0, sizeof lt_filter);
 	for (UInt i = 0; i < lt_nthreads; i++)
 		lt_threads[i]->trace_fd = -1; /* the parent's files */
@@ -361,8 +415,10 @@ static void post_clo_init(void)
 			control_fd = VG_(safe_fd)((Int)sr_Res(r));
 	}
 	VG_(track_start_client_code)(on_start_client_code);
+	VG_(track_stop_client_code)(on_stop_client_code);
 	VG_(track_pre_thread_ll_create)(on_thread_create);
 	VG_(track_pre_thread_ll_exit)(on_thread_exit);
+	VG_(track_post_deliver_signal)(on_post_deliver);
 	VG_(atfork)(NULL, NULL, on_fork_child);
 }
 

@@ -3,35 +3,41 @@
  * run holds a due sample, or whose filter byte is set, or every reference in
  * full-trace mode. It is the inline runtime's slow path (slow_entry and
  * slow_visit in lib/inline/runtime.c) for a tool that Valgrind runs one
- * thread at a time and never interrupts: no locks, no re-entry.
+ * thread at a time and never interrupts: no locks, no re-entry. gs is the
+ * running thread's guest state, where its countdown is (tool.h).
  */
 #include "tool.h"
 
-VG_REGPARM(3) void lt_visit(Addr addr, ULong info, Addr pc)
+VG_REGPARM(3) void lt_visit(UChar *gs, Addr addr, ULong d)
 {
+	int64_t *cd = (int64_t *)(void *)(gs + lt_cd_offset);
+	const ref_desc *rd = &lt_descs[d];
 	tool_thread *t = lt_cur;
-	uint64_t after = info >> INFO_AFTER_SHIFT, clock, k;
-	int64_t due = lt_fast.countdown + (int64_t)after;
-	if (!t)
-		return; /* not sampling (a forked child, after a detach) */
-	clock = lt_fast.zero_clock - (uint64_t)due;
+	uint64_t after = rd->info >> INFO_AFTER_SHIFT, clock, k;
+	int64_t due = *cd + (int64_t)after;
+	if (!t) {
+		*cd = TOOL_NEVER; /* not sampling (a forked child, after a detach) */
+		return;
+	}
+	clock = t->zero_clock - (uint64_t)due;
 	if (due > 0 && !lt_tracing) {
 		/* Not the due reference: a filter hit, a reuse or an alias. */
-		sampler_touch(&t->s, &lt_alloc, addr, clock, pc);
+		sampler_touch(&t->s, &lt_alloc, addr, clock, rd->pc);
 		return;
 	}
 	if (lt_tracing)
-		lt_trace_put(t, addr, info, pc);
-	sampler_visit(&t->s, &lt_budget, &lt_alloc, addr, clock, pc,
-	              (info & INFO_STORE) ? LOMAS_REF_STORE : LOMAS_REF_LOAD);
+		lt_trace_put(t, addr, rd->info, rd->pc);
+	sampler_visit(&t->s, &lt_budget, &lt_alloc, addr, clock, rd->pc,
+	              (rd->info & INFO_STORE) ? LOMAS_REF_STORE : LOMAS_REF_LOAD);
 	/* The next visit: the next sample's reference (every one when tracing). */
 	k = lt_tracing ? 1 : t->s.next_sample - clock;
-	lt_fast.countdown = (int64_t)k - (int64_t)after;
-	lt_fast.zero_clock = clock + k;
+	*cd = (int64_t)k - (int64_t)after;
+	t->zero_clock = clock + k;
 }
 
-VG_REGPARM(3) void lt_count(Addr addr, ULong info, Addr pc)
+VG_REGPARM(3) void lt_count(UChar *gs, Addr addr, ULong d)
 {
-	if (--lt_fast.countdown <= 0 || lt_filter[filter_index(addr)])
-		lt_visit(addr, info, pc);
+	int64_t *cd = (int64_t *)(void *)(gs + lt_cd_offset);
+	if (--*cd <= 0 || lt_filter[filter_index(addr)])
+		lt_visit(gs, addr, d);
 }
