@@ -93,6 +93,9 @@ static int core(uint64_t refs, uint64_t period, uint64_t seed, uint32_t max_live
 		printf("%" PRIu64 " %" PRIu64 " %u %u %" PRIx64 " %u\n", is.start, is.end, is.state,
 		       is.kind, is.addr, is.level);
 	printf("refs %" PRIu64 "\n", refs);
+	store_free(&t.done, &heap);
+	free(mem);
+	free(filter);
 	return 0;
 }
 

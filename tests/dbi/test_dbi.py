@@ -32,7 +32,8 @@ VALGRIND = shutil.which("valgrind")
 
 needs_tool = pytest.mark.skipif(not TOOL, reason="the dbi tool is not built (no Valgrind)")
 # The sanitized build's lomas-demo and exactsim are several times slower: it runs
-# the checks of behaviour, not the accuracy matrix.
+# the checks of behaviour, not the accuracy matrix nor lackey (Valgrind's own,
+# nothing of ours is sanitized there).
 not_sanitized = pytest.mark.skipif(SANITIZERS, reason="accuracy runs in the plain build")
 
 WORKLOADS = ["stream", "stride", "random", "chase", "matmul", "tiled", "phases"]
@@ -146,6 +147,7 @@ def test_known_program_counts_as_its_code_says(tmp_path):
 
 
 @needs_tool
+@not_sanitized
 @pytest.mark.skipif(not VALGRIND, reason="valgrind not on PATH")
 def test_counts_equal_lackeys(tmp_path):
     """Valgrind's lackey, on the same binaries: the same per-iteration count, and the
