@@ -19,7 +19,6 @@
  * stop = detach: the tool writes what it has and stops sampling; the program
  * runs on under Valgrind (it cannot leave it) with its output untouched.
  */
-#include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -75,41 +74,6 @@ static uint64_t now_ms(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* ------------------------------------------------------------ Valgrind's log */
-
-/*
- * Valgrind's own messages, from its log: the lines after its "==PID== "
- * prefix, joined with "; ", at most cap bytes. Empty when it said nothing.
- */
-static void valgrind_said(const char *log, char *buf, size_t cap)
-{
-	char line[512];
-	size_t used = 0;
-	FILE *f = fopen(log, "r");
-	buf[0] = '\0';
-	if (!f)
-		return;
-	while (fgets(line, sizeof line, f) && used + 8 < cap) {
-		char *s = line, *nl = strchr(line, '\n');
-		if (nl)
-			*nl = '\0';
-		/* "==123== text", "--123-- text", "**123** text" */
-		if ((s[0] == '=' || s[0] == '-' || s[0] == '*') && s[1] == s[0]) {
-			char *end = strchr(s + 2, s[0]);
-			if (end && end[1] == s[0])
-				s = end + 2;
-		}
-		while (*s == ' ')
-			s++;
-		if (!*s)
-			continue;
-		used += (size_t)snprintf(buf + used, cap - used, "%s%s", used ? "; " : "", s);
-	}
-	if (used >= cap)
-		buf[cap - 1] = '\0';
-	fclose(f);
 }
 
 /* ---------------------------------------------------------------- profile */
@@ -174,7 +138,7 @@ static void load_profile(dbi_session *s)
 		}
 		fclose(f);
 	}
-	valgrind_said(s->log, said, sizeof said);
+	dbi_valgrind_said(s->log, said, sizeof said);
 	snprintf(s->valgrind_log, sizeof s->valgrind_log, "%s", said);
 	if (!st)
 		st = decode(s, buf, len, &s->profile);
@@ -209,7 +173,7 @@ static void ended(dbi_session *s, int status)
 	} else if (!s->profile && !s->load_status) {
 		/* No hand-over: Valgrind failed (its log says why), or the program
 		 * was killed before Valgrind could run the tool's exit. */
-		valgrind_said(s->log, said, sizeof said);
+		dbi_valgrind_said(s->log, said, sizeof said);
 		s->load_status = LOMAS_ETARGET;
 		if (said[0])
 			snprintf(s->load_error, sizeof s->load_error,
@@ -381,44 +345,6 @@ static const session_ops dbi_ops = {
 
 /* ------------------------------------------------------------------ start */
 
-/*
- * Can Valgrind's amd64 tool load program_path? An x86-64 ELF file or a
- * script ("#!"); anything else the kernel would refuse (ENOEXEC), and
- * Valgrind would run it with /bin/sh instead.
- */
-static lomas_status check_program(const char *path)
-{
-	unsigned char head[sizeof(Elf64_Ehdr)];
-	struct stat sb;
-	ssize_t n;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return error_set(errno == ENOENT ? LOMAS_ENOENT : LOMAS_EPERM,
-		                 "cannot execute %s: %s", path, strerror(errno));
-	if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-		close(fd);
-		return error_set(LOMAS_EPERM, "cannot execute %s: %s", path,
-		                 strerror(S_ISDIR(sb.st_mode) ? EISDIR : EACCES));
-	}
-	n = read(fd, head, sizeof head);
-	close(fd);
-	if (n >= 2 && head[0] == '#' && head[1] == '!')
-		return LOMAS_OK;
-	if (n < (ssize_t)sizeof head || memcmp(head, ELFMAG, SELFMAG) != 0)
-		return error_set(LOMAS_EPERM, "cannot execute %s: %s", path, strerror(ENOEXEC));
-	{
-		Elf64_Ehdr eh;
-		memcpy(&eh, head, sizeof eh);
-		if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_machine != EM_X86_64)
-			return error_set(
-			    LOMAS_ENOTSUP,
-			    "%s is not an x86-64 program: the dbi clock's Valgrind tool "
-			    "runs x86-64 programs only",
-			    path);
-	}
-	return LOMAS_OK;
-}
-
 static void join_command(char *const argv[], char *buf, size_t len)
 {
 	size_t used = 0;
@@ -448,7 +374,7 @@ lomas_status dbi_backend_start(const struct lomas_config *cfg, const char *progr
 		return error_set(LOMAS_EINVAL, "dbi_backend_start: NULL argument");
 	if (!dbi_find(tool, sizeof tool, &launcher))
 		return LOMAS_ENOTSUP;
-	if ((st = check_program(program_path)))
+	if ((st = dbi_check_program(program_path)))
 		return st;
 	if (!(s = calloc(1, sizeof *s)))
 		return error_set(LOMAS_ENOMEM, "out of memory");

@@ -38,4 +38,16 @@ lomas_status dbi_dump_read(const void *data, size_t len, const char *name, lomas
  */
 bool dbi_find(char *tool, size_t tool_len, const char **launcher);
 
+/*
+ * Can Valgrind's amd64 tool run path? An x86-64 ELF file or a script ("#!");
+ * anything else the kernel would refuse (ENOEXEC: LOMAS_EPERM, "Exec format
+ * error"), where Valgrind would hand it to /bin/sh instead.
+ */
+lomas_status dbi_check_program(const char *path);
+/*
+ * What Valgrind said in its log (the lines after its "==PID== " prefixes,
+ * joined with "; ") into buf of cap bytes; empty when it said nothing.
+ */
+void dbi_valgrind_said(const char *log, char *buf, size_t cap);
+
 #endif /* LOMAS_DBI_H */

@@ -268,6 +268,76 @@ static void on_start_client_code(ThreadId tid, ULong blocks)
 
 /* ------------------------------------------------------------ exec, fork */
 
+/* Is [a, a + len) the client's, readable (and writable if asked)? */
+static Bool client_mem(Addr a, SizeT len, Bool write)
+{
+	return a &&
+	       VG_(am_is_valid_for_client)(a, len, VKI_PROT_READ | (write ? VKI_PROT_WRITE : 0));
+}
+
+/* Does the NUL-terminated client string s (readable) start with prefix? */
+static Bool client_starts(Addr s, const HChar *prefix)
+{
+	for (SizeT i = 0; prefix[i]; i++)
+		if (((i == 0 || (s + i) % VKI_PAGE_SIZE == 0) && !client_mem(s + i, 1, False)) ||
+		    ((const HChar *)s)[i] != prefix[i])
+			return False;
+	return True;
+}
+
+/* Is the LD_PRELOAD value at v (client memory) only Valgrind's own
+ * preloads ("...vgpreload_..." entries, ':'-separated)? */
+static Bool only_valgrind_preloads(Addr v)
+{
+	const HChar *p = (const HChar *)v;
+	Bool in_entry = False, saw_vg = False;
+	for (SizeT i = 0; i < 4096; i++) {
+		if ((i == 0 || (v + i) % VKI_PAGE_SIZE == 0) && !client_mem(v + i, 1, False))
+			return False;
+		if (p[i] == ':' || p[i] == '\0') {
+			if (in_entry && !saw_vg)
+				return False;
+			if (p[i] == '\0')
+				return True;
+			in_entry = saw_vg = False;
+			continue;
+		}
+		in_entry = True;
+		if (p[i] == 'v' && client_starts(v + i, "vgpreload_"))
+			saw_vg = True;
+	}
+	return False;
+}
+
+/*
+ * Before an execve without --trace-children Valgrind takes its preloads out
+ * of the new program's LD_PRELOAD, and leaves "LD_PRELOAD=" behind when that
+ * was all there was: the new program, run natively, would see a variable it
+ * does not see natively. Drop that entry from the envp array (when the array
+ * is writable), so the new program gets the environment it would have had.
+ */
+static void drop_valgrind_preload(Addr envp)
+{
+	Addr *env = (Addr *)envp;
+	SizeT n = 0;
+	if (!client_mem(envp, sizeof(Addr), False))
+		return;
+	while (n < 65536 && client_mem(envp + n * sizeof(Addr), sizeof(Addr), False) && env[n])
+		n++;
+	if (n == 65536 || !client_mem(envp + n * sizeof(Addr), sizeof(Addr), False))
+		return;
+	for (SizeT i = 0; i < n; i++) {
+		if (!client_starts(env[i], "LD_PRELOAD=") || !only_valgrind_preloads(env[i] + 11))
+			continue;
+		if (!client_mem(envp, (n + 1) * sizeof(Addr), True))
+			return;
+		for (SizeT j = i; j < n; j++)
+			env[j] = env[j + 1];
+		n--;
+		i--;
+	}
+}
+
 static void pre_syscall(ThreadId tid, UInt sysno, UWord *args, UInt nargs)
 {
 	(void)args, (void)nargs;
@@ -282,6 +352,10 @@ static void pre_syscall(ThreadId tid, UInt sysno, UWord *args, UInt nargs)
 	/* Without --trace-children the new program runs natively and this
 	 * process never reaches fini: hand over what it collected now. (If
 	 * the exec fails, the run goes on and fini writes the file again.) */
+	if (sysno == __NR_execve && nargs >= 3)
+		drop_valgrind_preload(args[2]);
+	else if (sysno == __NR_execveat && nargs >= 4)
+		drop_valgrind_preload(args[3]);
 	if (lt_sampling && (sysno == __NR_execve || sysno == __NR_execveat)) {
 		for (UInt i = 0; i < lt_nthreads; i++)
 			if (lt_threads[i]->trace_fd >= 0)

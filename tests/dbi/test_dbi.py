@@ -378,6 +378,23 @@ def test_output_and_status_as_native(argv, tmp_path):
 
 
 @needs_tool
+def test_exec_ends_the_profile_and_the_new_program_runs_natively(tmp_path):
+    """--trace-children=no: the shell's exec of echo hands the profile over at
+    the exec (ended: exec); echo runs natively (it does not see Valgrind's
+    LD_PRELOAD); the output and status are the program's."""
+    prof = tmp_path / "x.lomas"
+    script = 'echo before; exec env'
+    native = run(["/bin/sh", "-c", script])
+    r = record(["/bin/sh", "-c", script], prof)
+    assert r.stdout.splitlines()[0] == "before"
+    assert not any(ln.startswith("LD_PRELOAD=") for ln in r.stdout.splitlines())
+    assert sorted(r.stdout.splitlines()) == sorted(native.stdout.splitlines())
+    d = export_json(prof)
+    assert d["meta"]["ended"].startswith("exec")
+    assert 1000 < d["threads"][0]["refs"] < 10_000_000
+
+
+@needs_tool
 def test_valgrind_messages_never_reach_the_program_stderr(tmp_path):
     """A system call Valgrind does not know makes it warn: the warning goes to
     its log (kept in the profile), the program's own stderr line is all that
