@@ -42,7 +42,8 @@
 /* A reference's info (its descriptor's). */
 #define INFO_SIZE_MASK 0xfffu /* bytes (clamped) */
 #define INFO_STORE 0x1000u
-#define INFO_ILEN_SHIFT 13 /* instruction length, for the full trace's I lines */
+#define INFO_MODIFY 0x800000u /* a load then a store of the same address (two references) */
+#define INFO_ILEN_SHIFT 13    /* instruction length, for the full trace's I lines */
 #define INFO_AFTER_SHIFT 24
 
 /* What the generated code tells the helper about a reference (a constant index). */
@@ -112,7 +113,7 @@ VG_REGPARM(3) void lt_count(UChar *gs, Addr addr, ULong d);
 Bool lt_dump(Int ended);
 /* Full trace: open thread t's file, append a reference, write out what is buffered. */
 void lt_trace_open(tool_thread *t);
-void lt_trace_put(tool_thread *t, Addr addr, ULong info, Addr pc);
+void lt_trace_put(tool_thread *t, Addr addr, ULong info, Bool store, Addr pc);
 void lt_trace_flush(tool_thread *t);
 
 #endif /* LOMAS_DBI_TOOL_H */

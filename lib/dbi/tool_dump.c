@@ -257,7 +257,7 @@ static HChar *put_dec(HChar *q, uint64_t v)
 	return q;
 }
 
-void lt_trace_put(tool_thread *t, Addr addr, ULong info, Addr pc)
+void lt_trace_put(tool_thread *t, Addr addr, ULong info, Bool store, Addr pc)
 {
 	HChar *q;
 	if (!t->trace)
@@ -280,7 +280,7 @@ void lt_trace_put(tool_thread *t, Addr addr, ULong info, Addr pc)
 		t->trace_pc = pc;
 	}
 	*q++ = ' ';
-	*q++ = (info & INFO_STORE) ? 'S' : 'L';
+	*q++ = store ? 'S' : 'L';
 	*q++ = ' ';
 	q = put_hex(q, addr);
 	*q++ = ',';

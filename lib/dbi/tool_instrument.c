@@ -36,8 +36,10 @@ typedef struct ref_ev {
 	Bool store;
 	Addr pc;
 	UInt ilen;
-	UInt run_first; /* index of its run's first reference */
-	UInt run_len;   /* references in its run */
+	Bool modify;    /* a load then a store of the same address by one instruction */
+	UInt run_first; /* index of its run's first event */
+	UInt run_refs;  /* references in its run */
+	UInt after;     /* references of its run after its own */
 } ref_ev;
 
 typedef struct ev_list {
@@ -58,6 +60,7 @@ static void ev_add(ev_list *l, Int stmt, IRExpr *addr, IRExpr *guard, UInt size,
 	e->stmt = stmt;
 	e->addr = addr;
 	e->guard = guard;
+	e->modify = False;
 	e->size = size;
 	e->store = store;
 	e->pc = l->pc;
@@ -142,8 +145,33 @@ static void collect_refs(IRSB *sb, Int first, ev_list *l)
 	}
 }
 
-/* Cut the references into runs (at side exits; a guarded one alone) and
- * drop the exit sentinels. */
+/*
+ * A load followed at once by a store of the same size to the same address
+ * by the same instruction (a read-modify-write: add to memory, a CAS, a
+ * helper that modifies memory) becomes one event of two references, as
+ * lackey merges them into one "M": one filter test for both (nothing runs
+ * between them, so the store's byte is the load's unless the load's own
+ * visit set it, and then the helper handles the store in the same call).
+ */
+static void merge_modifies(ev_list *l)
+{
+	UInt out = 0;
+	for (UInt i = 0; i < l->n; i++) {
+		ref_ev *e = &l->ev[i], *f = i + 1 < l->n ? &l->ev[i + 1] : NULL;
+		if (f && e->addr && f->addr && !e->store && f->store && !e->guard && !f->guard &&
+		    e->size == f->size && e->pc == f->pc && eqIRAtom(e->addr, f->addr)) {
+			l->ev[out] = *e;
+			l->ev[out++].modify = True;
+			i++;
+			continue;
+		}
+		l->ev[out++] = *e;
+	}
+	l->n = out;
+}
+
+/* Cut the references into runs (at side exits; a guarded one alone), drop
+ * the exit sentinels and give each event its place in its run. */
 static void cut_runs(ev_list *l)
 {
 	UInt out = 0, start = 0;
@@ -151,15 +179,22 @@ static void cut_runs(ev_list *l)
 		Bool end = i == l->n || !l->ev[i].addr || l->ev[i].guard;
 		if (end) {
 			/* Close the run [start, out) of unguarded references. */
+			UInt refs = 0, left;
+			for (UInt j = start; j < out; j++)
+				refs += l->ev[j].modify ? 2 : 1;
+			left = refs;
 			for (UInt j = start; j < out; j++) {
+				left -= l->ev[j].modify ? 2 : 1;
 				l->ev[j].run_first = start;
-				l->ev[j].run_len = out - start;
+				l->ev[j].run_refs = refs;
+				l->ev[j].after = left;
 			}
 			if (i < l->n && l->ev[i].addr) {
 				/* A guarded reference: a run of its own. */
 				l->ev[out] = l->ev[i];
 				l->ev[out].run_first = out;
-				l->ev[out].run_len = 1;
+				l->ev[out].run_refs = 1;
+				l->ev[out].after = 0;
 				out++;
 			}
 			start = out;
@@ -202,7 +237,7 @@ static IRTemp charge(IRSB *sb, const ref_ev *e)
 {
 	IRTemp cd = assign(sb, Ity_I64, IRExpr_Get(lt_cd_offset, Ity_I64));
 	IRExpr *k =
-	    e->guard ? atom(sb, Ity_I64, IRExpr_Unop(Iop_1Uto64, e->guard)) : u64(e->run_len);
+	    e->guard ? atom(sb, Ity_I64, IRExpr_Unop(Iop_1Uto64, e->guard)) : u64(e->run_refs);
 	IRTemp left = assign(sb, Ity_I64, IRExpr_Binop(Iop_Sub64, IRExpr_RdTmp(cd), k));
 	addStmtToIRSB(sb, IRStmt_Put(lt_cd_offset, IRExpr_RdTmp(left)));
 	IRTemp due = assign(sb, Ity_I1, IRExpr_Binop(Iop_CmpLE64S, IRExpr_RdTmp(left), u64(0)));
@@ -269,8 +304,8 @@ static ULong descriptor(Addr pc, ULong info)
 static void call_helper(IRSB *sb, const ref_ev *e, ULong after, IRExpr *g, Bool per_ref)
 {
 	ULong info = (e->size > INFO_SIZE_MASK ? INFO_SIZE_MASK : e->size) |
-	             (e->store ? INFO_STORE : 0) | ((ULong)(e->ilen & 0xf) << INFO_ILEN_SHIFT) |
-	             (after << INFO_AFTER_SHIFT);
+	             (e->store ? INFO_STORE : 0) | (e->modify ? INFO_MODIFY : 0) |
+	             ((ULong)(e->ilen & 0xf) << INFO_ILEN_SHIFT) | (after << INFO_AFTER_SHIFT);
 	void *fn = per_ref ? (void *)lt_count : (void *)lt_visit;
 	IRDirty *di =
 	    unsafeIRDirty_0_N(3, per_ref ? "lt_count" : "lt_visit", VG_(fnptr_to_fnentry)(fn),
@@ -286,10 +321,10 @@ static void call_helper(IRSB *sb, const ref_ev *e, ULong after, IRExpr *g, Bool 
 	addStmtToIRSB(sb, IRStmt_Dirty(di));
 }
 
-/* The check of reference e (the ith of its run), the run's due flag due8. */
-static void check(IRSB *sb, const ref_ev *e, UInt i, IRTemp due8)
+/* The check of event e, the run's due flag due8. */
+static void check(IRSB *sb, const ref_ev *e, IRTemp due8)
 {
-	ULong after = e->run_first + e->run_len - 1 - i;
+	ULong after = e->after;
 	IRTemp idx, byte, any;
 	IRExpr *g;
 	if (lt_helper_per_ref) {
@@ -347,6 +382,9 @@ IRSB *lt_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
 	while (i < in->stmts_used && in->stmts[i]->tag != Ist_IMark)
 		addStmtToIRSB(out, in->stmts[i++]);
 	collect_refs(in, i, &l);
+	/* (A helper call per reference stays one call per reference.) */
+	if (!lt_helper_per_ref)
+		merge_modifies(&l);
 	cut_runs(&l);
 	for (; i < in->stmts_used; i++) {
 		IRStmt *st = in->stmts[i];
@@ -356,7 +394,7 @@ IRSB *lt_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
 			const ref_ev *e = &l.ev[next];
 			if (e->run_first == next && !lt_helper_per_ref)
 				due8 = charge(out, e);
-			check(out, e, next, due8);
+			check(out, e, due8);
 			next++;
 		}
 		addStmtToIRSB(out, st);

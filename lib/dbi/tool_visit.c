@@ -8,31 +8,42 @@
  */
 #include "tool.h"
 
-VG_REGPARM(3) void lt_visit(UChar *gs, Addr addr, ULong d)
+/* One reference of the thread t, after references of its run after it. */
+static void visit(tool_thread *t, int64_t *cd, Addr addr, const ref_desc *rd, uint64_t after,
+                  Bool store)
 {
-	int64_t *cd = (int64_t *)(void *)(gs + lt_cd_offset);
-	const ref_desc *rd = &lt_descs[d];
-	tool_thread *t = lt_cur;
-	uint64_t after = rd->info >> INFO_AFTER_SHIFT, clock, k;
 	int64_t due = *cd + (int64_t)after;
-	if (!t) {
-		*cd = TOOL_NEVER; /* not sampling (a forked child, after a detach) */
-		return;
-	}
-	clock = t->zero_clock - (uint64_t)due;
+	uint64_t clock = t->zero_clock - (uint64_t)due, k;
 	if (due > 0 && !lt_tracing) {
 		/* Not the due reference: a filter hit, a reuse or an alias. */
 		sampler_touch(&t->s, &lt_alloc, addr, clock, rd->pc);
 		return;
 	}
 	if (lt_tracing)
-		lt_trace_put(t, addr, rd->info, rd->pc);
+		lt_trace_put(t, addr, rd->info, store, rd->pc);
 	sampler_visit(&t->s, &lt_budget, &lt_alloc, addr, clock, rd->pc,
-	              (rd->info & INFO_STORE) ? LOMAS_REF_STORE : LOMAS_REF_LOAD);
+	              store ? LOMAS_REF_STORE : LOMAS_REF_LOAD);
 	/* The next visit: the next sample's reference (every one when tracing). */
 	k = lt_tracing ? 1 : t->s.next_sample - clock;
 	*cd = (int64_t)k - (int64_t)after;
 	t->zero_clock = clock + k;
+}
+
+VG_REGPARM(3) void lt_visit(UChar *gs, Addr addr, ULong d)
+{
+	int64_t *cd = (int64_t *)(void *)(gs + lt_cd_offset);
+	const ref_desc *rd = &lt_descs[d];
+	uint64_t after = rd->info >> INFO_AFTER_SHIFT;
+	if (!lt_cur) {
+		*cd = TOOL_NEVER; /* not sampling (a forked child, after a detach) */
+		return;
+	}
+	if (rd->info & INFO_MODIFY) {
+		visit(lt_cur, cd, addr, rd, after + 1, False);
+		visit(lt_cur, cd, addr, rd, after, True);
+	} else {
+		visit(lt_cur, cd, addr, rd, after, (rd->info & INFO_STORE) != 0);
+	}
 }
 
 VG_REGPARM(3) void lt_count(UChar *gs, Addr addr, ULong d)
