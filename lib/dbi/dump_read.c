@@ -19,6 +19,9 @@
 #define MAX_THREADS (1u << 20)
 #define MAX_MAPS (1u << 20)
 #define MAX_BLOCKS (1u << 16)
+/* Windows a profile may have (24 bytes each): a run of 10^10 references cut
+ * into windows of 1000 has 10^7. */
+#define MAX_WINDOWS (1u << 24)
 
 typedef struct reader {
 	const uint8_t *base;
@@ -235,6 +238,18 @@ lomas_status dbi_dump_read(const void *data, size_t len, const char *name, lomas
 			goto fail;
 	}
 	window = h.window ? h.window : auto_window(&h, tv);
+	{
+		uint64_t windows = 0;
+		for (uint32_t i = 0; i < h.nthreads && windows <= MAX_WINDOWS; i++)
+			windows += windows_count(tv[i].th.refs, window);
+		if (windows > MAX_WINDOWS) {
+			st = error_set(LOMAS_ERANGE,
+			               "%s: more than %u windows of %llu references (a longer "
+			               "window)",
+			               r.name, MAX_WINDOWS, (unsigned long long)window);
+			goto fail;
+		}
+	}
 	if ((st = lomas_profile_new(h.line_size, &p)))
 		goto fail;
 	{

@@ -247,6 +247,23 @@ static void bad_base_period(uint8_t *b, size_t *len)
 	memcpy(b + at, &nan, sizeof nan);
 }
 
+/* A run of 2^40 references in windows of 1000: 10^9 windows would be
+ * allocated (the fuzzer found it); refused before anything is. */
+static void test_too_many_windows(void **state)
+{
+	fixture f;
+	lomas_profile *p = NULL;
+	uint64_t refs = 1ull << 40, window = 1000;
+	(void)state;
+	build(&f);
+	memcpy(f.file.p + sizeof(dump_header) + offsetof(dump_thread, refs), &refs, sizeof refs);
+	memcpy(f.file.p + offsetof(dump_header, window), &window, sizeof window);
+	assert_int_equal(dbi_dump_read(f.file.p, f.file.len, "t", &p, NULL), LOMAS_ERANGE);
+	assert_null(p);
+	assert_non_null(strstr(lomas_error_message(), "windows"));
+	free(f.file.p);
+}
+
 static void test_corruptions_are_errors(void **state)
 {
 	(void)state;
@@ -265,6 +282,7 @@ int main(void)
 	    cmocka_unit_test(test_reads_what_the_tool_writes),
 	    cmocka_unit_test(test_every_truncation_is_an_error),
 	    cmocka_unit_test(test_corruptions_are_errors),
+	    cmocka_unit_test(test_too_many_windows),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
