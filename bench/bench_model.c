@@ -77,13 +77,19 @@ static lomas_profile *synth(void)
 		                    .refs = (uint64_t)(256 * PERIOD)};
 		if (profile_add_window(p, &win))
 			return NULL;
-		uint64_t clock = win.start;
+		/*
+		 * Samples as a clock records them: in clock order, inside their
+		 * window (one in each of PER_WIN equal slices, at a random place).
+		 * The distances are drawn as before this model (some reach past the
+		 * run's end): the same stationary mixture the 50 ms goal was set on.
+		 */
+		uint64_t slice = win.refs / PER_WIN;
 		for (int i = 0; i < PER_WIN; i++) {
 			lomas_sample s;
 			int dangling;
 			uint64_t d = draw_distance(&r, &dangling);
+			uint64_t clock = win.start + (uint64_t)i * slice + rng_next(&r) % slice;
 			memset(&s, 0, sizeof s);
-			clock += rng_gap(&r, PERIOD);
 			s.start = clock;
 			s.end = dangling ? LOMAS_CLOCK_NONE : clock + d + 1;
 			s.state = dangling ? LOMAS_SAMPLE_DANGLING : LOMAS_SAMPLE_REUSED;

@@ -12,7 +12,8 @@
 struct lomas_session {
 	const session_ops *ops;
 	void *impl;
-	bool ended;
+	bool ended;   /* the target ended while we watched it: wait_status is its own */
+	bool stopped; /* lomas_session_stop detached from a target still running */
 	int wait_status;
 	uint64_t start_ns;
 };
@@ -88,6 +89,7 @@ static lomas_status session_new(const session_ops *ops, void *impl, uint64_t t0,
 
 lomas_status lomas_session_start(const lomas_config *cfg, char *const argv[], lomas_session **out)
 {
+	error_clear();
 	struct lomas_config defaults;
 	char path[PATH_MAX];
 	const session_ops *ops = NULL;
@@ -104,7 +106,17 @@ lomas_status lomas_session_start(const lomas_config *cfg, char *const argv[], lo
 	if ((st = session_find_program(argv[0], path, sizeof path)))
 		return st;
 	switch (cfg->clock) {
-	case CLOCK_INLINE: st = inline_backend_start(cfg, path, argv, &ops, &impl); break;
+	case CLOCK_INLINE:
+		/* Refused before it runs: run without the hooks, it would only leave no profile. */
+		if (!inline_backend_detect(path))
+			return error_set(
+			    LOMAS_ENOTSUP,
+			    "%s has no lomas-inline hooks (build it with the recipe: "
+			    "pkg-config lomas-inline), so the inline clock cannot run it; "
+			    "use --clock=step for an unmodified program",
+			    path);
+		st = inline_backend_start(cfg, path, argv, &ops, &impl);
+		break;
 	case CLOCK_STEP: st = monitor_backend_start(cfg, path, argv, &ops, &impl); break;
 	case CLOCK_DBI: st = dbi_backend_start(cfg, path, argv, &ops, &impl); break;
 	case CLOCK_PMU:
@@ -139,6 +151,7 @@ lomas_status lomas_session_start(const lomas_config *cfg, char *const argv[], lo
 
 lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lomas_session **out)
 {
+	error_clear();
 	struct lomas_config defaults;
 	const session_ops *ops = NULL;
 	void *impl = NULL;
@@ -163,10 +176,14 @@ lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lomas_sessio
 
 lomas_status lomas_session_poll(lomas_session *s, int timeout_ms, int *running)
 {
+	error_clear();
 	bool r = false;
 	lomas_status st;
 	if (!s || !running)
 		return error_set(LOMAS_EINVAL, "lomas_session_poll: NULL argument");
+	if (s->stopped)
+		return error_set(LOMAS_ESTATE, "lomas_session_poll: the session was stopped; the "
+		                               "target runs on without it");
 	if (s->ended) {
 		*running = 0;
 		return LOMAS_OK;
@@ -182,10 +199,15 @@ lomas_status lomas_session_poll(lomas_session *s, int timeout_ms, int *running)
 
 lomas_status lomas_session_wait(lomas_session *s, int *wait_status)
 {
+	error_clear();
 	int running = 1;
 	lomas_status st = LOMAS_OK;
 	if (!s)
 		return error_set(LOMAS_EINVAL, "lomas_session_wait: NULL session");
+	/* No status to give: the target was left running, not waited for. */
+	if (s->stopped)
+		return error_set(LOMAS_ESTATE, "lomas_session_wait: the session was stopped; the "
+		                               "target runs on without it");
 	while (running && !(st = lomas_session_poll(s, -1, &running)))
 		;
 	if (!st && wait_status)
@@ -195,15 +217,37 @@ lomas_status lomas_session_wait(lomas_session *s, int *wait_status)
 
 lomas_status lomas_session_stop(lomas_session *s)
 {
+	error_clear();
+	lomas_status st;
 	if (!s)
 		return error_set(LOMAS_EINVAL, "lomas_session_stop: NULL session");
+	if (s->ended || s->stopped)
+		return LOMAS_OK;
+	st = s->ops->stop(s->impl);
+	if (!st)
+		s->stopped = true;
+	return st;
+}
+
+lomas_status lomas_session_interrupt(lomas_session *s, int sig, int flags)
+{
+	error_clear();
+	if (!s || sig <= 0 || sig >= 65)
+		return error_set(LOMAS_EINVAL,
+		                 "lomas_session_interrupt: NULL session or bad signal %d", sig);
 	if (s->ended)
 		return LOMAS_OK;
-	return s->ops->stop(s->impl);
+	if (!s->ops->interrupt)
+		return error_set(LOMAS_ENOTSUP,
+		                 "the %s clock does not end a run by signal; detach with "
+		                 "lomas_session_stop",
+		                 s->ops->name);
+	return s->ops->interrupt(s->impl, sig, flags);
 }
 
 lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *out)
 {
+	error_clear();
 	lomas_status st;
 	if (!s || !out)
 		return error_set(LOMAS_EINVAL, "lomas_session_stats: NULL argument");
@@ -215,6 +259,7 @@ lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *out)
 
 lomas_status lomas_session_profile(lomas_session *s, lomas_profile **out)
 {
+	error_clear();
 	if (!s || !out)
 		return error_set(LOMAS_EINVAL, "lomas_session_profile: NULL argument");
 	return s->ops->profile(s->impl, out);

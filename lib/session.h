@@ -23,6 +23,9 @@ typedef struct session_ops {
 	int (*wait_status)(void *impl);
 	/* Free; a target still attached is detached first, never left stopped. */
 	void (*free)(void *impl);
+	/* lomas_session_interrupt (NULL: the clock has no such way; the caller
+	 * detaches with stop). */
+	lomas_status (*interrupt)(void *impl, int sig, int flags);
 } session_ops;
 
 /*

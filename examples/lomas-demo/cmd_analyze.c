@@ -92,7 +92,8 @@ int cmd_analyze(int argc, char **argv)
 	}
 	st = lomas_profile_save(p, output);
 	if (st != LOMAS_OK) {
-		rc = demo_fail_lomas("analyze", st, "cannot save '%s'", output);
+		/* The library's message names the path, the step and errno. */
+		rc = demo_fail_lomas("analyze", st, "cannot save the profile");
 		goto out;
 	}
 	st = lomas_profile_info_get(p, &info);
@@ -101,10 +102,16 @@ int cmd_analyze(int argc, char **argv)
 		goto out;
 	}
 	describe_period(p, cfg, period, sizeof period);
-	fprintf(stderr,
-	        "lomas-demo: analyze: %" PRIu64 " samples (%" PRIu64 " reused, %" PRIu64
-	        " dangling, %" PRIu64 " censored) of %" PRIu64 " references, period %s -> %s\n",
-	        info.samples, info.reused, info.dangling, info.censored, info.refs, period, output);
+	{
+		char safe_period[256], safe_out[4096];
+		fprintf(stderr,
+		        "lomas-demo: analyze: %" PRIu64 " samples (%" PRIu64 " reused, %" PRIu64
+		        " dangling, %" PRIu64 " censored) of %" PRIu64
+		        " references, period %s -> %s\n",
+		        info.samples, info.reused, info.dangling, info.censored, info.refs,
+		        demo_escape(period, safe_period, sizeof safe_period),
+		        demo_escape(output, safe_out, sizeof safe_out));
+	}
 out:
 	lomas_profile_free(p);
 	lomas_config_free(cfg);

@@ -1,4 +1,5 @@
 /* lomas-demo curve and compare: miss-ratio curves as CSV or JSON. */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -7,7 +8,16 @@
 
 #include "demo.h"
 
-enum { OPT_SIZES = 256, OPT_COLD, OPT_JSON, OPT_POLICY };
+enum {
+	OPT_SIZES = 256,
+	OPT_COLD,
+	OPT_JSON,
+	OPT_POLICY,
+	OPT_CI,
+	OPT_CI_LEVEL,
+	OPT_CI_RESAMPLES,
+	OPT_SEED
+};
 
 enum { WANT_RANDOM = 1, WANT_LRU = 2 };
 
@@ -19,6 +29,44 @@ static int model(const char *cmd, const char *path, const lomas_profile *p, loma
 	if (st != LOMAS_OK)
 		return demo_fail_lomas(cmd, st, "cannot model '%s' (%s)", path,
 		                       policy == LOMAS_POLICY_RANDOM ? "random" : "lru");
+	return demo_check_ratios(cmd, path, ratios, n);
+}
+
+/* Confidence intervals of a curve (--ci). */
+typedef struct ci_opts {
+	bool on;
+	double level;
+	unsigned resamples;
+	uint64_t seed;
+} ci_opts;
+
+/* The same with a confidence interval per size into lo[n] and hi[n]. */
+static int model_ci(const char *path, const lomas_profile *p, lomas_policy policy,
+                    const uint64_t *sizes, size_t n, unsigned flags, const ci_opts *ci,
+                    double *ratios, double *lo, double *hi)
+{
+	lomas_status st = lomas_model_curve_ci(p, policy, sizes, n, 0, flags, ci->level,
+	                                       ci->resamples, ci->seed, ratios, lo, hi);
+	if (st != LOMAS_OK)
+		return demo_fail_lomas("curve", st, "cannot model '%s' (%s)", path,
+		                       policy == LOMAS_POLICY_RANDOM ? "random" : "lru");
+	int rc = demo_check_ratios("curve", path, ratios, n);
+	if (!rc)
+		rc = demo_check_ratios("curve", path, lo, n);
+	if (!rc)
+		rc = demo_check_ratios("curve", path, hi, n);
+	return rc;
+}
+
+/* Parse a number for option name into *v (double or unsigned); 0 or a failure. */
+static int parse_num(const char *name, const char *arg, double lo, double hi, double *v)
+{
+	char *end;
+	double x = strtod(arg, &end);
+	if (end == arg || *end || !(x >= lo && x <= hi))
+		return demo_fail("curve", "%s: '%s' is not a number from %g to %g", name, arg, lo,
+		                 hi);
+	*v = x;
 	return 0;
 }
 
@@ -32,22 +80,37 @@ static int line_size_of(const char *cmd, const lomas_profile *p, uint32_t *line)
 	return 0;
 }
 
-static int print_json(const uint64_t *sizes, size_t n, const double *rnd, const double *lru)
+/* Bounds [0] lo and [1] hi per policy [0] random, [1] lru; NULL without --ci. */
+static int json_bounds(json_t *o, double *const b[2][2], size_t i)
+{
+	static const char *names[2][2] = {{"random_lo", "random_hi"}, {"lru_lo", "lru_hi"}};
+	for (int pol = 0; pol < 2; pol++)
+		for (int k = 0; k < 2; k++)
+			if (b[pol][k] &&
+			    json_object_set_new(o, names[pol][k], json_real(b[pol][k][i])))
+				return -1;
+	return 0;
+}
+
+static int print_json(const uint64_t *sizes, size_t n, const double *rnd, const double *lru,
+                      double *const b[2][2])
 {
 	json_t *arr = json_array();
 	char *text;
 	if (!arr)
 		return demo_fail("curve", "out of memory");
 	for (size_t i = 0; i < n; i++) {
+		/* Every key or none: json_real(NaN) is NULL, and a NULL value drops its key. */
 		json_t *o = json_object();
-		if (!o)
-			break;
-		json_object_set_new(o, "size_bytes", json_integer((json_int_t)sizes[i]));
-		if (rnd)
-			json_object_set_new(o, "random", json_real(rnd[i]));
-		if (lru)
-			json_object_set_new(o, "lru", json_real(lru[i]));
-		json_array_append_new(arr, o);
+		if (!o ||
+		    json_object_set_new(o, "size_bytes", json_integer((json_int_t)sizes[i])) ||
+		    (rnd && json_object_set_new(o, "random", json_real(rnd[i]))) ||
+		    (lru && json_object_set_new(o, "lru", json_real(lru[i]))) ||
+		    json_bounds(o, b, i) || json_array_append_new(arr, o)) {
+			json_decref(arr);
+			return demo_fail("curve", "cannot build the JSON for %" PRIu64 " bytes",
+			                 sizes[i]);
+		}
 	}
 	text = json_dumps(arr, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(10));
 	json_decref(arr);
@@ -66,15 +129,20 @@ int cmd_curve(int argc, char **argv)
 	    {"cold", no_argument, NULL, OPT_COLD},
 	    {"json", no_argument, NULL, OPT_JSON},
 	    {"policy", required_argument, NULL, OPT_POLICY},
+	    {"ci", no_argument, NULL, OPT_CI},
+	    {"ci-level", required_argument, NULL, OPT_CI_LEVEL},
+	    {"ci-resamples", required_argument, NULL, OPT_CI_RESAMPLES},
+	    {"seed", required_argument, NULL, OPT_SEED},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *list = NULL, *path;
 	unsigned flags = 0, want = WANT_RANDOM | WANT_LRU;
 	bool json = false;
+	ci_opts ci = {false, 0.95, 200, 1};
 	lomas_profile *p = NULL;
 	uint64_t *sizes = NULL;
-	double *rnd = NULL, *lru = NULL;
+	double *rnd = NULL, *lru = NULL, *b[2][2] = {{NULL, NULL}, {NULL, NULL}}, v = 0.0;
 	size_t n = 0;
 	uint32_t line = 0;
 	int c, rc;
@@ -97,6 +165,27 @@ int cmd_curve(int argc, char **argv)
 				return demo_fail(
 				    "curve", "--policy: '%s' is not random, lru or both", optarg);
 			break;
+		case OPT_CI: ci.on = true; break;
+		case OPT_CI_LEVEL:
+			if (parse_num("--ci-level", optarg, 1e-9, 1.0 - 1e-9, &v))
+				return EXIT_USAGE;
+			ci.level = v;
+			ci.on = true;
+			break;
+		case OPT_CI_RESAMPLES:
+			if (parse_num("--ci-resamples", optarg, 2, 100000, &v))
+				return EXIT_USAGE;
+			ci.resamples = (unsigned)v;
+			ci.on = true;
+			break;
+		case OPT_SEED: {
+			char *end;
+			errno = 0;
+			ci.seed = strtoull(optarg, &end, 0);
+			if (errno || end == optarg || *end || optarg[0] == '-')
+				return demo_fail("curve", "--seed: '%s' is not an integer", optarg);
+			break;
+		}
 		case 'h': return demo_help("curve");
 		default: return demo_bad_option("curve", argv, c);
 		}
@@ -120,24 +209,46 @@ int cmd_curve(int argc, char **argv)
 		rc = demo_fail("curve", "out of memory");
 		goto out;
 	}
-	if (want & WANT_RANDOM)
-		rc = model("curve", path, p, LOMAS_POLICY_RANDOM, sizes, n, flags, rnd);
-	if (rc == 0 && (want & WANT_LRU))
-		rc = model("curve", path, p, LOMAS_POLICY_LRU, sizes, n, flags, lru);
+	for (int pol = 0; pol < 2 && ci.on; pol++) {
+		if (!(want & (pol == 0 ? WANT_RANDOM : WANT_LRU)))
+			continue;
+		for (int k = 0; k < 2; k++) {
+			b[pol][k] = calloc(n ? n : 1, sizeof(double));
+			if (!b[pol][k]) {
+				rc = demo_fail("curve", "out of memory");
+				goto out;
+			}
+		}
+	}
+	for (int pol = 0; pol < 2 && rc == 0; pol++) {
+		double *r = pol == 0 ? rnd : lru;
+		if (!(want & (pol == 0 ? WANT_RANDOM : WANT_LRU)))
+			continue;
+		if (ci.on)
+			rc = model_ci(path, p, (lomas_policy)pol, sizes, n, flags, &ci, r,
+			              b[pol][0], b[pol][1]);
+		else
+			rc = model("curve", path, p, (lomas_policy)pol, sizes, n, flags, r);
+	}
 	if (rc != 0)
 		goto out;
 	if (json) {
 		rc = print_json(sizes, n, want & WANT_RANDOM ? rnd : NULL,
-		                want & WANT_LRU ? lru : NULL);
+		                want & WANT_LRU ? lru : NULL, b);
 	} else {
-		printf("size_bytes%s%s\n", want & WANT_RANDOM ? ",random" : "",
-		       want & WANT_LRU ? ",lru" : "");
+		printf("size_bytes%s%s%s%s\n", want & WANT_RANDOM ? ",random" : "",
+		       want & WANT_LRU ? ",lru" : "",
+		       ci.on && (want & WANT_RANDOM) ? ",random_lo,random_hi" : "",
+		       ci.on && (want & WANT_LRU) ? ",lru_lo,lru_hi" : "");
 		for (size_t i = 0; i < n && !ferror(stdout); i++) {
 			printf("%" PRIu64, sizes[i]);
 			if (want & WANT_RANDOM)
 				printf(",%.6f", rnd[i]);
 			if (want & WANT_LRU)
 				printf(",%.6f", lru[i]);
+			for (int pol = 0; pol < 2; pol++)
+				if (b[pol][0])
+					printf(",%.6f,%.6f", b[pol][0][i], b[pol][1][i]);
 			putchar('\n');
 		}
 	}
@@ -146,6 +257,10 @@ int cmd_curve(int argc, char **argv)
 out:
 	free(rnd);
 	free(lru);
+	for (int pol = 0; pol < 2; pol++) {
+		free(b[pol][0]);
+		free(b[pol][1]);
+	}
 	free(sizes);
 	lomas_profile_free(p);
 	return rc;

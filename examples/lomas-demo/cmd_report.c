@@ -11,7 +11,11 @@
 
 #include "demo.h"
 
-enum { OPT_COLD = 256, OPT_COLOR, OPT_NO_COLOR };
+enum { OPT_COLD = 256, OPT_COLOR, OPT_NO_COLOR, OPT_CI, OPT_NO_CI };
+
+/* Confidence bands by default up to this many samples (a bootstrap costs ~100 curves). */
+#define CI_AUTO_MAX_SAMPLES 200000
+#define CI_RESAMPLES 100
 
 /* The graph: x = log2(cache bytes) from 2^LOG_MIN to 2^LOG_MAX, COLS_PER_OCTAVE per octave. */
 #define LOG_MIN 10
@@ -30,7 +34,11 @@ struct cache_level {
 struct paint {
 	bool on;
 	const char *random, *lru, *both, *cache, *reset;
+	const char *band; /* the 95 % bands' shading */
 };
+
+/* 95 % confidence bands: [policy 0 random, 1 lru][0 lo, 1 hi], or NULL. */
+typedef double *const bands[2][2];
 
 /* Read one small sysfs file into buf without the trailing newline. */
 static bool read_line(const char *path, char *buf, size_t len)
@@ -126,15 +134,26 @@ static int row_of(double v, double top)
 	return (int)lround(r);
 }
 
+/* Print text from the profile (or a path) escaped: it is not ours to send to a terminal. */
+static void put_escaped(const char *fmt, const char *text)
+{
+	size_t cap = 4 * strlen(text) + 1; /* an escape is at most 4 bytes a byte */
+	char *buf = malloc(cap);
+	printf(fmt, buf ? demo_escape(text, buf, cap) : "?");
+	free(buf);
+}
+
 static void print_summary(const char *path, const lomas_profile *p, const lomas_profile_info *in)
 {
 	size_t nmeta = lomas_profile_meta_count(p);
 	double s = in->samples ? (double)in->samples : 1;
-	printf("profile %s\n", path);
+	put_escaped("profile %s\n", path);
 	for (size_t i = 0; i < nmeta; i++) {
 		const char *k, *v;
-		if (lomas_profile_meta_at(p, i, &k, &v) == LOMAS_OK)
-			printf("  %-12s %s\n", k, v);
+		if (lomas_profile_meta_at(p, i, &k, &v) == LOMAS_OK) {
+			put_escaped("  %-12s ", k);
+			put_escaped("%s\n", v);
+		}
 	}
 	printf("  %-12s %" PRIu32 " bytes\n", "line size", in->line_size);
 	printf("  %-12s %" PRIu64 " in %" PRIu64 " thread%s, %" PRIu64 " window%s\n", "references",
@@ -201,8 +220,9 @@ static void print_axis(const struct cache_level *caches, size_t ncaches, const s
 	}
 }
 
-static void print_graph(const double *rnd, const double *lru, const struct cache_level *caches,
-                        size_t ncaches, bool cold, const struct paint *pt)
+static void print_graph(const double *rnd, const double *lru, bands band,
+                        const struct cache_level *caches, size_t ncaches, bool cold,
+                        const struct paint *pt)
 {
 	char grid[GRAPH_H][GRAPH_W];
 	bool cache_col[GRAPH_W] = {false};
@@ -210,6 +230,9 @@ static void print_graph(const double *rnd, const double *lru, const struct cache
 	for (int c = 0; c < GRAPH_W; c++) {
 		max = fmax(max, rnd[c]);
 		max = fmax(max, lru[c]);
+		for (int pol = 0; pol < 2; pol++)
+			if (band[pol][1])
+				max = fmax(max, band[pol][1][c]);
 	}
 	top = y_top(max);
 	for (size_t i = 0; i < ncaches; i++) {
@@ -220,6 +243,12 @@ static void print_graph(const double *rnd, const double *lru, const struct cache
 	for (int r = 0; r < GRAPH_H; r++)
 		for (int c = 0; c < GRAPH_W; c++)
 			grid[r][c] = cache_col[c] ? ':' : ' ';
+	/* The bands first, as '.', under the curves and the cache marks. */
+	for (int pol = 0; pol < 2; pol++)
+		for (int c = 0; band[pol][0] && c < GRAPH_W; c++)
+			for (int r = row_of(band[pol][1][c], top);
+			     r <= row_of(band[pol][0][c], top); r++)
+				grid[r][c] = '.';
 	for (int c = 0; c < GRAPH_W; c++) {
 		int rr = row_of(rnd[c], top), rl = row_of(lru[c], top);
 		grid[rr][c] = '*';
@@ -244,6 +273,7 @@ static void print_graph(const double *rnd, const double *lru, const struct cache
 			case 'o': color = pt->lru; break;
 			case '#': color = pt->both; break;
 			case ':': color = pt->cache; break;
+			case '.': color = pt->band; break;
 			}
 			if (pt->on && color)
 				printf("%s%c%s", color, grid[r][c], pt->reset);
@@ -261,6 +291,27 @@ static void print_graph(const double *rnd, const double *lru, const struct cache
 		       pt->reset);
 	else
 		printf("* random replacement   o LRU   # both   : a cache of this machine\n");
+	if (band[0][0] || band[1][0])
+		printf("%*s%s.%s 95%% confidence band (sampling noise, %d bootstrap replicates)\n",
+		       MARGIN - 1, "", pt->on ? pt->band : "", pt->on ? pt->reset : "",
+		       CI_RESAMPLES);
+}
+
+/* Both policies' curves at sizes, with 95 % bands into b when b[0][0] is not NULL. */
+static lomas_status model_curves(const lomas_profile *p, const uint64_t *sizes, size_t n,
+                                 unsigned flags, double *rnd, double *lru, bands b)
+{
+	lomas_status st;
+	if (!b[0][0])
+		return (st = lomas_model_curve(p, LOMAS_POLICY_RANDOM, sizes, n, 0, flags, rnd))
+		           ? st
+		           : lomas_model_curve(p, LOMAS_POLICY_LRU, sizes, n, 0, flags, lru);
+	st = lomas_model_curve_ci(p, LOMAS_POLICY_RANDOM, sizes, n, 0, flags, 0.95, CI_RESAMPLES, 1,
+	                          rnd, b[0][0], b[0][1]);
+	if (st == LOMAS_OK)
+		st = lomas_model_curve_ci(p, LOMAS_POLICY_LRU, sizes, n, 0, flags, 0.95,
+		                          CI_RESAMPLES, 1, lru, b[1][0], b[1][1]);
+	return st;
 }
 
 /* Both policies' miss ratios at this machine's cache sizes. */
@@ -282,6 +333,9 @@ static int print_cache_table(const lomas_profile *p, const struct cache_level *c
 		    lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, bytes, 0, flags, &l) != LOMAS_OK)
 			return demo_fail_lomas("report", LOMAS_EINVAL, "cannot model %s",
 			                       caches[i].name);
+		if (demo_check_ratios("report", "the profile", &r, 1) ||
+		    demo_check_ratios("report", "the profile", &l, 1))
+			return EXIT_USAGE;
 		demo_format_bytes(caches[i].bytes, b, sizeof b);
 		printf("  %-6s %10s %9.2f%% %9.2f%%\n", caches[i].name, b, 100 * r, 100 * l);
 	}
@@ -293,9 +347,11 @@ int cmd_report(int argc, char **argv)
 	static const struct option longopts[] = {
 	    {"cold", no_argument, NULL, OPT_COLD},    {"color", no_argument, NULL, OPT_COLOR},
 	    {"colour", no_argument, NULL, OPT_COLOR}, {"no-color", no_argument, NULL, OPT_NO_COLOR},
+	    {"ci", no_argument, NULL, OPT_CI},        {"no-ci", no_argument, NULL, OPT_NO_CI},
 	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
 	};
-	struct paint pt = {false, "\033[1;31m", "\033[1;36m", "\033[1;35m", "\033[2m", "\033[0m"};
+	struct paint pt = {false,     "\033[1;31m", "\033[1;36m", "\033[1;35m",
+	                   "\033[2m", "\033[0m",    "\033[2;33m"};
 	struct cache_level caches[MAX_CACHES];
 	unsigned flags = 0;
 	int color = -1, c, rc = 0;
@@ -303,7 +359,8 @@ int cmd_report(int argc, char **argv)
 	lomas_profile_info info;
 	lomas_status st;
 	uint64_t sizes[GRAPH_W];
-	double rnd[GRAPH_W], lru[GRAPH_W];
+	double rnd[GRAPH_W], lru[GRAPH_W], lo[2][GRAPH_W], hi[2][GRAPH_W];
+	int ci = -1;
 	size_t ncaches;
 
 	opterr = 0;
@@ -313,6 +370,8 @@ int cmd_report(int argc, char **argv)
 		case OPT_COLD: flags |= LOMAS_MODEL_COLD; break;
 		case OPT_COLOR: color = 1; break;
 		case OPT_NO_COLOR: color = 0; break;
+		case OPT_CI: ci = 1; break;
+		case OPT_NO_CI: ci = 0; break;
 		case 'h': return demo_help("report");
 		default: return demo_bad_option("report", argv, c);
 		}
@@ -338,9 +397,22 @@ int cmd_report(int argc, char **argv)
 	ncaches = machine_caches(caches, MAX_CACHES);
 	for (int k = 0; k < GRAPH_W; k++)
 		sizes[k] = size_of_column(k, info.line_size);
-	st = lomas_model_curve(p, LOMAS_POLICY_RANDOM, sizes, GRAPH_W, 0, flags, rnd);
-	if (st == LOMAS_OK)
-		st = lomas_model_curve(p, LOMAS_POLICY_LRU, sizes, GRAPH_W, 0, flags, lru);
+	if (ci < 0)
+		ci = info.samples <= CI_AUTO_MAX_SAMPLES;
+	double *const band[2][2] = {{ci ? lo[0] : NULL, ci ? hi[0] : NULL},
+	                            {ci ? lo[1] : NULL, ci ? hi[1] : NULL}};
+	st = model_curves(p, sizes, GRAPH_W, flags, rnd, lru, band);
+	if (st == LOMAS_ERANGE && ci && info.samples > 0) {
+		/* Too few samples for a bootstrap: the graph without bands. */
+		double *const none[2][2] = {{NULL, NULL}, {NULL, NULL}};
+		st = model_curves(p, sizes, GRAPH_W, flags, rnd, lru, none);
+		ci = 0;
+	}
+	if (st == LOMAS_OK && (demo_check_ratios("report", argv[optind], rnd, GRAPH_W) ||
+	                       demo_check_ratios("report", argv[optind], lru, GRAPH_W))) {
+		rc = EXIT_USAGE;
+		goto out;
+	}
 	if (st != LOMAS_OK && info.samples == 0) {
 		printf("\nno working-set graph: the profile has no samples\n");
 	} else if (st != LOMAS_OK) {
@@ -348,7 +420,9 @@ int cmd_report(int argc, char **argv)
 		rc = demo_fail_lomas("report", st, "cannot model '%s'", argv[optind]);
 		goto out;
 	} else {
-		print_graph(rnd, lru, caches, ncaches, flags & LOMAS_MODEL_COLD, &pt);
+		double *const shown[2][2] = {{ci ? lo[0] : NULL, ci ? hi[0] : NULL},
+		                             {ci ? lo[1] : NULL, ci ? hi[1] : NULL}};
+		print_graph(rnd, lru, shown, caches, ncaches, flags & LOMAS_MODEL_COLD, &pt);
 		rc = print_cache_table(p, caches, ncaches, info.line_size, flags);
 	}
 	if (rc == 0)

@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,10 +10,89 @@
 
 #include "demo.h"
 
+/* The length of the UTF-8 sequence at s (len bytes left) and its code point, or 0 if invalid. */
+static size_t utf8_decode(const unsigned char *s, size_t len, uint32_t *cp)
+{
+	unsigned c = s[0];
+	size_t n;
+	uint32_t v;
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf)
+		n = 2, v = c & 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		n = 3, v = c & 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		n = 4, v = c & 0x07;
+	else
+		return 0;
+	if (n > len)
+		return 0;
+	for (size_t i = 1; i < n; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		v = v << 6 | (s[i] & 0x3f);
+	}
+	if ((n == 3 && v < 0x800) || (n == 4 && v < 0x10000) || v > 0x10ffff ||
+	    (v >= 0xd800 && v <= 0xdfff))
+		return 0;
+	*cp = v;
+	return n;
+}
+
+/*
+ * The library escapes its own messages the same way (text_escape in
+ * lib/core/error.c); lomas-demo uses the public API only, hence this copy.
+ */
+const char *demo_escape(const char *s, char *buf, size_t cap)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	size_t len = strlen(s), o = 0;
+	if (!cap)
+		return "";
+	for (size_t i = 0; i < len;) {
+		char esc[12];
+		const char *out = esc;
+		uint32_t cp = 0;
+		size_t n = utf8_decode(u + i, len - i, &cp), k;
+		bool unsafe = cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x200e ||
+		              cp == 0x200f || (cp >= 0x2028 && cp <= 0x202e) ||
+		              (cp >= 0x2066 && cp <= 0x2069);
+		if (n == 0) {
+			snprintf(esc, sizeof esc, "\\x%02x", u[i]);
+			n = 1;
+		} else if (!unsafe) {
+			out = s + i;
+		} else if (cp == '\n' || cp == '\r' || cp == '\t') {
+			snprintf(esc, sizeof esc, "\\%c",
+			         cp == '\n'   ? 'n'
+			         : cp == '\r' ? 'r'
+			                      : 't');
+		} else if (cp < 0x80) {
+			snprintf(esc, sizeof esc, "\\x%02x", (unsigned)cp);
+		} else {
+			snprintf(esc, sizeof esc, "\\u%04x", (unsigned)cp);
+		}
+		k = out == esc ? strlen(esc) : n;
+		if (o + k >= cap)
+			break;
+		memcpy(buf + o, out, k);
+		o += k;
+		i += n;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+/* "lomas-demo: cmd: message" with the message escaped: it may quote paths and file contents. */
 static void vmessage(const char *cmd, const char *fmt, va_list ap)
 {
-	fprintf(stderr, "lomas-demo: %s: ", cmd);
-	vfprintf(stderr, fmt, ap);
+	char raw[2048], safe_cmd[64], safe[4096];
+	vsnprintf(raw, sizeof raw, fmt, ap);
+	fprintf(stderr, "lomas-demo: %s: %s", demo_escape(cmd, safe_cmd, sizeof safe_cmd),
+	        demo_escape(raw, safe, sizeof safe));
 }
 
 int demo_fail(const char *cmd, const char *fmt, ...)
@@ -28,19 +108,16 @@ int demo_fail(const char *cmd, const char *fmt, ...)
 int demo_fail_lomas(const char *cmd, lomas_status st, const char *fmt, ...)
 {
 	/* Copy first: the message is only valid until the next library call. */
-	char detail[1024];
+	char detail[1024], safe[4096];
 	va_list ap;
 	snprintf(detail, sizeof detail, "%s", lomas_error_message());
 	if (!detail[0])
 		snprintf(detail, sizeof detail, "%s", lomas_strerror(st));
-	/* Keep the promise of one line even if a message has a newline in it. */
-	for (char *c = detail; *c; c++)
-		if (*c == '\n' || *c == '\r')
-			*c = ' ';
 	va_start(ap, fmt);
 	vmessage(cmd, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, ": %s\n", detail);
+	/* Escaped already by the library; again here keeps the promise of one line. */
+	fprintf(stderr, ": %s\n", demo_escape(detail, safe, sizeof safe));
 	return EXIT_USAGE;
 }
 
@@ -221,5 +298,14 @@ int demo_sizes(const char *cmd, const char *list, uint32_t line_bytes, uint64_t 
 		free(*sizes);
 	}
 	*n = count;
+	return 0;
+}
+
+int demo_check_ratios(const char *cmd, const char *path, const double *ratios, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!isfinite(ratios[i]))
+			return demo_fail(cmd, "cannot model '%s': the model gave %g, not a ratio",
+			                 path, ratios[i]);
 	return 0;
 }

@@ -34,6 +34,13 @@ int demo_fail(const char *cmd, const char *fmt, ...) __attribute__((format(print
 /* The same with ": <lomas_error_message()>" (or the status name) appended. */
 int demo_fail_lomas(const char *cmd, lomas_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/*
+ * Untrusted text (a path, a profile's metadata) made safe for a terminal
+ * into buf (cap bytes): control characters, C1 and bidirectional controls
+ * and bytes that are not UTF-8 become \n, \r, \t, \xHH or \uHHHH. Returns buf.
+ * demo_fail and demo_fail_lomas escape their whole message this way.
+ */
+const char *demo_escape(const char *s, char *buf, size_t cap);
 /* Report a getopt error (unknown option, missing argument) for cmd. */
 int demo_bad_option(const char *cmd, char **argv, int optopt_char);
 
@@ -64,6 +71,13 @@ lomas_profile *demo_load(const char *cmd, const char *path);
  * Returns 0 or an exit status after reporting.
  */
 int demo_sizes(const char *cmd, const char *list, uint32_t line_bytes, uint64_t **sizes, size_t *n);
+
+/*
+ * 0 if every one of the n miss ratios is a finite number, else report
+ * it for cmd and return EXIT_USAGE (the library promises this; a NaN must
+ * never reach a CSV, a JSON document or a graph as if it were a result).
+ */
+int demo_check_ratios(const char *cmd, const char *path, const double *ratios, size_t n);
 
 int cmd_analyze(int argc, char **argv);
 int cmd_curve(int argc, char **argv);

@@ -28,17 +28,26 @@ const struct demo_cmd demo_cmds[] = {
      "                           (default: 1 KiB to 1 GiB, 4 per octave)\n"
      "  --policy random|lru|both replacement policies to model (default both)\n"
      "  --cold                   count cold misses (excluded by default)\n"
-     "  --json                   a JSON array of {size_bytes, random, lru}\n",
-     "lomas-demo curve [--sizes B1,B2,...] [--cold] [--json] [--policy random|lru|both] "
-     "PROFILE",
+     "  --json                   a JSON array of {size_bytes, random, lru}\n"
+     "  --ci                     a confidence interval per size: the columns (and JSON\n"
+     "                           fields) random_lo,random_hi,lru_lo,lru_hi, from a\n"
+     "                           Poisson bootstrap of the samples (sampling noise only)\n"
+     "  --ci-level L             its level (default 0.95; implies --ci)\n"
+     "  --ci-resamples N         bootstrap replicates (default 200; implies --ci)\n"
+     "  --seed S                 the bootstrap's seed (default 1): same seed, same bounds\n",
+     "lomas-demo curve [--sizes B1,B2,...] [--cold] [--json] [--policy random|lru|both]\n"
+     "                        [--ci] [--ci-level L] [--ci-resamples N] [--seed S] PROFILE",
      cmd_curve},
     {"report", "summary and working-set graph of a profile",
      "Summarize a profile and draw its working-set graph (miss ratio against cache\n"
      "size, random replacement and LRU) with this machine's caches marked.\n\n"
      "  --cold     count cold misses (excluded by default)\n"
      "  --color    colour the graph even when standard output is not a terminal\n"
-     "  --no-color never colour the graph\n",
-     "lomas-demo report [--cold] [--color|--no-color] PROFILE", cmd_report},
+     "  --no-color never colour the graph\n"
+     "  --ci       shade 95% confidence bands (a bootstrap of the samples; the\n"
+     "             default for profiles of up to 200000 samples)\n"
+     "  --no-ci    no bands\n",
+     "lomas-demo report [--cold] [--color|--no-color] [--ci|--no-ci] PROFILE", cmd_report},
     {"export", "a profile as JSON or CSV",
      "Write the whole profile for people and scripts to standard output.\n\n"
      "  --json   one JSON document: metadata, threads, windows, samples\n"
@@ -53,8 +62,11 @@ const struct demo_cmd demo_cmds[] = {
     {"record", "run or attach to a program under a live clock",
      "Run a program (or attach to a running one) under a live clock and save its\n"
      "profile. Exits with the program's own status (128+N if signal N killed it),\n"
-     "125 when lomas fails, 126 when the command cannot run, 127 when it is not\n"
-     "found. SIGINT/SIGTERM detach and save what was collected.\n\n"
+     "125 when lomas fails (nothing runs when OUT cannot be written or the clock\n"
+     "cannot run the program), 126 when the command cannot run, 127 when it is\n"
+     "not found; like env, a file without #! that is not a binary runs with\n"
+     "/bin/sh. SIGINT/SIGTERM detach and save what was collected; a program\n"
+     "stopped (SIGSTOP, SIGTSTP) stays stopped until SIGCONT, as without lomas.\n\n"
      "  -o, --output OUT        the profile to write (default lomas.lomas)\n"
      "  --clock auto|inline|dbi|step|pmu  the clock (default auto: inline when the\n"
      "                          program carries the lomas-inline hooks, else dbi\n"
@@ -124,6 +136,10 @@ int main(int argc, char **argv)
 	for (const struct demo_cmd *d = demo_cmds; d->name; d++)
 		if (strcmp(d->name, name) == 0)
 			return d->run(argc - 1, argv + 1);
-	fprintf(stderr, "lomas-demo: unknown command '%s' (see 'lomas-demo help')\n", name);
+	{
+		char safe[1024];
+		fprintf(stderr, "lomas-demo: unknown command '%s' (see 'lomas-demo help')\n",
+		        demo_escape(name, safe, sizeof safe));
+	}
 	return EXIT_USAGE;
 }

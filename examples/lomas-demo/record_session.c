@@ -7,12 +7,15 @@
  * collected.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,17 +27,14 @@
 #define EXIT_CANNOT_RUN 126
 #define EXIT_NOT_FOUND 127
 
-static volatile sig_atomic_t stop_signal;
+static volatile sig_atomic_t stop_signal, stop_from_tty;
 
-static void on_stop_signal(int sig)
+static void on_stop_signal(int sig, siginfo_t *si, void *uc)
 {
+	(void)uc;
 	stop_signal = sig;
-}
-
-static void record_usage(FILE *f)
-{
-	fprintf(f, "lomas-demo: record: usage: lomas-demo record [options] -- CMD [ARGS...] "
-	           "(or -p PID); see 'lomas-demo help record'\n");
+	/* A terminal's ^C (SI_KERNEL) went to the target's process group too. */
+	stop_from_tty = si && si->si_code == SI_KERNEL;
 }
 
 static int fail(const char *what)
@@ -43,8 +43,11 @@ static int fail(const char *what)
 	return EXIT_LOMAS;
 }
 
-/* Like execvp's search: 0 found and executable, else 126 or 127 with a message. */
-static int check_command(const char *cmd)
+/*
+ * Like execvp's search: 0 with the program's path in found (len bytes) when
+ * it is there and executable, else 126 or 127 with a message.
+ */
+static int check_command(const char *cmd, char *found, size_t len)
 {
 	const char *path = getenv("PATH");
 	char buf[PATH_MAX];
@@ -60,6 +63,7 @@ static int check_command(const char *cmd)
 			        strerror(S_ISDIR(st.st_mode) ? EISDIR : EACCES));
 			return EXIT_CANNOT_RUN;
 		}
+		snprintf(found, len, "%s", cmd);
 		return 0;
 	}
 	if (!path)
@@ -70,8 +74,10 @@ static int check_command(const char *cmd)
 		struct stat st;
 		snprintf(buf, sizeof buf, "%.*s%s%s", dl, path, dl ? "/" : "", cmd);
 		if (stat(buf, &st) == 0 && !S_ISDIR(st.st_mode)) {
-			if (access(buf, X_OK) == 0)
+			if (access(buf, X_OK) == 0) {
+				snprintf(found, len, "%s", buf);
 				return 0;
+			}
 			denied = 1;
 		}
 		if (!colon)
@@ -81,6 +87,120 @@ static int check_command(const char *cmd)
 	fprintf(stderr, "lomas-demo: record: %s: %s\n", cmd,
 	        denied ? strerror(EACCES) : "command not found");
 	return denied ? EXIT_CANNOT_RUN : EXIT_NOT_FOUND;
+}
+
+/*
+ * What execvp (and so env, timeout, nice) does with the file at path: 0 run
+ * it (an ELF or a #! script: the kernel decides), 1 run it with /bin/sh (a
+ * file without either, which execvp hands to the shell on ENOEXEC), or 126
+ * with a message for a binary that is neither: as bash does, a file with a
+ * NUL byte before the end of its first line (within 80 bytes) is not given
+ * to the shell but refused ("Exec format error").
+ */
+static int exec_kind(const char *path)
+{
+	unsigned char b[80];
+	ssize_t n;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0; /* execute-only: the kernel decides */
+	do
+		n = read(fd, b, sizeof b);
+	while (n < 0 && errno == EINTR);
+	close(fd);
+	if (n >= 4 && !memcmp(b, "\177ELF", 4))
+		return 0;
+	if (n >= 2 && b[0] == '#' && b[1] == '!')
+		return 0;
+	for (ssize_t i = 0; i < n && b[i] != '\n'; i++)
+		if (!b[i]) {
+			fprintf(stderr, "lomas-demo: record: %s: cannot execute binary file: %s\n",
+			        path, strerror(ENOEXEC));
+			return EXIT_CANNOT_RUN;
+		}
+	return 1;
+}
+
+/*
+ * Can we create the profile at out? Refused before the target runs: a
+ * directory, a missing or read-only directory (the save writes a temporary
+ * file next to out and renames it, so that is what is tried here). 0 or
+ * 125 with one line.
+ */
+static int check_output(const char *out)
+{
+	char dir[PATH_MAX], probe[PATH_MAX + 32];
+	struct stat st;
+	const char *slash = strrchr(out, '/');
+	int fd;
+	if (!*out) {
+		fprintf(stderr, "lomas-demo: record: -o: empty path\n");
+		return EXIT_LOMAS;
+	}
+	if (stat(out, &st) == 0 && S_ISDIR(st.st_mode)) {
+		fprintf(stderr, "lomas-demo: record: cannot write %s: %s\n", out, strerror(EISDIR));
+		return EXIT_LOMAS;
+	}
+	if (!slash)
+		snprintf(dir, sizeof dir, ".");
+	else if (slash == out)
+		snprintf(dir, sizeof dir, "/");
+	else
+		snprintf(dir, sizeof dir, "%.*s", (int)(slash - out), out);
+	snprintf(probe, sizeof probe, "%s/.lomas-probe-XXXXXX", dir);
+	fd = mkostemp(probe, O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "lomas-demo: record: cannot write %s: %s\n", out, strerror(errno));
+		return EXIT_LOMAS;
+	}
+	close(fd);
+	unlink(probe);
+	return 0;
+}
+
+/* Does PTRACE_SEIZE work here (on a child of ours)? */
+static bool ptrace_works(void)
+{
+	int st;
+	bool ok;
+	pid_t pid = fork();
+	if (pid == 0) {
+		pause();
+		_exit(0);
+	}
+	if (pid < 0)
+		return false;
+	ok = ptrace(PTRACE_SEIZE, pid, NULL, NULL) == 0;
+	kill(pid, SIGKILL);
+	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		;
+	return ok;
+}
+
+/* Was the target left stopped (a job-control stop) when we let it go? */
+static bool left_stopped(lomas_session *s)
+{
+	lomas_profile *p;
+	const char *pid = NULL;
+	char path[64], buf[512];
+	bool stopped = false;
+	FILE *f;
+	if (lomas_session_profile(s, &p))
+		return false;
+	snprintf(path, sizeof path, "/proc/%s/stat",
+	         lomas_profile_meta_get(p, "pid", &pid) == LOMAS_OK && pid ? pid : "0");
+	/* Let go of in a group-stop, it goes back to it (T) within microseconds. */
+	for (int i = 0; i < 20 && !stopped && (f = fopen(path, "re")); i++) {
+		size_t n = fread(buf, 1, sizeof buf - 1, f);
+		buf[n] = 0;
+		fclose(f);
+		const char *rp = strrchr(buf, ')');
+		stopped = rp && rp[1] == ' ' && rp[2] == 'T';
+		if (!stopped)
+			usleep(5000);
+	}
+	lomas_profile_free(p);
+	return stopped;
 }
 
 /* One progress line on stderr when it is a terminal. */
@@ -144,6 +264,7 @@ int record_main(int argc, char **argv)
 	} keys[] = {{'c', "clock"},     {'P', "period"}, {'s', "seed"},
 	            {'l', "line_size"}, {'w', "window"}, {'k', "max_skid"}};
 	const char *out = "lomas.lomas";
+	char program[PATH_MAX], *shargv[4096];
 	long pid = 0;
 	lomas_config *cfg;
 	lomas_session *s;
@@ -154,7 +275,8 @@ int record_main(int argc, char **argv)
 	if (lomas_config_new(&cfg))
 		return fail("config");
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "+o:p:", opts, NULL)) != -1) {
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:o:p:", opts, NULL)) != -1) {
 		const char *key = NULL;
 		for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
 			if (keys[i].opt == c)
@@ -180,8 +302,18 @@ int record_main(int argc, char **argv)
 			}
 			break;
 		}
-		default:
-			record_usage(stderr);
+		default: /* one line, like the other subcommands' (common.c) */
+			if (c == ':')
+				fprintf(stderr,
+				        "lomas-demo: record: option '%s' needs an argument ",
+				        argv[optind - 1]);
+			else if (optopt > 0 && optopt < 256)
+				fprintf(stderr, "lomas-demo: record: unknown option '-%c' ",
+				        optopt);
+			else
+				fprintf(stderr, "lomas-demo: record: unknown option '%s' ",
+				        argv[optind - 1]);
+			fprintf(stderr, "(see 'lomas-demo help record')\n");
 			lomas_config_free(cfg);
 			return EXIT_LOMAS;
 		}
@@ -193,7 +325,25 @@ int record_main(int argc, char **argv)
 		lomas_config_free(cfg);
 		return EXIT_LOMAS;
 	}
-	if (argc > 0 && (rc = check_command(argv[0]))) {
+	if (argc > 0 && (rc = check_command(argv[0], program, sizeof program))) {
+		lomas_config_free(cfg);
+		return rc;
+	}
+	if (argc > 0 && (rc = exec_kind(program))) {
+		if (rc != 1 || (size_t)argc + 2 > sizeof shargv / sizeof *shargv) {
+			lomas_config_free(cfg);
+			return EXIT_CANNOT_RUN;
+		}
+		/* As execvp on ENOEXEC: /bin/sh PROGRAM ARGS... */
+		shargv[0] = "/bin/sh";
+		shargv[1] = program;
+		for (int i = 1; i <= argc; i++)
+			shargv[i + 1] = argv[i];
+		argv = shargv;
+		argc++;
+	}
+	/* Nothing runs before we know the profile can be written. */
+	if ((rc = check_output(out))) {
 		lomas_config_free(cfg);
 		return rc;
 	}
@@ -207,19 +357,46 @@ int record_main(int argc, char **argv)
 		if (st == LOMAS_ENOENT && argc > 0)
 			return fprintf(stderr, "lomas-demo: record: %s\n", lomas_error_message()),
 			       EXIT_NOT_FOUND;
+		/* The program could not be executed (not ptrace): like env, 126. */
+		if (st == LOMAS_EPERM && argc > 0) {
+			char msg[1024];
+			snprintf(msg, sizeof msg, "%s", lomas_error_message());
+			if (ptrace_works())
+				return fprintf(stderr, "lomas-demo: record: %s\n", msg),
+				       EXIT_CANNOT_RUN;
+		}
 		return fail(pid ? "attach" : "start");
 	}
 
 	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_stop_signal;
+	sa.sa_sigaction = on_stop_signal;
+	sa.sa_flags = SA_SIGINFO;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
-	while (running && !stop_signal) {
-		if ((st = lomas_session_poll(s, tty ? 500 : 200, &running)))
+	/*
+	 * The session blocks while the target is quiet (a group-stop, a long
+	 * system call); our signals end each poll within 100 ms.
+	 */
+	for (unsigned k = 0; running && !stop_signal; k++) {
+		if ((st = lomas_session_poll(s, 100, &running)))
 			break;
-		if (tty && running)
+		if (tty && running && k % 5 == 0)
 			progress(s);
+	}
+	/* The inline clock: the target writes its profile as the signal ends it;
+	 * wait for that (a second signal detaches). */
+	if (!st && running && stop_signal &&
+	    lomas_session_interrupt(s, stop_signal,
+	                            stop_from_tty ? LOMAS_INTERRUPT_DELIVERED : 0) == LOMAS_OK) {
+		fprintf(
+		    stderr,
+		    "lomas-demo: record: signal %d: waiting for the target to end and write its "
+		    "profile (another signal leaves it running)\n",
+		    (int)stop_signal);
+		stop_signal = 0;
+		while (running && !stop_signal && !(st = lomas_session_poll(s, 200, &running)))
+			;
 	}
 	if (tty)
 		fputc('\n', stderr);
@@ -238,9 +415,9 @@ int record_main(int argc, char **argv)
 			fprintf(stderr, "lomas-demo: record: detach: %s\n", lomas_error_message());
 		else
 			fprintf(stderr,
-			        "lomas-demo: record: detached on signal %d; the target "
-			        "runs on\n",
-			        (int)stop_signal);
+			        "lomas-demo: record: detached on signal %d; the target %s\n",
+			        (int)stop_signal,
+			        left_stopped(s) ? "stays stopped, as it was" : "runs on");
 		rc = save_profile(s, out, argc, argv);
 		lomas_session_free(s);
 		return rc ? rc : 128 + (int)stop_signal;

@@ -23,6 +23,13 @@
  *   LOMAS_MAX_LIVE   watch-table slots per thread (default 8192)
  *   LOMAS_TRACE      also write every reference to this file, Valgrind
  *                    lackey format (" L addr,size" / " S addr,size")
+ *   LOMAS_OUTPUT_PID the pid these settings are for (lomas-demo record sets
+ *                    it): another process that inherits them writes nothing
+ *
+ * A child that inherited LOMAS_OUTPUT or LOMAS_TRACE from an instrumented
+ * parent writes nothing; a set-user-ID or set-group-ID program ignores every
+ * LOMAS_* variable and writes nothing (README.md, "The inline clock" and
+ * "Limits").
  *
  * A harness that profiles one region calls lomas_inline_start() and
  * lomas_inline_stop(); then nothing is written at exit unless LOMAS_OUTPUT

@@ -62,8 +62,13 @@ LOMAS_API const char *lomas_strerror(lomas_status status);
 
 /*
  * The message describing the last error returned to the calling thread, with
- * details (file offsets, line numbers, option names). Valid until the next
- * liblomas call on this thread. Never NULL; "" if there was no error.
+ * details (file offsets, line numbers, option names). Every liblomas call
+ * clears it on entry except lomas_error_message, lomas_strerror and the
+ * _free functions (so that cleaning up before reporting loses nothing):
+ * after a call that succeeds it is "". Valid until the next liblomas call on
+ * this thread. Text it quotes from files, paths and arguments is escaped
+ * (control characters, C1 and bidirectional controls and bytes that are not
+ * UTF-8 as \n, \r, \t, \xHH or \uHHHH), so it is safe to print. Never NULL.
  */
 LOMAS_API const char *lomas_error_message(void);
 
@@ -169,13 +174,27 @@ typedef struct lomas_profile lomas_profile;
 
 /* An empty profile for the given line size (bytes, power of two). */
 LOMAS_API lomas_status lomas_profile_new(uint32_t line_size, lomas_profile **out);
-/* Read a profile file. Corrupt input gives LOMAS_EFORMAT with the byte offset. */
+/*
+ * Read a profile file. Corrupt input gives LOMAS_EFORMAT with the byte offset;
+ * so do numbers no profile can hold: a sample weight outside 2^-64..2^64 (a
+ * sample stands for at least 2^-64 and at most 2^64 references; within that
+ * no model sum can overflow) or threads whose references add up past 2^64-1.
+ */
 LOMAS_API lomas_status lomas_profile_load(const char *path, lomas_profile **out);
-/* Write a profile file atomically (temporary file + rename). */
+/*
+ * Write a profile file atomically: a temporary file next to path, renamed
+ * over it. A new file gets mode 0666 less the umask (as open(2) applies it);
+ * a regular file of the caller's that it replaces keeps its permission bits.
+ * Any failure (a full disk, a quota, an I/O error, at any write, fsync,
+ * close or rename) gives LOMAS_EIO with a message naming path and errno,
+ * removes the temporary file and leaves whatever was at path untouched.
+ */
 LOMAS_API lomas_status lomas_profile_save(const lomas_profile *p, const char *path);
 /*
  * Add the threads, windows and samples of src to dst (two runs of the same
  * program: same line size, same "command" metadata when both have one).
+ * LOMAS_ERANGE, dst unchanged, if the merged profile's threads, windows or
+ * references would not fit their counts (references: 2^64-1 in all).
  */
 LOMAS_API lomas_status lomas_profile_merge(lomas_profile *dst, const lomas_profile *src);
 LOMAS_API void lomas_profile_free(lomas_profile *p);
@@ -226,10 +245,40 @@ LOMAS_API lomas_status lomas_model_miss_ratio(const lomas_profile *p, lomas_poli
                                               uint64_t cache_bytes, uint32_t line_bytes,
                                               unsigned flags, double *ratio);
 
-/* Miss ratios for n cache sizes (bytes) at once into ratios[n]; faster than n calls. */
+/*
+ * Miss ratios for n cache sizes (bytes) at once into ratios[n]; faster than n calls.
+ *
+ * The model (DESIGN.md section 5): the profile's windows are pooled into
+ * segments whose reuse distances look alike; a reuse that spans segments is
+ * judged by every segment it crosses (its stack distance by the references
+ * between its two ends, its survival under random replacement by the miss
+ * ratios of the segments it crosses, cold misses included); LRU stack
+ * distances of frequent kinds of reuse are checked against the reuses' own
+ * intervals; and no cache holding a thread's footprint (estimated from its
+ * dangling samples) gets capacity misses.
+ */
 LOMAS_API lomas_status lomas_model_curve(const lomas_profile *p, lomas_policy policy,
                                          const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
                                          unsigned flags, double *ratios);
+
+/*
+ * lomas_model_curve with a confidence interval per size: ratios[i] is the
+ * same estimate, [lo[i], hi[i]] an interval that holds the miss ratio the
+ * model would give with every reference sampled with probability level
+ * (0.95 when level is 0; otherwise 0 < level < 1). It comes from
+ * `resamples` (0 = 200; at most 100000) Poisson-bootstrap replicates of the
+ * samples: each sample's weight times an independent Poisson(1) count, the
+ * model run again, the percentile interval taken (widened to include the
+ * estimate). It reflects sampling noise, not the model's own approximations.
+ * Deterministic: the same profile, arguments and seed give the same
+ * intervals. Costs about `resamples` curves. LOMAS_ERANGE when the profile
+ * has too few samples for one.
+ */
+LOMAS_API lomas_status lomas_model_curve_ci(const lomas_profile *p, lomas_policy policy,
+                                            const uint64_t *cache_bytes, size_t n,
+                                            uint32_t line_bytes, unsigned flags, double level,
+                                            unsigned resamples, uint64_t seed, double *ratios,
+                                            double *lo, double *hi);
 
 /*
  * The default working-set-graph sizes: 1 KiB to 1 GiB, 4 points per octave,
@@ -306,14 +355,37 @@ LOMAS_API lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lo
  * the target ends). *running is set to 0 once the target has ended.
  */
 LOMAS_API lomas_status lomas_session_poll(lomas_session *s, int timeout_ms, int *running);
-/* Run until the target ends; *wait_status gets its waitpid()-style status. */
+/*
+ * Run until the target ends; *wait_status gets its waitpid()-style status.
+ * LOMAS_ESTATE (as from lomas_session_poll) once lomas_session_stop has
+ * detached from a target that was still running: it runs on, not waited
+ * for, and there is no status to give.
+ */
 LOMAS_API lomas_status lomas_session_wait(lomas_session *s, int *wait_status);
 /*
  * Detach: remove every watchpoint, restore protections, leave the target
- * running. With the dbi clock the program runs on under Valgrind (it cannot
- * leave it), no longer sampled; the profile holds what was collected.
+ * running. The profile and stats collected so far stay available. Nothing
+ * to do (LOMAS_OK) after the target ended or a first stop. With the dbi
+ * clock the program runs on under Valgrind (it cannot leave it), no longer
+ * sampled; the profile holds what was collected.
  */
 LOMAS_API lomas_status lomas_session_stop(lomas_session *s);
+/* lomas_session_interrupt flag: the target got the signal too (a terminal's
+ * ^C goes to the whole foreground process group). */
+#define LOMAS_INTERRUPT_DELIVERED 1
+/*
+ * The caller got signal sig (SIGINT, SIGTERM) and the run is to end, keeping
+ * what was collected, where the profile is the target's own to write (the
+ * inline clock writes it when the program ends, on that signal too): the
+ * target gets sig, unless it already has (flags: LOMAS_INTERRUPT_DELIVERED;
+ * else the session looks for it pending, and passes it on if the target is
+ * still running a second later), and the session runs on (poll, wait) until
+ * the target ends; then lomas_session_profile has its profile.
+ * LOMAS_ENOTSUP for a clock that keeps the profile itself (step; dbi, whose
+ * tool hands over what it has when the session detaches): detach with
+ * lomas_session_stop instead.
+ */
+LOMAS_API lomas_status lomas_session_interrupt(lomas_session *s, int sig, int flags);
 LOMAS_API lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *out);
 /* The profile collected so far (a new object owned by the caller). */
 LOMAS_API lomas_status lomas_session_profile(lomas_session *s, lomas_profile **out);

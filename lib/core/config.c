@@ -44,6 +44,7 @@ static int name_index(const char *const *names, int n, const char *value)
 
 lomas_status lomas_config_new(lomas_config **out)
 {
+	error_clear();
 	if (!out)
 		return error_set(LOMAS_EINVAL, "lomas_config_new: out is NULL");
 	*out = calloc(1, sizeof **out);
@@ -98,6 +99,7 @@ static bool parse_auto_u64(const char *value, uint64_t *out)
 
 lomas_status lomas_config_set(lomas_config *cfg, const char *key, const char *value)
 {
+	error_clear();
 	uint64_t v;
 	if (!cfg || !key || !value)
 		return error_set(LOMAS_EINVAL, "lomas_config_set: NULL argument");
@@ -164,6 +166,7 @@ static lomas_status put_u64(char *buf, size_t len, uint64_t v, bool auto_zero)
 
 lomas_status lomas_config_get(const lomas_config *cfg, const char *key, char *buf, size_t len)
 {
+	error_clear();
 	if (!cfg || !key || !buf)
 		return error_set(LOMAS_EINVAL, "lomas_config_get: NULL argument");
 	if (strcmp(key, "period") == 0)

@@ -5,9 +5,11 @@
 #ifndef LOMAS_CORE_H
 #define LOMAS_CORE_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "lomas/lomas.h"
 
@@ -25,8 +27,32 @@
 lomas_status error_set(lomas_status status, const char *fmt, ...) LOMAS_PRINTF(2, 3);
 /* Prefix the current message with "prefix: " keeping status; returns status. */
 lomas_status error_prefix(lomas_status status, const char *fmt, ...) LOMAS_PRINTF(2, 3);
-/* Clear the message (called on success paths that report nothing). */
-void error_clear(void);
+/*
+ * Clear the message: the first statement of every public (LOMAS_API) call
+ * but lomas_error_message, lomas_strerror and the _free functions, which
+ * leave it so that cleaning up between a failing call and its report loses
+ * nothing (lomas.h: after a call that succeeds the message is ""). Inline
+ * and cheap: it touches the thread's message only while some thread has one
+ * (error_pending, error.c).
+ */
+extern _Atomic unsigned error_pending;
+void error_clear_slow(void) __attribute__((cold));
+static inline void error_clear(void)
+{
+	if (atomic_load_explicit(&error_pending, memory_order_relaxed))
+		error_clear_slow();
+}
+/*
+ * Copy len bytes of untrusted text (a path, metadata, a line of a file) to
+ * dst (cap bytes, always NUL-terminated) so that a terminal shows it rather
+ * than acts on it: C0 controls and DEL become \n, \r, \t or \xHH, C1
+ * controls, line separators and bidirectional controls \uHHHH, and bytes
+ * that are not UTF-8 \xHH; valid UTF-8 text and backslashes stay as they
+ * are, so escaping twice changes nothing. Cut at a whole character or
+ * escape. Returns the length written. error_set and error_prefix pass every
+ * message through it.
+ */
+size_t text_escape(char *dst, size_t cap, const char *src, size_t len);
 /* Send a message to the log callback, if any (never prints). */
 void log_msg(lomas_log_level level, const char *fmt, ...) LOMAS_PRINTF(2, 3);
 
@@ -121,7 +147,8 @@ lomas_status profile_meta_setf(struct lomas_profile *p, const char *key, const c
 
 /*
  * Check the profile's internal consistency (indices in range, windows of
- * known threads, end >= start for reused samples, finite positive weights).
+ * known threads, end >= start for reused samples, weights that pass
+ * weight_valid, references of all threads that add up within 64 bits).
  * LOMAS_EFORMAT with a message naming the first offending item.
  */
 lomas_status profile_validate(const struct lomas_profile *p);
@@ -131,6 +158,20 @@ lomas_status profile_check_sample(const struct lomas_profile *p, size_t i, const
 static inline bool line_size_valid(uint64_t b)
 {
 	return b >= 8 && b <= 65536 && (b & (b - 1)) == 0;
+}
+
+/*
+ * The weights a sample may carry: it stands for 2^-64 to 2^64 references (a
+ * weight is a sampling period, and a thread's clock is a 64-bit count).
+ * Within these bounds no sum the model forms can leave double's range (about
+ * 2^-1022 to 2^1024): with at most 2^64 samples, sum(w) <= 2^128, sum(w d^2)
+ * <= 2^256 for distances below 2^64, and sum(w^2) >= 2^-128. Weights near
+ * DBL_MAX made sums infinite and curves NaN; every way in (profile_validate,
+ * the file decoder) refuses them instead.
+ */
+static inline bool weight_valid(double w)
+{
+	return w >= 0x1p-64 && w <= 0x1p64; /* false for NaN */
 }
 
 /* Reuse distance of a REUSED sample (references strictly between). */
@@ -348,13 +389,46 @@ lomas_status profile_save_buffer_src(const lomas_profile *p, const profile_sampl
                                      void **data, size_t *len);
 lomas_status profile_save_fd_src(const lomas_profile *p, const profile_sample_source *src, int fd);
 /*
- * Save p to path atomically (a temporary file renamed over path, keeping an
- * existing file's mode). durable: also fsync the file and its directory
- * (lomas_profile_save); the inline runtime's exit path skips that, as perf
- * record does, since the program's own exit is what it delays.
+ * Save p to path atomically: a temporary file next to it (path.XXXXXX,
+ * created mode 0666 less the umask, as open(2) applies it; an existing
+ * regular file of ours at path keeps its permission bits) renamed over
+ * path. Any failure: LOMAS_EIO naming path, the step and errno, the
+ * temporary file removed, whatever was at path untouched. durable: also
+ * fsync the file and (best effort) its directory (lomas_profile_save); the
+ * inline runtime's exit path skips that, as perf record does, since the
+ * program's own exit is what it delays.
  */
 lomas_status profile_save_file(const lomas_profile *p, const char *path, bool durable);
 lomas_status profile_save_file_src(const lomas_profile *p, const profile_sample_source *src,
                                    const char *path, bool durable);
+
+/* ----------------------------------------------------------- save-path I/O */
+
+/*
+ * Every system call of the save path that can fail (profile_file.c, and the
+ * encoder's writes) goes through one of these wrappers so that a test can
+ * fail any one of them (tests/unit/test_save_faults.c). While
+ * save_io_faults.armed, each wrapped call counts in .calls and the one
+ * numbered .fail_at (from 1; 0 = none) fails with errno .err; with
+ * .short_write a failing write first writes half its bytes and the next
+ * call fails (a disk filling up). Not armed (always, outside tests), they
+ * are the plain calls. Not thread-safe: tests arm it around one save.
+ */
+typedef struct save_io_fault {
+	bool armed;
+	bool short_write;
+	int err;
+	uint64_t calls;
+	uint64_t fail_at;
+} save_io_fault;
+
+extern save_io_fault save_io_faults;
+
+int save_io_open(const char *path, int flags, mode_t mode);
+ssize_t save_io_pwrite(int fd, const void *buf, size_t len, off_t off);
+int save_io_fchmod(int fd, mode_t mode);
+int save_io_fsync(int fd);
+int save_io_close(int fd);
+int save_io_rename(const char *from, const char *to);
 
 #endif /* LOMAS_CORE_H */

@@ -14,7 +14,13 @@
 
 #include "core.h"
 
-#define JSON_FLAGS (JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER)
+/*
+ * ASCII only: text from the profile (a command line, paths) may hold control
+ * characters, C1 controls (U+009B is CSI to a UTF-8 xterm) or bidirectional
+ * overrides; as \uXXXX escapes they stay the same JSON strings and an export
+ * is safe to look at in a terminal.
+ */
+#define JSON_FLAGS (JSON_COMPACT | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER | JSON_ENSURE_ASCII)
 #define EXPORT_VERSION 1
 
 /* Length of a valid UTF-8 sequence at s (as jansson accepts it), or 0. */
@@ -266,6 +272,7 @@ static bool export_csv(const lomas_profile *p, FILE *out)
 
 lomas_status lomas_profile_export(const lomas_profile *p, lomas_export_format format, FILE *out)
 {
+	error_clear();
 	bool ok;
 	if (!p || !out)
 		return error_set(LOMAS_EINVAL, "lomas_profile_export: NULL argument");

@@ -39,6 +39,7 @@ lomas_status vec_reserve_(void **items, size_t *cap, size_t item_size, size_t wa
 
 lomas_status lomas_profile_new(uint32_t line_size, lomas_profile **out)
 {
+	error_clear();
 	if (!out)
 		return error_set(LOMAS_EINVAL, "lomas_profile_new: out is NULL");
 	*out = NULL;
@@ -128,6 +129,7 @@ lomas_status profile_add_map(struct lomas_profile *p, const prof_map *m)
 
 lomas_status lomas_profile_meta_set(lomas_profile *p, const char *key, const char *value)
 {
+	error_clear();
 	char *v;
 	prof_meta m;
 	if (!p || !key || !value || !*key)
@@ -165,6 +167,7 @@ lomas_status profile_meta_setf(struct lomas_profile *p, const char *key, const c
 
 lomas_status lomas_profile_meta_get(const lomas_profile *p, const char *key, const char **value)
 {
+	error_clear();
 	if (!p || !key || !value)
 		return error_set(LOMAS_EINVAL, "lomas_profile_meta_get: NULL argument");
 	for (size_t i = 0; i < p->meta.n; i++) {
@@ -179,12 +182,14 @@ lomas_status lomas_profile_meta_get(const lomas_profile *p, const char *key, con
 
 size_t lomas_profile_meta_count(const lomas_profile *p)
 {
+	error_clear();
 	return p ? p->meta.n : 0;
 }
 
 lomas_status lomas_profile_meta_at(const lomas_profile *p, size_t i, const char **key,
                                    const char **value)
 {
+	error_clear();
 	if (!p || !key || !value)
 		return error_set(LOMAS_EINVAL, "lomas_profile_meta_at: NULL argument");
 	if (i >= p->meta.n)
@@ -197,6 +202,7 @@ lomas_status lomas_profile_meta_at(const lomas_profile *p, size_t i, const char 
 
 lomas_status lomas_profile_info_get(const lomas_profile *p, lomas_profile_info *out)
 {
+	error_clear();
 	if (!p || !out)
 		return error_set(LOMAS_EINVAL, "lomas_profile_info_get: NULL argument");
 	memset(out, 0, sizeof *out);
@@ -236,6 +242,7 @@ static lomas_status copy_range(const void *items, size_t count, size_t item_size
 lomas_status lomas_profile_samples(const lomas_profile *p, size_t first, size_t n,
                                    lomas_sample *out, size_t *copied)
 {
+	error_clear();
 	if (!p)
 		return error_set(LOMAS_EINVAL, "lomas_profile_samples: NULL profile");
 	return copy_range(p->samples.items, p->samples.n, sizeof(lomas_sample), first, n, out,
@@ -245,6 +252,7 @@ lomas_status lomas_profile_samples(const lomas_profile *p, size_t first, size_t 
 lomas_status lomas_profile_windows(const lomas_profile *p, size_t first, size_t n,
                                    lomas_window *out, size_t *copied)
 {
+	error_clear();
 	if (!p)
 		return error_set(LOMAS_EINVAL, "lomas_profile_windows: NULL profile");
 	return copy_range(p->windows.items, p->windows.n, sizeof(lomas_window), first, n, out,
@@ -254,6 +262,7 @@ lomas_status lomas_profile_windows(const lomas_profile *p, size_t first, size_t 
 lomas_status lomas_profile_threads(const lomas_profile *p, size_t first, size_t n,
                                    lomas_thread *out, size_t *copied)
 {
+	error_clear();
 	if (!p)
 		return error_set(LOMAS_EINVAL, "lomas_profile_threads: NULL profile");
 	return copy_range(p->threads.items, p->threads.n, sizeof(lomas_thread), first, n, out,
@@ -271,6 +280,15 @@ lomas_status profile_validate(const struct lomas_profile *p)
 		if (w->thread >= p->threads.n)
 			return error_set(LOMAS_EFORMAT, "window %zu names thread %u of %zu", i,
 			                 w->thread, p->threads.n);
+	}
+	uint64_t refs = 0;
+	for (size_t i = 0; i < p->threads.n; i++) {
+		if (p->threads.items[i].refs > UINT64_MAX - refs)
+			return error_set(LOMAS_EFORMAT,
+			                 "thread %zu: the references of all threads add up to more "
+			                 "than 2^64-1",
+			                 i);
+		refs += p->threads.items[i].refs;
 	}
 	for (size_t i = 0; i < p->samples.n; i++) {
 		lomas_status st = profile_check_sample(p, i, &p->samples.items[i]);
@@ -295,9 +313,9 @@ lomas_status profile_check_sample(const struct lomas_profile *p, size_t i, const
 	if (s->kind > LOMAS_REF_STORE || s->state > LOMAS_SAMPLE_CENSORED)
 		return error_set(LOMAS_EFORMAT, "sample %zu: bad kind %u or state %u", i, s->kind,
 		                 s->state);
-	if (!(s->weight > 0.0) || !isfinite(s->weight))
-		return error_set(LOMAS_EFORMAT, "sample %zu: weight %g is not positive", i,
-		                 s->weight);
+	if (!weight_valid(s->weight))
+		return error_set(LOMAS_EFORMAT, "sample %zu: weight %g is not within 2^-64..2^64",
+		                 i, s->weight);
 	if (s->state != LOMAS_SAMPLE_DANGLING && s->end <= s->start)
 		return error_set(LOMAS_EFORMAT, "sample %zu: end %llu not after start %llu", i,
 		                 (unsigned long long)s->end, (unsigned long long)s->start);
@@ -306,6 +324,7 @@ lomas_status profile_check_sample(const struct lomas_profile *p, size_t i, const
 
 lomas_status lomas_profile_merge(lomas_profile *dst, const lomas_profile *src)
 {
+	error_clear();
 	const char *a = NULL, *b = NULL;
 	size_t t0, w0;
 	lomas_status st;
@@ -325,6 +344,21 @@ lomas_status lomas_profile_merge(lomas_profile *dst, const lomas_profile *src)
 	if (src->threads.n > UINT32_MAX - dst->threads.n ||
 	    src->windows.n > UINT32_MAX - dst->windows.n)
 		return error_set(LOMAS_ERANGE, "merged profile would have too many windows");
+	/* lomas_profile_info's refs: the merged threads' references must add up in 64 bits. */
+	{
+		uint64_t refs = 0;
+		for (int k = 0; k < 2; k++) {
+			const lomas_profile *q = k ? src : dst;
+			for (size_t i = 0; i < q->threads.n; i++) {
+				if (q->threads.items[i].refs > UINT64_MAX - refs)
+					return error_set(
+					    LOMAS_ERANGE,
+					    "the merged profile's references would add "
+					    "up to more than 2^64-1");
+				refs += q->threads.items[i].refs;
+			}
+		}
+	}
 	/* Reserve everything first so a failure leaves dst unchanged. */
 	if ((st = vec_reserve(&dst->threads, dst->threads.n + src->threads.n)) ||
 	    (st = vec_reserve(&dst->windows, dst->windows.n + src->windows.n)) ||

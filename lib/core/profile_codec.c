@@ -340,14 +340,20 @@ typedef struct encoder {
 	size_t own_len;
 } encoder;
 
+/* Write all of data at off; -1 with errno set when a write fails (a short
+ * write is continued: on a full disk the next one says ENOSPC). */
 static int pwrite_all(int fd, const uint8_t *data, size_t len, uint64_t off)
 {
 	while (len) {
-		ssize_t k = pwrite(fd, data, len, (off_t)off);
+		ssize_t k = save_io_pwrite(fd, data, len, (off_t)off);
 		if (k < 0 && errno == EINTR)
 			continue;
-		if (k <= 0)
+		if (k < 0)
 			return -1;
+		if (k == 0) {
+			errno = ENOSPC; /* pwrite(2) makes no progress: treat as full */
+			return -1;
+		}
 		data += k;
 		len -= (size_t)k;
 		off += (uint64_t)k;
@@ -355,12 +361,18 @@ static int pwrite_all(int fd, const uint8_t *data, size_t len, uint64_t off)
 	return 0;
 }
 
+/*
+ * Write the staged bytes out. After the first failure the stage is still
+ * emptied (its bytes dropped): the encoder runs on to the end of the
+ * section it is in, and a stage that kept growing ran past its ENC_STAGE
+ * bytes (a heap overflow on every full disk).
+ */
 static void enc_flush(encoder *e)
 {
-	if (e->image || !e->n || e->st)
+	if (e->image || !e->n)
 		return;
-	if (pwrite_all(e->fd, e->stage, e->n, e->at) != 0)
-		e->st = error_set(LOMAS_EIO, "cannot write the profile: %s", strerror(errno));
+	if (!e->st && pwrite_all(e->fd, e->stage, e->n, e->at) != 0)
+		e->st = error_set(LOMAS_EIO, "write failed: %s", strerror(errno));
 	e->at += e->n;
 	e->n = 0;
 }
@@ -400,7 +412,7 @@ static void enc_done(encoder *e, size_t len)
 static void enc_bytes(encoder *e, const void *data, size_t len)
 {
 	const uint8_t *d = data;
-	while (len) {
+	while (len && !e->st) {
 		size_t k = len < ENC_STAGE ? len : ENC_STAGE;
 		memcpy(enc_room(e, k), d, k);
 		enc_done(e, k);
@@ -577,7 +589,7 @@ static void enc_section(encoder *e, const lomas_profile *p, int t)
 		break;
 	case SEC_SAMPLES:
 		enc_u64(e, p->samples.n);
-		for (size_t i = 0; i < p->samples.n; i++)
+		for (size_t i = 0; i < p->samples.n && !e->st; i++)
 			enc_sample(e, &p->samples.items[i]);
 		break;
 	case SEC_PSAMPLES:
@@ -867,7 +879,7 @@ static lomas_status decode_calib(const reader *r, const section *s, lomas_profil
 			st = bad(r, pos, "calibration value runs past the end of section CALIB");
 			goto out;
 		}
-		c->value = rdf64(r->b + pos);
+		c->value = rdf64(r->b + pos); /* any bits: stored, exported, never computed with */
 		pos += 8;
 		keys[i].key = c->key;
 		keys[i].off = at;
@@ -938,9 +950,16 @@ static lomas_status decode_threads(const reader *r, const section *s, lomas_prof
 	if ((st = array_count(r, s, "THREADS", PF_THREAD_SIZE, &count)) ||
 	    (st = vec_reserve(&p->threads, count)))
 		return st;
-	for (uint64_t i = 0; i < count; i++, q += PF_THREAD_SIZE) {
+	for (uint64_t i = 0, refs = 0; i < count; i++, q += PF_THREAD_SIZE) {
 		p->threads.items[i].tid = rd64(q);
 		p->threads.items[i].refs = rd64(q + 8);
+		/* lomas_profile_info's refs is their sum (profile_validate checks it too). */
+		if (p->threads.items[i].refs > UINT64_MAX - refs)
+			return bad(r, (uint64_t)(q - r->b) + 8,
+			           "thread %" PRIu64
+			           ": the references of all threads add up to more than 2^64-1",
+			           i);
+		refs += p->threads.items[i].refs;
 	}
 	p->threads.n = count;
 	return LOMAS_OK;
@@ -1010,9 +1029,9 @@ static lomas_status decode_samples(const reader *r, const section *s, lomas_prof
 			return bad(r, at + 56, "sample %" PRIu64 ": bad kind %u", i, x->kind);
 		if (x->state > LOMAS_SAMPLE_CENSORED)
 			return bad(r, at + 57, "sample %" PRIu64 ": bad state %u", i, x->state);
-		if (!(x->weight > 0.0 && x->weight <= DBL_MAX))
+		if (!weight_valid(x->weight))
 			return bad(r, at + 40,
-			           "sample %" PRIu64 ": weight %g is not positive and finite", i,
+			           "sample %" PRIu64 ": weight %g is not within 2^-64..2^64", i,
 			           x->weight);
 		if (x->state != LOMAS_SAMPLE_DANGLING && x->end <= x->start)
 			return bad(r, at + 8,
@@ -1135,10 +1154,11 @@ static lomas_status decode_psamples(const reader *r, const section *s, lomas_pro
 				         i, thread, x.start);
 				break;
 			}
-			if (!(o->weight <= DBL_MAX)) {
+			if (!weight_valid(o->weight)) {
 				st = bad(r, (uint64_t)(q - 1 - r->b),
-				         "sample %" PRIu64 ": weight %g x 2^%u is not finite", i,
-				         base, level);
+				         "sample %" PRIu64 ": weight %g x 2^%u is not within "
+				         "2^-64..2^64",
+				         i, base, level);
 				break;
 			}
 			if (x.state != LOMAS_SAMPLE_DANGLING && x.end <= x.start) {

@@ -76,4 +76,19 @@ void decoder_stats(const decoder *d, decode_stats *out);
  */
 void decoder_set_peek_only(decoder *d, bool on);
 
+/*
+ * How decoder_at reaches the target's memory: by default process_vm_readv(2)
+ * and ptrace(PTRACE_PEEKDATA). The monitor routes them through its system
+ * call seam (lib/monitor/sys.c) so tests can make them fail; a NULL member
+ * keeps the default.
+ */
+struct iovec;
+typedef struct decode_mem_ops {
+	ssize_t (*vm_readv)(pid_t pid, const struct iovec *local, unsigned long nlocal,
+	                    const struct iovec *remote, unsigned long nremote, unsigned long flags);
+	long (*peek)(pid_t pid, uint64_t addr); /* PTRACE_PEEKDATA: errno set on failure */
+} decode_mem_ops;
+
+void decoder_set_mem_ops(decoder *d, const decode_mem_ops *ops);
+
 #endif /* LOMAS_DECODE_H */

@@ -67,7 +67,7 @@ void decoder_free(decoder *d)
 
 /* Read up to DECODE_MAX_LEN bytes at pc with PTRACE_PEEKDATA; stops at the first unreadable word.
  */
-static size_t read_peek(pid_t pid, uint64_t pc, uint8_t *buf)
+static size_t read_peek(const decoder *d, pid_t pid, uint64_t pc, uint8_t *buf)
 {
 	size_t got = 0;
 	uint64_t word = pc & ~(uint64_t)7;
@@ -75,7 +75,8 @@ static size_t read_peek(pid_t pid, uint64_t pc, uint8_t *buf)
 		long v;
 		size_t skip = (size_t)(pc + got - word), n;
 		errno = 0;
-		v = ptrace(PTRACE_PEEKDATA, pid, (void *)(uintptr_t)word, NULL);
+		v = d->mem.peek ? d->mem.peek(pid, word)
+		                : ptrace(PTRACE_PEEKDATA, pid, (void *)(uintptr_t)word, NULL);
 		if (errno != 0)
 			break;
 		n = sizeof v - skip;
@@ -105,8 +106,9 @@ static lomas_status read_code(const decoder *d, pid_t pid, uint64_t pc, uint8_t 
 		    {(void *)(uintptr_t)pc, n1},
 		    {(void *)(uintptr_t)page_end, DECODE_MAX_LEN - n1},
 		};
-		ssize_t r =
-		    process_vm_readv(pid, &local, 1, remote, n1 < DECODE_MAX_LEN ? 2 : 1, 0);
+		unsigned long nremote = n1 < DECODE_MAX_LEN ? 2 : 1;
+		ssize_t r = d->mem.vm_readv ? d->mem.vm_readv(pid, &local, 1, remote, nremote, 0)
+		                            : process_vm_readv(pid, &local, 1, remote, nremote, 0);
 		if (r > 0) {
 			*got = (size_t)r;
 			return LOMAS_OK;
@@ -121,7 +123,7 @@ static lomas_status read_code(const decoder *d, pid_t pid, uint64_t pc, uint8_t 
 			                 (int)pid, pc, strerror(errno));
 		}
 	}
-	*got = read_peek(pid, pc, buf);
+	*got = read_peek(d, pid, pc, buf);
 	if (*got == 0)
 		return error_set(LOMAS_ETARGET, "cannot read code of pid %d at 0x%" PRIx64 ": %s",
 		                 (int)pid, pc, errno ? strerror(errno) : "unreadable");
@@ -202,4 +204,10 @@ void decoder_set_peek_only(decoder *d, bool on)
 {
 	if (d)
 		d->peek_only = on;
+}
+
+void decoder_set_mem_ops(decoder *d, const decode_mem_ops *ops)
+{
+	if (d)
+		d->mem = ops ? *ops : (decode_mem_ops){0};
 }

@@ -68,6 +68,7 @@ struct decoder {
 	struct cache_slot *cache;
 	decode_stats stats;
 	bool peek_only;
+	decode_mem_ops mem;
 };
 
 /* Decode code[0..len) at pc into t (no registers needed). */

@@ -20,6 +20,7 @@ for f in "$@"; do
 		-DLOMAS_INLINE_BUILDING -fvisibility=hidden \
 		-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
 		-Wno-unused-parameter \
+		-include "$src/lib/inline/rt_alloc.h" \
 		-I"$src/include" -I"$src/lib" "$f" -o "$tmp/$i.bc"
 done
 "$link" "$tmp"/*.bc -o "$tmp/all.bc"
@@ -27,7 +28,8 @@ api=__sanitizer_cov_load1,__sanitizer_cov_load2,__sanitizer_cov_load4,__sanitize
 api=$api,__sanitizer_cov_load16,__sanitizer_cov_store1,__sanitizer_cov_store2
 api=$api,__sanitizer_cov_store4,__sanitizer_cov_store8,__sanitizer_cov_store16
 api=$api,__sanitizer_cov_trace_pc,__sanitizer_cov_trace_pc_guard
-api=$api,__sanitizer_cov_trace_pc_guard_init,__wrap_pthread_create
+api=$api,__sanitizer_cov_trace_pc_guard_init,__wrap_pthread_create,__wrap_sigaction
+api=$api,__wrap_signal,__wrap___sysv_signal
 api=$api,lomas_inline_start,lomas_inline_stop,lomas_inline_active,lomas_inline_marker
 api=$api,lomas__slow,lomas__slow_pm,lomas__fast,lomas__filter,lomas__range_clean
 "$opt" -passes='internalize,globaldce' -internalize-public-api-list="$api" \

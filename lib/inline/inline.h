@@ -83,6 +83,7 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <sys/types.h>
 
 #define DISABLED_RECHECK 65536u /* references between checks while idle */
 #define TRACE_BUF (64u * 1024u)
@@ -90,14 +91,12 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 
 /* A thread's sampler (mmap'd; lives until the process ends or the session is freed). */
 typedef struct inline_thread {
-	struct inline_thread *next; /* in rt.threads (live) or rt.exited */
+	struct inline_thread *next; /* in rt.threads (live) or rt.spare */
 	atomic_flag lock;
 	uint64_t epoch;
 	uint32_t index;
 	uint64_t tid;
-	inline_fast *fast; /* the owner's TLS (live threads only) */
-	bool exited;
-	uint64_t final_refs;
+	inline_fast *fast; /* the owner's TLS */
 	rng gaps, thin;
 	double base_period;
 	double gap_log; /* rng_gap_log of the period in force (base x 2^level) */
@@ -136,6 +135,8 @@ typedef struct inline_runtime {
 	settings set;
 	settings env;
 	bool explicit_mode; /* lomas_inline_start was called */
+	bool secure;        /* secure execution (AT_SECURE): no LOMAS_*, nothing written */
+	bool inherited;     /* LOMAS_OUTPUT/TRACE are an instrumented ancestor's: nothing written */
 	bool output_set;    /* LOMAS_OUTPUT was given */
 	bool output_ok;
 	bool forked_child;
@@ -143,18 +144,37 @@ typedef struct inline_runtime {
 	char output[PATH_MAX];
 	char env_error[512];
 	char trace_path[PATH_MAX];
-	int trace_fd;
+	int trace_fd;    /* ours, close-on-exec, checked (trace_id) before each write */
+	dev_t trace_dev; /* the trace file's identity */
+	ino_t trace_ino;
+	bool trace_broken; /* the program took the descriptor and the file could not be reopened */
 	atomic_flag trace_lock;
+	/* What fd 2 was at start-up (err_ok: it was open): the runtime's
+	 * messages go there only while it still is. */
+	bool err_ok;
+	int say_fd; /* 2 (a copy of it in the child that writes a profile on a signal) */
+	dev_t err_dev;
+	ino_t err_ino;
+	dev_t err_rdev;
 	_Atomic uint32_t next_index;
 	/* Period auto, one budget for the process: the samples all threads
 	 * have taken, and the level of the period (every thread is brought to
 	 * it at its next sample). */
 	_Atomic uint64_t auto_taken;
 	_Atomic uint32_t auto_level;
+	_Atomic uintptr_t mu_owner; /* &lomas__fast of the thread holding mu, or 0 */
+	uint32_t mu_busy_was;       /* the holder's lomas__fast.busy before it locked */
 	_Atomic int dumping;
-	inline_thread *threads, *exited;
-	struct sigaction old[NSIG];
-	bool caught[NSIG];
+	inline_thread *threads; /* live */
+	inline_thread *spare;   /* exited threads' states, zeroed, for new threads */
+	exited_arena exited;    /* exited threads' samples (lib/sampler/exited.c) */
+	uint64_t threads_lost;  /* exited threads left out of the profile (no memory) */
+	/* signals.c: caught[sig] while the runtime's handler is installed for
+	 * sig, and then view[sig] is the disposition the program set (SIG_DFL,
+	 * its flags and mask): what its sigaction queries return. */
+	atomic_flag sig_lock;
+	struct sigaction view[NSIG];
+	_Atomic bool caught[NSIG];
 } inline_runtime;
 
 #define RT_HIDDEN __attribute__((visibility("hidden")))
@@ -167,11 +187,15 @@ extern inline_runtime rt RT_HIDDEN;
 extern __thread uint8_t lomas__filter[FILTER_SIZE + FILTER_PAD]
     __attribute__((tls_model("initial-exec"))) RT_EXPORT;
 extern const inline_alloc rt_map_alloc RT_HIDDEN;
+RT_HIDDEN void rt_note_stderr(void);
 RT_HIDDEN void rt_say(const char *fmt, ...) LOMAS_PRINTF(1, 2);
 RT_HIDDEN void rt_env_problem(const char *var, const char *value, const char *what);
+RT_HIDDEN void rt_parse_env_defaults(settings *s);
 RT_HIDDEN void rt_parse_env(settings *s);
 RT_HIDDEN void rt_setup_output(void);
 RT_HIDDEN void rt_setup_trace(void);
+/* Were LOMAS_OUTPUT/LOMAS_TRACE passed on by an instrumented ancestor? (See runtime_env.c.) */
+RT_HIDDEN bool rt_settings_inherited(void);
 RT_HIDDEN void rt_spin_lock(atomic_flag *l);
 RT_HIDDEN bool rt_spin_lock_bounded(atomic_flag *l);
 RT_HIDDEN void rt_spin_unlock(atomic_flag *l);
@@ -181,7 +205,7 @@ RT_HIDDEN void rt_thread_release_data(inline_thread *t);
 RT_HIDDEN void rt_trace_flush(inline_thread *t);
 RT_HIDDEN uint64_t rt_thread_refs(const inline_thread *t);
 /* Bring t to the period level (auto), thinning its samples older than the
- * levels kept; t locked: its owner or exited. */
+ * levels kept; t locked, by its owner. */
 RT_HIDDEN void rt_thread_to_level(inline_thread *t, uint32_t level);
 RT_HIDDEN void rt_key_destructor(void *arg);
 /* The slow path: called by the hooks and by code the pass plugin instrumented. */
@@ -201,7 +225,14 @@ RT_EXPORT __attribute__((preserve_most)) void lomas__slow_pm(const void *addr, u
  */
 RT_EXPORT int lomas__range_clean(uint64_t first, uint64_t n);
 RT_HIDDEN uint32_t lomas__next_thread_index(void);
+/* rt.mu, with its owner noted (a fatal signal's handler must not wait for itself). */
+RT_HIDDEN void rt_lock(void);
+RT_HIDDEN void rt_unlock(void);
 /* runtime_output.c */
 RT_HIDDEN void rt_global_init(void);
+/* Flush the traces and write the profile, ended by ending (rt.mu held). */
+RT_HIDDEN void rt_dump_locked(const char *ending);
+/* signals.c */
+RT_HIDDEN void rt_install_signal_handlers(void);
 
 #endif /* LOMAS_INLINE_INTERNAL_H */

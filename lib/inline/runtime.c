@@ -1,7 +1,9 @@
 /*
  * The inline clock's in-process runtime: the hooks' slow path, per-thread
- * state, the environment (LOMAS_*), the profile written at exit (and on
- * fatal signals), full-trace mode, and lomas_inline_start/stop.
+ * state and full-trace mode. (runtime_env.c: the environment, messages, the
+ * output and trace files; runtime_output.c: the profile written at exit and
+ * lomas_inline_start/stop; signals.c: fatal signals; threads.c:
+ * pthread_create.)
  *
  * This file is never compiled with -fsanitize-coverage: the runtime's own
  * references are not counted. Its memory comes from mmap, not malloc, so a
@@ -39,7 +41,9 @@ __attribute__((visibility("default"), used)) const char lomas_inline_marker[] =
 inline_runtime rt = {.once = PTHREAD_ONCE_INIT,
                      .mu = PTHREAD_MUTEX_INITIALIZER,
                      .trace_fd = -1,
+                     .say_fd = 2,
                      .trace_lock = ATOMIC_FLAG_INIT,
+                     .sig_lock = ATOMIC_FLAG_INIT,
                      .next_index = 1};
 
 /* ---------------------------------------------------------------- memory */
@@ -65,32 +69,6 @@ static void *remap_bytes(void *mem, size_t old, size_t bytes)
 
 const inline_alloc rt_map_alloc = {map_bytes, unmap_bytes, remap_bytes};
 
-/* ------------------------------------------------------------- messages */
-
-/* One line on stderr (the runtime's only output), with write(2). */
-void rt_say(const char *fmt, ...)
-{
-	char buf[768];
-	va_list ap;
-	int n = snprintf(buf, sizeof buf, "lomas-inline: ");
-	va_start(ap, fmt);
-	n += vsnprintf(buf + n, sizeof buf - (size_t)n - 1, fmt, ap);
-	va_end(ap);
-	if (n > (int)sizeof buf - 2)
-		n = (int)sizeof buf - 2;
-	buf[n++] = '\n';
-	ssize_t w = write(2, buf, (size_t)n);
-	(void)w;
-}
-
-void rt_env_problem(const char *var, const char *value, const char *what)
-{
-	size_t used = strlen(rt.env_error);
-	rt_say("%s='%s' %s; using the default", var, value, what);
-	snprintf(rt.env_error + used, sizeof rt.env_error - used, "%s%s='%s' %s", used ? "; " : "",
-	         var, value, what);
-}
-
 void rt_spin_lock(atomic_flag *l)
 {
 	while (atomic_flag_test_and_set_explicit(l, memory_order_acquire))
@@ -110,141 +88,32 @@ void rt_spin_unlock(atomic_flag *l)
 	atomic_flag_clear_explicit(l, memory_order_release);
 }
 
+/*
+ * rt.mu. The thread is busy while it holds it: a signal handler of the
+ * program that interrupts it there and makes references must not visit
+ * the slow path, which may lock rt.mu again (a new thread's first visit
+ * does): that was a deadlock.
+ */
+void rt_lock(void)
+{
+	uint32_t was = lomas__fast.busy;
+	lomas__fast.busy = 1;
+	pthread_mutex_lock(&rt.mu);
+	rt.mu_busy_was = was;
+	atomic_store_explicit(&rt.mu_owner, (uintptr_t)&lomas__fast, memory_order_relaxed);
+}
+
+void rt_unlock(void)
+{
+	uint32_t was = rt.mu_busy_was;
+	atomic_store_explicit(&rt.mu_owner, 0, memory_order_relaxed);
+	pthread_mutex_unlock(&rt.mu);
+	lomas__fast.busy = was;
+}
+
 static uint64_t gettid_u64(void)
 {
 	return (uint64_t)syscall(SYS_gettid);
-}
-
-/* ------------------------------------------------------------ environment */
-
-void rt_parse_env(settings *s)
-{
-	const char *v;
-	uint64_t x;
-	s->period = 0;
-	s->seed = 1;
-	s->line_size = 64;
-	s->window = 0;
-	s->max_live = DEFAULT_MAX_LIVE;
-	if ((v = getenv("LOMAS_PERIOD")) && strcmp(v, "auto") != 0) {
-		if (config_parse_u64(v, &x) && x >= 1)
-			s->period = x;
-		else
-			rt_env_problem("LOMAS_PERIOD", v, "is not a period >= 1 or auto");
-	}
-	if ((v = getenv("LOMAS_SEED"))) {
-		if (config_parse_u64(v, &x))
-			s->seed = x;
-		else
-			rt_env_problem("LOMAS_SEED", v, "is not a 64-bit unsigned integer");
-	}
-	if ((v = getenv("LOMAS_LINE_SIZE"))) {
-		if (config_parse_u64(v, &x) && line_size_valid(x))
-			s->line_size = (uint32_t)x;
-		else
-			rt_env_problem("LOMAS_LINE_SIZE", v,
-			               "is not a power of two from 8 to 65536");
-	}
-	if ((v = getenv("LOMAS_WINDOW")) && strcmp(v, "auto") != 0) {
-		if (config_parse_u64(v, &x) && x >= 1)
-			s->window = x;
-		else
-			rt_env_problem("LOMAS_WINDOW", v, "is not a window length >= 1 or auto");
-	}
-	if ((v = getenv("LOMAS_MAX_LIVE"))) {
-		if (config_parse_u64(v, &x) && x >= 1 && x <= (1u << 24))
-			s->max_live = (uint32_t)x;
-		else
-			rt_env_problem("LOMAS_MAX_LIVE", v,
-			               "is not a slot count from 1 to 16777216");
-	}
-}
-
-/* Absolute form of path, relative to the working directory at start-up. */
-static bool absolute(const char *path, char *buf, size_t len)
-{
-	char cwd[PATH_MAX];
-	if (path[0] == '/')
-		return (size_t)snprintf(buf, len, "%s", path) < len;
-	if (!getcwd(cwd, sizeof cwd))
-		return false;
-	return (size_t)snprintf(buf, len, "%s/%s", cwd, path) < len;
-}
-
-/*
- * Can we create files next to path (the profile is written to a temporary
- * file there and renamed over path)? Sets errno when not. Asks the kernel
- * (faccessat with the effective ids; EROFS included) rather than creating a
- * probe file: on ext4 a create and an unlink cost more than a short program's
- * whole run under the sampler.
- */
-static bool output_writable(const char *path)
-{
-	char dir[PATH_MAX];
-	struct stat sb;
-	char *slash;
-	if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-		errno = EISDIR;
-		return false;
-	}
-	snprintf(dir, sizeof dir, "%s", path);
-	slash = strrchr(dir, '/');
-	if (slash == dir)
-		slash[1] = '\0';
-	else if (slash)
-		*slash = '\0';
-	if (stat(dir, &sb) != 0)
-		return false;
-	if (!S_ISDIR(sb.st_mode)) {
-		errno = ENOTDIR;
-		return false;
-	}
-	return faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) == 0;
-}
-
-void rt_setup_output(void)
-{
-	const char *v = getenv("LOMAS_OUTPUT");
-	char def[64];
-	rt.output_set = v != NULL;
-	if (v && !*v) {
-		rt_env_problem("LOMAS_OUTPUT", v, "is empty");
-		v = NULL;
-	}
-	if (!v) {
-		snprintf(def, sizeof def, "lomas-%ld.lomas", (long)getpid());
-		v = def;
-	}
-	if (!absolute(v, rt.output, sizeof rt.output)) {
-		rt_say(
-		    "LOMAS_OUTPUT: %s: path too long or no working directory; no profile will be "
-		    "written",
-		    v);
-		return;
-	}
-	if (!output_writable(rt.output)) {
-		rt_say("LOMAS_OUTPUT: cannot write %s: %s; no profile will be written", rt.output,
-		       strerror(errno));
-		return;
-	}
-	rt.output_ok = true;
-}
-
-void rt_setup_trace(void)
-{
-	const char *v = getenv("LOMAS_TRACE");
-	if (!v)
-		return;
-	if (!*v || !absolute(v, rt.trace_path, sizeof rt.trace_path)) {
-		rt_env_problem("LOMAS_TRACE", v, "is not a usable path");
-		return;
-	}
-	rt.trace_fd = open(rt.trace_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (rt.trace_fd < 0) {
-		char what[PATH_MAX + 64];
-		snprintf(what, sizeof what, "cannot be opened (%s)", strerror(errno));
-		rt_env_problem("LOMAS_TRACE", v, what);
-	}
 }
 
 /* ------------------------------------------------------------- threads */
@@ -260,24 +129,6 @@ void rt_thread_release_data(inline_thread *t)
 	memset(&t->wt, 0, sizeof t->wt);
 	unmap_bytes(t->trace, TRACE_BUF);
 	t->trace = NULL;
-	t->trace_len = 0;
-}
-
-void rt_trace_flush(inline_thread *t)
-{
-	size_t off = 0;
-	if (!t->trace_len || rt.trace_fd < 0)
-		return;
-	rt_spin_lock(&rt.trace_lock);
-	while (off < t->trace_len) {
-		ssize_t w = write(rt.trace_fd, t->trace + off, t->trace_len - off);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			break;
-		off += (size_t)w;
-	}
-	rt_spin_unlock(&rt.trace_lock);
 	t->trace_len = 0;
 }
 
@@ -308,12 +159,21 @@ void rt_fast_idle(inline_fast *f)
  */
 static inline_thread *thread_attach(inline_fast *f, uint64_t after)
 {
-	inline_thread *t = f->state;
+	inline_thread *t;
 	settings s;
 	uint64_t epoch;
 	pthread_once(&rt.once, rt_global_init);
-	pthread_mutex_lock(&rt.mu);
+	rt_lock();
+	/* Read under the lock (busy): a signal handler that interrupted this
+	 * thread before it took it may have attached it already (reading the
+	 * state first, a thread attached twice, and the first state, left in
+	 * rt.threads, was read at exit after the thread had gone). */
+	t = f->state;
 	epoch = atomic_load(&rt.epoch);
+	if (t && t->epoch == epoch && atomic_load(&rt.active)) {
+		rt_unlock(); /* the handler's attachment stands */
+		return t;
+	}
 	s = rt.set;
 	if (!atomic_load(&rt.active)) {
 		if (t) {
@@ -324,14 +184,18 @@ static inline_thread *thread_attach(inline_fast *f, uint64_t after)
 			t->epoch = 0; /* in no session: attach again at the next visit */
 			rt_spin_unlock(&t->lock);
 		}
-		pthread_mutex_unlock(&rt.mu);
+		rt_unlock();
 		rt_fast_idle(f);
 		return NULL;
 	}
 	if (!t) {
-		t = map_bytes(sizeof *t);
+		/* An exited thread's, if any (zeroed), else a fresh one. */
+		if ((t = rt.spare))
+			rt.spare = t->next;
+		else
+			t = map_bytes(sizeof *t);
 		if (!t) {
-			pthread_mutex_unlock(&rt.mu);
+			rt_unlock();
 			rt_fast_idle(f);
 			return NULL;
 		}
@@ -359,7 +223,7 @@ static inline_thread *thread_attach(inline_fast *f, uint64_t after)
 	if (!t->wt_mem) {
 		t->epoch = 0;
 		rt_spin_unlock(&t->lock);
-		pthread_mutex_unlock(&rt.mu);
+		rt_unlock();
 		rt_fast_idle(f);
 		return NULL;
 	}
@@ -392,7 +256,7 @@ static inline_thread *thread_attach(inline_fast *f, uint64_t after)
 	f->countdown = -after;
 	f->zero_clock = 0;
 	rt_spin_unlock(&t->lock);
-	pthread_mutex_unlock(&rt.mu);
+	rt_unlock();
 	return t;
 }
 
@@ -425,19 +289,23 @@ static void redraw_gap(inline_thread *t, uint64_t clock)
  * process's count (in steps of AUTO_PUBLISH), raise the process's level when
  * the count says so, and bring the thread to it.
  */
+static inline void auto_publish(inline_thread *t)
+{
+	uint64_t n =
+	    atomic_fetch_add_explicit(&rt.auto_taken, t->unpublished, memory_order_relaxed) +
+	    t->unpublished;
+	uint32_t want = auto_level_at(n), level;
+	t->unpublished = 0;
+	level = atomic_load_explicit(&rt.auto_level, memory_order_relaxed);
+	while (level < want && !atomic_compare_exchange_weak(&rt.auto_level, &level, want))
+		;
+}
+
 static void auto_budget(inline_thread *t, uint64_t clock)
 {
 	uint32_t level;
-	if (++t->unpublished >= AUTO_PUBLISH) {
-		uint64_t n = atomic_fetch_add_explicit(&rt.auto_taken, t->unpublished,
-		                                       memory_order_relaxed) +
-		             t->unpublished;
-		uint32_t want = auto_level_at(n);
-		t->unpublished = 0;
-		level = atomic_load_explicit(&rt.auto_level, memory_order_relaxed);
-		while (level < want && !atomic_compare_exchange_weak(&rt.auto_level, &level, want))
-			;
-	}
+	if (++t->unpublished >= AUTO_PUBLISH)
+		auto_publish(t);
 	level = atomic_load_explicit(&rt.auto_level, memory_order_relaxed);
 	if (t->level < level) {
 		rt_thread_to_level(t, level);
@@ -637,46 +505,69 @@ int lomas__range_clean(uint64_t first, uint64_t n)
 /* References the thread has made in its session (exact for the caller). */
 uint64_t rt_thread_refs(const inline_thread *t)
 {
-	if (t->exited)
-		return t->final_refs;
 	return t->fast->zero_clock - t->fast->countdown + 1;
 }
 
+/*
+ * The thread is exiting: its samples (the open ones dangling from now on)
+ * go to the exited threads' arena, compactly, and everything else it held
+ * (its state, watch table, store and reserve, trace buffer) is given back
+ * or kept for the next thread (rt.spare), so a program that runs threads
+ * one after another holds its live threads' samplers plus samples, not a
+ * sampler per thread it ever ran (lib/sampler/exited.c).
+ */
 void rt_key_destructor(void *arg)
 {
 	inline_thread *t = arg;
 	inline_fast *f = &lomas__fast;
-	pthread_mutex_lock(&rt.mu);
+	uint64_t epoch;
+	/* From here on nothing of this thread is counted (later destructors'
+	 * instrumented code, a signal handler's). */
+	f->busy = 1;
+	f->state = NULL;
+	rt_lock();
+	epoch = atomic_load(&rt.epoch);
 	rt_spin_lock(&t->lock);
-	t->final_refs = t->epoch == atomic_load(&rt.epoch) ? rt_thread_refs(t) : 0;
-	t->exited = true;
-	t->fast = NULL;
-	t->wt.filter = NULL; /* the TLS it lives in goes with the thread */
-	/* Its open samples are dangling from now on: keep them with the finished
-	 * ones and give the watch table back (a program that runs many threads
-	 * one after another must not hold a table per thread it ever ran). */
-	if (t->wt_mem) {
-		if (!wt_collect(&t->wt, &t->done, &rt_map_alloc))
-			t->lost += t->wt.live;
-		unmap_bytes(t->wt_mem, t->wt_size);
-		t->wt_mem = NULL;
-		memset(&t->wt, 0, sizeof t->wt);
-		t->wt.oldest = t->wt.newest = t->wt.free_head = WT_NONE;
+	if (t->epoch == epoch && atomic_load(&rt.active)) {
+		uint32_t level;
+		/* Its samples count toward the process's budget, even the last
+		 * few (a short thread may never take AUTO_PUBLISH of them). */
+		if (t->adaptive && t->unpublished)
+			auto_publish(t);
+		level = t->adaptive ? atomic_load(&rt.auto_level) : 0;
+		exited_info info = {.tid = t->tid,
+		                    .refs = rt_thread_refs(t),
+		                    .lost = t->lost,
+		                    .base_period = t->base_period,
+		                    .index = t->index,
+		                    .adaptive = t->adaptive};
+		if (t->adaptive)
+			rt_thread_to_level(t, level);
+		info.level = t->level;
+		if (t->wt_mem && !wt_collect(&t->wt, &t->done, &rt_map_alloc))
+			info.lost += t->wt.live;
+		if (!exited_add(&rt.exited, &rt_map_alloc, &info, &t->done, level,
+		                t->adaptive ? auto_floor(level) : 0)) {
+			/* No memory for its samples: the thread, at least. */
+			info.lost += t->done.n;
+			if (!exited_add(&rt.exited, &rt_map_alloc, &info, NULL, level, 0))
+				rt.threads_lost++;
+		}
 	}
 	if (t->trace_len)
 		rt_trace_flush(t);
+	t->wt.filter = NULL; /* the TLS it lives in goes with the thread */
+	rt_thread_release_data(t);
 	for (inline_thread **pp = &rt.threads; *pp; pp = &(*pp)->next)
 		if (*pp == t) {
 			*pp = t->next;
 			break;
 		}
-	t->next = rt.exited;
-	rt.exited = t;
 	rt_spin_unlock(&t->lock);
-	pthread_mutex_unlock(&rt.mu);
-	/* Instrumented code in later destructors is not counted. */
-	f->busy = 1;
-	f->state = NULL;
+	memset(t, 0, sizeof *t);
+	t->next = rt.spare;
+	rt.spare = t;
+	rt_unlock();
 	rt_filter_scrub();
 	f->countdown = COUNTDOWN_NEVER;
 }

@@ -1,6 +1,6 @@
 /*
  * The inline clock's runtime, second half: assembling the profile, writing
- * it at exit and on fatal signals, start-up, fork, and the explicit API
+ * it at exit (signals.c: on fatal signals), start-up, fork, and the explicit API
  * (lomas_inline_start/stop).
  */
 #include <errno.h>
@@ -8,17 +8,41 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "inline.h"
 #include "lomas/inline.h"
 /* --------------------------------------------------------- the profile */
 
-static const int fatal_signals[] = {SIGSEGV, SIGABRT, SIGBUS, SIGFPE, SIGILL, SIGTERM, SIGINT};
+/* A thread of the profile: live (t) or exited (r, its record in rt.exited). */
+typedef struct thread_entry {
+	uint32_t index;
+	inline_thread *t;
+	const exited_rec *r;
+} thread_entry;
+
+/* Append e to *list (stack at first, then malloc'd: *cap entries); false when out of memory. */
+static bool entry_push(thread_entry **list, size_t *n, size_t *cap, thread_entry *stack,
+                       thread_entry e)
+{
+	if (*n == *cap) {
+		thread_entry *bigger = malloc(sizeof *bigger * *cap * 2);
+		if (!bigger)
+			return false;
+		memcpy(bigger, *list, sizeof **list * *n);
+		if (*list != stack)
+			free(*list);
+		*list = bigger;
+		*cap *= 2;
+	}
+	(*list)[(*n)++] = e;
+	return true;
+}
 
 static int by_index(const void *a, const void *b)
 {
-	const inline_thread *x = *(inline_thread *const *)a, *y = *(inline_thread *const *)b;
+	const thread_entry *x = a, *y = b;
 	return (x->index > y->index) - (x->index < y->index);
 }
 
@@ -51,21 +75,36 @@ static void command_line(char *buf, size_t len)
  * its exit path.
  */
 typedef struct taken_store {
-	sample_store st;
+	sample_store *st;      /* a live thread's store, taken, or NULL */
+	const exited_rec *rec; /* an exited thread's samples, or NULL */
 	inline_sample_place place;
 } taken_store;
 
 typedef struct taken_samples {
 	taken_store *items;
 	size_t n, at;
-	unsigned k; /* streams of items[at] done */
+	unsigned k;        /* streams of items[at] done */
+	sample_store view; /* items[at].rec as a store, when viewing */
+	bool viewing;
 } taken_samples;
 
 /* Forget the taken stores (their memory goes with the process). */
 static void taken_free(taken_samples *ts)
 {
+	for (size_t i = 0; i < ts->n; i++)
+		free(ts->items[i].st);
 	free(ts->items);
 	memset(ts, 0, sizeof *ts);
+}
+
+/* items[i]'s samples as a store. */
+static const sample_store *taken_store_of(taken_samples *ts, size_t i, sample_store *view)
+{
+	taken_store *t = &ts->items[i];
+	if (t->st)
+		return t->st;
+	exited_view(t->rec, view);
+	return view;
 }
 
 /* The next non-empty stream as a block: stores in thread order, streams
@@ -75,10 +114,16 @@ static lomas_status taken_next(void *ctx, profile_sample_block *out)
 	taken_samples *ts = ctx;
 	while (ts->at < ts->n) {
 		taken_store *t = &ts->items[ts->at];
-		if (store_next_block(&t->st, &ts->k, t->place.thread, t->place.base_period, out))
+		const sample_store *st = t->st ? t->st : &ts->view;
+		if (!t->st && !ts->viewing) {
+			exited_view(t->rec, &ts->view);
+			ts->viewing = true;
+		}
+		if (store_next_block(st, &ts->k, t->place.thread, t->place.base_period, out))
 			return LOMAS_OK;
 		ts->at++;
 		ts->k = 0;
+		ts->viewing = false;
 	}
 	return error_set(LOMAS_EINVAL, "fewer sample blocks than counted");
 }
@@ -91,45 +136,45 @@ static lomas_status taken_next(void *ctx, profile_sample_block *out)
  */
 static lomas_status collect(lomas_profile **out, const char *ending, taken_samples *taken)
 {
-	inline_thread *stack[64], **list = stack;
+	thread_entry stack[64], *list = stack;
 	size_t n = 0, cap = 64;
 	uint64_t epoch = atomic_load(&rt.epoch), window = rt.set.window, lost = 0;
+	uint32_t level = atomic_load(&rt.auto_level);
 	double max_period = 0;
 	bool incomplete = false;
 	lomas_profile *p = NULL;
 	lomas_status st;
+	const exited_rec *r = NULL;
 	char cmd[4096];
-	for (int pass = 0; pass < 2; pass++)
-		for (inline_thread *t = pass ? rt.exited : rt.threads; t; t = t->next) {
-			if (t->epoch != epoch)
-				continue;
-			if (n == cap) {
-				inline_thread **bigger = malloc(sizeof *bigger * cap * 2);
-				if (!bigger)
-					return error_set(LOMAS_ENOMEM, "out of memory");
-				memcpy(bigger, list, sizeof *list * n);
-				if (list != stack)
-					free(list);
-				list = bigger;
-				cap *= 2;
-			}
-			list[n++] = t;
-		}
+	/* Period auto: an exited thread (or the caller) that ended before the
+	 * process level last rose has not followed it; bring it there now, so
+	 * the profile holds the budget and not the budget plus what finished
+	 * threads kept (other live threads read their tables without a lock:
+	 * leave them be). */
+	if (rt.set.period == 0)
+		exited_thin(&rt.exited, level, auto_floor(level));
+	for (inline_thread *t = rt.threads; t; t = t->next)
+		if (t->epoch == epoch &&
+		    !entry_push(&list, &n, &cap, stack, (thread_entry){t->index, t, NULL}))
+			goto nomem;
+	while ((r = exited_next(&rt.exited, r)))
+		if (!entry_push(&list, &n, &cap, stack, (thread_entry){r->index, NULL, r}))
+			goto nomem;
 	qsort(list, n, sizeof *list, by_index);
-	/* Period auto, one pass under each thread's lock: a thread that exited
-	 * (or the caller) before the process level last rose has not followed
-	 * it; bring it there now, so the profile holds the budget and not the
-	 * budget plus what finished threads kept (other live threads read their
-	 * tables without a lock: leave them be). And count the references and
-	 * the samples held, for the window: 256 x the mean period, with these
-	 * mixed weights the references per sample held (see AUTO_LEVELS). */
+	/* The references and the samples held, for the window: 256 x the mean
+	 * period, with these mixed weights the references per sample held (see
+	 * AUTO_LEVELS). One pass under each live thread's lock. */
 	uint64_t refs = 0, held = 0;
 	for (size_t i = 0; rt.set.period == 0 && i < n; i++) {
-		inline_thread *t = list[i];
-		uint32_t level = atomic_load(&rt.auto_level);
+		inline_thread *t = list[i].t;
+		if (!t) {
+			refs += list[i].r->refs;
+			held += list[i].r->n;
+			continue;
+		}
 		if (!rt_spin_lock_bounded(&t->lock))
 			continue;
-		if (t->adaptive && t->level < level && (t->exited || t->fast == &lomas__fast))
+		if (t->adaptive && t->level < level && t->fast == &lomas__fast)
 			rt_thread_to_level(t, level);
 		refs += rt_thread_refs(t);
 		held += t->done.n + t->wt.live;
@@ -144,40 +189,62 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 		goto done;
 	}
 	for (size_t i = 0; i < n; i++) {
-		double period = list[i]->base_period * (double)(1ull << list[i]->level);
+		double base = list[i].t ? list[i].t->base_period : list[i].r->base_period;
+		unsigned lv = list[i].t ? list[i].t->level : list[i].r->level;
+		double period = base * (double)(1ull << lv);
 		if (period > max_period)
 			max_period = period;
 	}
 	if (!window)
 		window = (uint64_t)(256.0 * (max_period > 0 ? max_period : AUTO_START_PERIOD));
 	for (size_t i = 0; i < n; i++) {
-		inline_thread *t = list[i];
+		inline_thread *t = list[i].t;
+		const exited_rec *x = list[i].r;
+		sample_store view;
 		inline_thread_data td;
-		if (!rt_spin_lock_bounded(&t->lock)) {
-			incomplete = true;
-			continue;
+		if (x) {
+			exited_view(x, &view);
+			td.tid = x->tid;
+			td.refs = x->refs;
+			td.base_period = x->base_period;
+			td.done = &view;
+			td.open = NULL; /* its open samples are in its record, dangling */
+			lost += x->lost;
+		} else {
+			if (!rt_spin_lock_bounded(&t->lock)) {
+				incomplete = true;
+				continue;
+			}
+			td.tid = t->tid;
+			td.refs = rt_thread_refs(t);
+			td.base_period = t->base_period;
+			td.done = &t->done;
+			td.open = t->wt_mem ? &t->wt : NULL;
+			lost += t->lost;
 		}
-		td.tid = t->tid;
-		td.refs = rt_thread_refs(t);
-		td.base_period = t->base_period;
-		td.done = &t->done;
-		td.open = t->wt_mem ? &t->wt : NULL; /* an exited thread's are in done */
-		lost += t->lost;
 		if (taken) {
 			taken_store *ts = &taken->items[taken->n];
 			st = inline_profile_add_thread_head(p, &td, window, &ts->place);
-			/* The thread goes on (if live) with an empty store, as below. */
-			store_take(&ts->st, &t->done);
+			/* A live thread goes on with an empty store, as below. */
+			if (x) {
+				ts->rec = x;
+			} else if (!(ts->st = malloc(sizeof *ts->st))) {
+				st = st ? st : error_set(LOMAS_ENOMEM, "out of memory");
+			} else {
+				store_take(ts->st, &t->done);
+				if (!st && td.open && !wt_collect(td.open, ts->st, &rt_map_alloc))
+					st = error_set(LOMAS_ENOMEM, "out of memory");
+			}
 			taken->n++;
-			if (!st && td.open && !wt_collect(td.open, &ts->st, &rt_map_alloc))
-				st = error_set(LOMAS_ENOMEM, "out of memory");
 		} else {
 			st = inline_profile_add_thread(p, &td, window);
 			/* Every caller ends the session after this: give the memory
 			 * back now, so the profile is not held on top of it. */
-			store_free(&t->done, &rt_map_alloc);
+			if (t)
+				store_free(&t->done, &rt_map_alloc);
 		}
-		rt_spin_unlock(&t->lock);
+		if (t)
+			rt_spin_unlock(&t->lock);
 		if (st)
 			goto done;
 	}
@@ -199,14 +266,22 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 	profile_meta_setf(p, "ended", "%s", ending);
 	if (rt.env_error[0])
 		profile_meta_setf(p, "env_error", "%s", rt.env_error);
-	if (rt.trace_fd >= 0)
-		profile_meta_setf(p, "trace", "%s", rt.trace_path);
+	if (rt.trace_fd >= 0 || rt.trace_broken)
+		profile_meta_setf(
+		    p, "trace", "%s%s", rt.trace_path,
+		    rt.trace_broken ? " (incomplete: the program closed its descriptor)" : "");
 	if (lost)
 		profile_meta_setf(p, "samples_lost", "%llu (out of memory)",
 		                  (unsigned long long)lost);
 	if (incomplete)
 		profile_meta_setf(p, "incomplete", "a thread was busy when the profile was taken");
+	if (rt.threads_lost)
+		profile_meta_setf(p, "threads_lost", "%llu exited threads (out of memory)",
+		                  (unsigned long long)rt.threads_lost);
 	st = profile_validate(p);
+	goto done;
+nomem:
+	st = error_set(LOMAS_ENOMEM, "out of memory");
 done:
 	if (list != stack)
 		free(list);
@@ -222,12 +297,12 @@ done:
 
 static void flush_all_traces(void)
 {
-	for (int pass = 0; pass < 2; pass++)
-		for (inline_thread *t = pass ? rt.exited : rt.threads; t; t = t->next)
-			if (t->trace_len && rt_spin_lock_bounded(&t->lock)) {
-				rt_trace_flush(t);
-				rt_spin_unlock(&t->lock);
-			}
+	/* Exited threads flushed theirs as they exited. */
+	for (inline_thread *t = rt.threads; t; t = t->next)
+		if (t->trace_len && rt_spin_lock_bounded(&t->lock)) {
+			rt_trace_flush(t);
+			rt_spin_unlock(&t->lock);
+		}
 }
 
 /* Write the session's profile to LOMAS_OUTPUT (rt.mu held). */
@@ -244,8 +319,10 @@ static void write_output(const char *ending)
 	rt.written = true;
 	st = collect(&p, ending, &taken);
 	if (!st) {
-		for (size_t i = 0; i < taken.n; i++)
-			store_add_totals(&taken.items[i].st, &src);
+		for (size_t i = 0; i < taken.n; i++) {
+			sample_store view;
+			store_add_totals(taken_store_of(&taken, i, &view), &src);
+		}
 		st = profile_save_file_src(p, &src, rt.output, false);
 	}
 	if (st)
@@ -260,52 +337,20 @@ static void at_exit(void)
 	if (rt.forked_child)
 		return;
 	f->busy = 1; /* the rest of the exit path is not counted */
-	pthread_mutex_lock(&rt.mu);
+	rt_lock();
 	flush_all_traces();
 	write_output("exit");
 	atomic_store(&rt.active, false);
 	atomic_fetch_add(&rt.epoch, 1);
-	pthread_mutex_unlock(&rt.mu);
+	rt_unlock();
 	rt_filter_scrub();
 	f->countdown = COUNTDOWN_NEVER;
 }
 
-static void on_fatal(int sig)
+void rt_dump_locked(const char *ending)
 {
-	char ending[32];
-	/* Back to the program's dispositions first: a fault while writing ends it. */
-	for (size_t i = 0; i < sizeof fatal_signals / sizeof *fatal_signals; i++)
-		if (rt.caught[fatal_signals[i]])
-			sigaction(fatal_signals[i], &rt.old[fatal_signals[i]], NULL);
-	if (!atomic_exchange(&rt.dumping, 1) && !rt.forked_child) {
-		lomas__fast.busy = 1;
-		/* Best effort: if another thread holds the lock, give up rather than hang. */
-		if (pthread_mutex_trylock(&rt.mu) == 0) {
-			flush_all_traces();
-			snprintf(ending, sizeof ending, "signal %d", sig);
-			write_output(ending);
-			pthread_mutex_unlock(&rt.mu);
-		}
-	}
-	/* Blocked while we run: delivered with the default action when we return. */
-	raise(sig);
-}
-
-static void install_signal_handlers(void)
-{
-	for (size_t i = 0; i < sizeof fatal_signals / sizeof *fatal_signals; i++) {
-		int sig = fatal_signals[i];
-		struct sigaction sa;
-		if (sigaction(sig, NULL, &rt.old[sig]) != 0 || rt.old[sig].sa_handler != SIG_DFL ||
-		    (rt.old[sig].sa_flags & SA_SIGINFO))
-			continue; /* ignored or handled already: leave it */
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = on_fatal;
-		sigemptyset(&sa.sa_mask);
-		sa.sa_flags = SA_RESTART;
-		if (sigaction(sig, &sa, NULL) == 0)
-			rt.caught[sig] = true;
-	}
+	flush_all_traces();
+	write_output(ending);
 }
 
 static void atfork_child(void)
@@ -326,14 +371,32 @@ void rt_global_init(void)
 {
 	inline_fast *f = &lomas__fast;
 	f->busy = 1;
+	rt_note_stderr();
 	pthread_key_create(&rt.key, rt_key_destructor);
-	rt_parse_env(&rt.env);
-	rt_setup_output();
-	rt_setup_trace();
+	/* A set-user-ID or set-group-ID program (or one with file capabilities)
+	 * runs for a user who must not choose the files it writes: every
+	 * LOMAS_* variable is ignored (secure_getenv), nothing is sampled and
+	 * nothing is written, not even a default profile in the working
+	 * directory (lomas_inline_start still profiles into memory). */
+	rt.secure = getauxval(AT_SECURE) != 0;
+	if (rt.secure)
+		rt_say("secure execution (set-user-ID, set-group-ID or capabilities): the LOMAS_* "
+		       "variables are ignored and no profile is written");
+	/* A child of an instrumented program, with its LOMAS_OUTPUT or
+	 * LOMAS_TRACE: they are the parent's; the child keeps quiet. */
+	rt.inherited = !rt.secure && rt_settings_inherited();
+	if (!rt.inherited) {
+		rt_parse_env(&rt.env);
+		rt_setup_output();
+		rt_setup_trace();
+	} else {
+		rt_parse_env_defaults(&rt.env);
+	}
 	rt.set = rt.env;
 	atomic_store(&rt.epoch, 1);
-	atomic_store(&rt.active, true);
-	install_signal_handlers();
+	atomic_store(&rt.active, !rt.secure && !rt.inherited);
+	if (!rt.secure && !rt.inherited)
+		rt_install_signal_handlers();
 	pthread_atfork(NULL, NULL, atfork_child);
 	atexit(at_exit);
 	f->busy = 0;
@@ -348,11 +411,12 @@ __attribute__((constructor(101))) static void lomas_inline_init(void)
 
 lomas_status lomas_inline_start(const lomas_config *cfg)
 {
+	error_clear();
 	inline_fast *f = &lomas__fast;
 	pthread_once(&rt.once, rt_global_init);
-	pthread_mutex_lock(&rt.mu);
+	rt_lock();
 	if (rt.forked_child) {
-		pthread_mutex_unlock(&rt.mu);
+		rt_unlock();
 		return error_set(LOMAS_ESTATE, "the inline clock is off in a forked child");
 	}
 	rt.set = rt.env;
@@ -372,7 +436,7 @@ lomas_status lomas_inline_start(const lomas_config *cfg)
 	atomic_store(&rt.auto_level, 0);
 	atomic_store(&rt.active, true);
 	atomic_fetch_add(&rt.epoch, 1);
-	pthread_mutex_unlock(&rt.mu);
+	rt_unlock();
 	/* The caller's next reference starts its clock. */
 	f->countdown = 1;
 	f->zero_clock = 1;
@@ -383,27 +447,21 @@ lomas_status lomas_inline_start(const lomas_config *cfg)
 /* Free what exited threads left behind in an ended session (rt.mu held). */
 static void release_exited(void)
 {
-	inline_thread *t = rt.exited;
-	rt.exited = NULL;
-	while (t) {
-		inline_thread *next = t->next;
-		rt_thread_release_data(t);
-		rt_map_alloc.release(t, sizeof *t);
-		t = next;
-	}
+	exited_free(&rt.exited, &rt_map_alloc);
 }
 
 lomas_status lomas_inline_stop(lomas_profile **out)
 {
+	error_clear();
 	inline_fast *f = &lomas__fast;
 	lomas_profile *p = NULL;
 	lomas_status st = LOMAS_OK;
 	if (out)
 		*out = NULL;
 	pthread_once(&rt.once, rt_global_init);
-	pthread_mutex_lock(&rt.mu);
+	rt_lock();
 	if (!atomic_load(&rt.active)) {
-		pthread_mutex_unlock(&rt.mu);
+		rt_unlock();
 		return error_set(LOMAS_ESTATE, "the inline clock is not running");
 	}
 	flush_all_traces();
@@ -412,15 +470,15 @@ lomas_status lomas_inline_stop(lomas_profile **out)
 	atomic_store(&rt.active, false);
 	atomic_fetch_add(&rt.epoch, 1);
 	release_exited();
-	pthread_mutex_unlock(&rt.mu);
+	rt_unlock();
 	/* The caller goes idle at once; other threads notice at their next visit. */
 	if (f->state) {
-		pthread_mutex_lock(&rt.mu);
+		rt_lock();
 		rt_spin_lock(&f->state->lock);
 		rt_thread_release_data(f->state);
 		f->state->epoch = 0;
 		rt_spin_unlock(&f->state->lock);
-		pthread_mutex_unlock(&rt.mu);
+		rt_unlock();
 	}
 	rt_fast_idle(f);
 	if (st)
@@ -435,5 +493,6 @@ lomas_status lomas_inline_stop(lomas_profile **out)
 
 int lomas_inline_active(void)
 {
+	error_clear();
 	return atomic_load(&rt.active) ? 1 : 0;
 }

@@ -5,11 +5,14 @@
  *    thread, so a program that creates its threads in a fixed order gets the
  *    same per-thread seeds on every run (without the wrapper a thread's index
  *    is the order in which it first made a reference);
- *  - the runtime's TLS (the 64 KiB filter) is carved out of each thread's
- *    stack, so a thread asked for with a small stack size gets that much more:
- *    pthread_create must not fail (EINVAL) where the program alone succeeds.
- *    A stack the program supplies itself (pthread_attr_setstack) is left as
- *    it is.
+ *  - glibc carves the static TLS, the runtime's 64 KiB filter included, out
+ *    of each thread's stack, so every thread whose stack glibc allocates gets
+ *    that much more than its size (the program's, or the default: the
+ *    RLIMIT_STACK soft limit, 128 KiB under `ulimit -s 128`): the program keeps
+ *    the stack it would have had, and pthread_create does not fail (EINVAL)
+ *    for a PTHREAD_STACK_MIN stack. pthread_getattr_np reports the larger
+ *    size. A stack the program supplies itself (pthread_attr_setstack) is
+ *    left as it is.
  * This file is its own archive member: a program that never calls
  * pthread_create does not pull it in.
  */
@@ -18,6 +21,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,13 +46,12 @@ static void *start_thread(void *p)
 	return tr.start(tr.arg);
 }
 
-/* Stack sizes below this get room for the runtime's TLS added. */
-#define ROOMY_STACK (4u * 1024u * 1024u)
+/* The runtime's TLS and some room (lomas__fast, alignment). */
 #define TLS_ROOM (FILTER_SIZE + 16384u)
 
 /*
- * *out = a copy of attr with TLS_ROOM more stack, when attr asks for a stack
- * size below ROOMY_STACK and supplies no stack of its own. False: use attr.
+ * *out = a copy of attr with TLS_ROOM more stack, when attr supplies no stack
+ * of its own. False: use attr.
  */
 static bool widen_stack(const pthread_attr_t *attr, pthread_attr_t *out)
 {
@@ -64,7 +67,7 @@ static bool widen_stack(const pthread_attr_t *attr, pthread_attr_t *out)
 	if (pthread_attr_getstackaddr(attr, &addr) != 0 || addr)
 		return false;
 #pragma GCC diagnostic pop
-	if (pthread_attr_getstacksize(attr, &size) != 0 || size >= ROOMY_STACK)
+	if (pthread_attr_getstacksize(attr, &size) != 0 || size > SIZE_MAX / 2)
 		return false;
 	if (pthread_attr_init(out) != 0)
 		return false;
@@ -104,9 +107,17 @@ __attribute__((visibility("default"))) int __wrap_pthread_create(pthread_t *thre
                                                                  void *(*start)(void *), void *arg)
 {
 	trampoline *tr = malloc(sizeof *tr);
-	pthread_attr_t wide;
-	bool widened = attr && widen_stack(attr, &wide);
+	pthread_attr_t wide, def;
+	bool widened;
 	int rc;
+	/* No attributes: the defaults (pthread_setattr_default_np's, or the
+	 * stack size from RLIMIT_STACK), widened the same way. */
+	if (!attr && pthread_getattr_default_np(&def) == 0) {
+		widened = widen_stack(&def, &wide);
+		pthread_attr_destroy(&def);
+	} else {
+		widened = attr && widen_stack(attr, &wide);
+	}
 	if (tr) {
 		tr->start = start;
 		tr->arg = arg;

@@ -1,13 +1,16 @@
-/* Public model entry points: argument checks, size ordering, default sizes. */
+/*
+ * Public model entry points: argument checks, size ordering, the default
+ * options (segments, time-aware, reuse classes for LRU, footprint bound),
+ * default sizes.
+ */
 #include <math.h>
 #include <stdlib.h>
 
 #include "model.h"
 
-/* Check the common arguments; *line gets the line size in bytes. */
-static lomas_status check_args(const lomas_profile *p, lomas_policy policy,
-                               const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
-                               unsigned flags, const double *ratios, uint32_t *line)
+lomas_status model_check_args(const lomas_profile *p, lomas_policy policy,
+                              const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
+                              unsigned flags, const double *ratios, uint32_t *line)
 {
 	if (!p || (n > 0 && (!cache_bytes || !ratios)))
 		return error_set(LOMAS_EINVAL, "lomas_model: NULL argument");
@@ -33,57 +36,91 @@ static lomas_status check_args(const lomas_profile *p, lomas_policy policy,
 	return LOMAS_OK;
 }
 
-typedef struct size_ix {
-	uint64_t bytes;
-	size_t ix;
-} size_ix;
-
 static int size_ix_cmp(const void *a, const void *b)
 {
 	const size_ix *x = a, *y = b;
 	return x->bytes < y->bytes ? -1 : x->bytes > y->bytes;
 }
 
-/* Run the model over groups built per window (or globally) for any order of sizes. */
-static lomas_status curve_run(const lomas_profile *p, lomas_policy policy,
-                              const uint64_t *cache_bytes, size_t n, uint32_t line, unsigned flags,
-                              size_t block, double *ratios)
+model_opts model_default_opts(lomas_policy policy)
+{
+	model_opts o = {0};
+	o.grouping = MODEL_GROUP_SEGMENT;
+	o.time_aware = true;
+	o.classes = policy == LOMAS_POLICY_LRU;
+	o.footprint = true;
+	return o;
+}
+
+lomas_status model_run(model_data *m, lomas_policy policy, const double *lines, size_t n,
+                       unsigned flags, bool bound, double *out)
+{
+	double *cap = calloc(m->nthreads * n + 1, sizeof *cap), *cold = calloc(n + 1, sizeof *cold);
+	lomas_status st;
+	if (!cap || !cold) {
+		free(cap);
+		free(cold);
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	}
+	/* Many sizes: StatCache on a tabulated grid; a few: exact roots per size. */
+	if (policy == LOMAS_POLICY_RANDOM)
+		st = statcache_curve_time(m, lines, n, n >= MODEL_GRID_MIN, cap, cold);
+	else
+		st = statstack_curve(m, lines, n, bound, cap, cold);
+	/* StatStack applies the bound itself, to each stack distance. */
+	if (!st)
+		st = model_finish(m, lines, n, cap, cold, (flags & LOMAS_MODEL_COLD) != 0,
+		                  bound && policy == LOMAS_POLICY_RANDOM, out);
+	free(cap);
+	free(cold);
+	return st;
+}
+
+lomas_status model_sort_sizes(const uint64_t *cache_bytes, size_t n, uint32_t line, size_ix **ord,
+                              double **lines)
+{
+	*ord = malloc((n ? n : 1) * sizeof **ord);
+	*lines = malloc((n ? n : 1) * sizeof **lines);
+	if (!*ord || !*lines) {
+		free(*ord);
+		free(*lines);
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		(*ord)[i].bytes = cache_bytes[i];
+		(*ord)[i].ix = i;
+	}
+	qsort(*ord, n, sizeof **ord, size_ix_cmp);
+	for (size_t i = 0; i < n; i++)
+		(*lines)[i] = (double)((*ord)[i].bytes / line);
+	return LOMAS_OK;
+}
+
+lomas_status model_curve_opts(const lomas_profile *p, lomas_policy policy,
+                              const uint64_t *cache_bytes, size_t n, unsigned flags,
+                              const model_opts *o, double *ratios)
 {
 	model_data m;
+	model_opts oo = *o;
 	size_ix *ord = NULL;
 	double *lines = NULL, *out = NULL;
 	lomas_status st;
-	bool cold = (flags & LOMAS_MODEL_COLD) != 0;
 
-	/* Many sizes: StatCache on a tabulated grid; a few: exact roots per size. */
-	bool grid = policy == LOMAS_POLICY_RANDOM && n >= MODEL_GRID_MIN;
-	if ((st = model_data_build(p, block, policy == LOMAS_POLICY_RANDOM && !grid, &m)))
+	oo.moments = policy == LOMAS_POLICY_RANDOM && n < MODEL_GRID_MIN;
+	oo.lru = policy == LOMAS_POLICY_LRU;
+	if ((st = model_data_build(p, &oo, &m)))
 		return st;
 	if (n == 0) {
 		model_data_free(&m);
 		return LOMAS_OK;
 	}
-	ord = malloc(n * sizeof *ord);
-	lines = malloc(n * sizeof *lines);
-	out = malloc(n * sizeof *out);
-	if (!ord || !lines || !out) {
+	if ((st = model_sort_sizes(cache_bytes, n, p->line_size, &ord, &lines)))
+		goto done;
+	if (!(out = malloc(n * sizeof *out))) {
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto done;
 	}
-	for (size_t i = 0; i < n; i++) {
-		ord[i].bytes = cache_bytes[i];
-		ord[i].ix = i;
-	}
-	qsort(ord, n, sizeof *ord, size_ix_cmp);
-	for (size_t i = 0; i < n; i++)
-		lines[i] = (double)(ord[i].bytes / line);
-	if (grid)
-		st = statcache_curve_grid(&m, lines, n, cold, out);
-	else if (policy == LOMAS_POLICY_RANDOM)
-		st = statcache_curve(&m, lines, n, cold, out);
-	else
-		st = statstack_curve(&m, lines, n, cold, out);
-	if (!st) {
+	if (!(st = model_run(&m, policy, lines, n, flags, o->footprint, out))) {
 		for (size_t i = 0; i < n; i++)
 			ratios[ord[i].ix] = out[i];
 		error_clear();
@@ -100,6 +137,7 @@ lomas_status lomas_model_miss_ratio(const lomas_profile *p, lomas_policy policy,
                                     uint64_t cache_bytes, uint32_t line_bytes, unsigned flags,
                                     double *ratio)
 {
+	error_clear();
 	if (!ratio)
 		return error_set(LOMAS_EINVAL, "lomas_model_miss_ratio: ratio is NULL");
 	return lomas_model_curve(p, policy, &cache_bytes, 1, line_bytes, flags, ratio);
@@ -109,28 +147,22 @@ lomas_status lomas_model_curve(const lomas_profile *p, lomas_policy policy,
                                const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
                                unsigned flags, double *ratios)
 {
+	error_clear();
 	uint32_t line = 0;
-	lomas_status st = check_args(p, policy, cache_bytes, n, line_bytes, flags, ratios, &line);
+	lomas_status st =
+	    model_check_args(p, policy, cache_bytes, n, line_bytes, flags, ratios, &line);
 	if (st)
 		return st;
-	/* Both models work per window (see statstack.c for why LRU does too). */
-	return curve_run(p, policy, cache_bytes, n, line, flags, 1, ratios);
-}
-
-lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes, size_t n,
-                                    unsigned flags, double *ratios)
-{
-	uint32_t line = 0;
-	lomas_status st = check_args(p, LOMAS_POLICY_LRU, cache_bytes, n, 0, flags, ratios, &line);
-	if (st)
-		return st;
-	return curve_run(p, LOMAS_POLICY_LRU, cache_bytes, n, line, flags, 0, ratios);
+	model_opts o = model_default_opts(policy);
+	(void)line;
+	return model_curve_opts(p, policy, cache_bytes, n, flags, &o, ratios);
 }
 
 #define DEFAULT_SIZES 81
 
 lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *sizes, size_t cap, size_t *n)
 {
+	error_clear();
 	if (!n || (cap > 0 && !sizes))
 		return error_set(LOMAS_EINVAL, "lomas_model_default_sizes: NULL argument");
 	if (!line_size_valid(line_bytes))

@@ -1,6 +1,15 @@
 /*
  * lib/model internal interface: the prepared sample data shared by the
  * StatCache (random replacement) and StatStack (LRU) models.
+ *
+ * Samples are pooled into groups: segments of a thread's consecutive windows
+ * whose distance histograms agree (segment.c), or single windows, or the
+ * whole profile. A group's distribution P(RD > k) is estimated from the
+ * samples that start in it. A reuse whose interval (start, end) lies inside
+ * its group is judged by that distribution alone (the stationary equations
+ * of DESIGN.md section 5); one that ends in a later group of its thread is a
+ * "crossing" reuse, judged by every group its interval crosses, each for its
+ * share of the interval (statstack.c, statcache_time.c).
  */
 #ifndef LOMAS_MODEL_H
 #define LOMAS_MODEL_H
@@ -20,7 +29,7 @@ static inline double model_f(double n, double lg)
 	return -expm1(n * lg);
 }
 
-/* One group of samples (a window, a block of windows, or the whole profile). */
+/* One group of samples: a segment of windows, one window, or the whole profile. */
 typedef struct model_group {
 	size_t off, n; /* entries [off, off + n): distinct distances, ascending */
 	size_t pre;    /* prefix sums at [pre, pre + n]: pre = off + group index */
@@ -28,38 +37,158 @@ typedef struct model_group {
 	double W;      /* weight of finite (reused) samples */
 	double D;      /* dangling weight */
 	double C;      /* censored weight */
-	double W0;     /* weight of reuses at distance 0 (never a miss) */
-	double Wd;     /* sum of w d over finite samples */
-	double Wd2;    /* sum of w d^2 */
 	double refs;   /* weight of the group in the mean (its windows' references) */
+	/* The same sums over the finite samples whose reuse ends inside the group. */
+	double Wi, W0i, Wdi, Wd2i;
+	double E;        /* weight of the reuses (from any group) that end in this one */
+	double dmax;     /* largest finite distance (0 if none) */
+	uint64_t a, b;   /* the thread clock span [a, b) of its windows */
+	uint32_t thread; /* index into model_data.thread_first */
 } model_group;
+
+/* A finite sample whose reuse ends in a later group of its thread. */
+typedef struct model_cross {
+	uint64_t s, e; /* start and end clocks */
+	double w;
+	uint32_t g0, g1; /* the groups of s and of e */
+	uint32_t fixed;  /* also in model_data.fix (StatStack takes it from there) */
+	uint32_t reserved;
+} model_cross;
+
+/* A finite sample of a reuse class large enough to correct (classes.c). */
+typedef struct model_fix {
+	uint64_t s, e;
+	double w;
+	double ht;       /* its own interval's count of last touches (interval.c) */
+	double in;       /* ... of all the samples that start in it */
+	double d;        /* its distance */
+	uint32_t g0, g1; /* the groups of s and of e (equal: a reuse inside g0) */
+	uint32_t cls;    /* class index */
+} model_fix;
+
+#define MODEL_CLASS_MIN 32
+
+/* How model_data_build groups the samples. */
+typedef enum model_grouping {
+	MODEL_GROUP_SEGMENT = 0, /* segments of similar windows (the default) */
+	MODEL_GROUP_WINDOW,      /* one group per window */
+	MODEL_GROUP_GLOBAL,      /* one group for the whole profile */
+} model_grouping;
+
+/* A time bin of one thread: a window or a piece of one (pieces.c). */
+typedef struct model_piece {
+	uint64_t start, refs;
+	uint32_t thread; /* (pseudo-)thread index */
+	uint32_t window;
+} model_piece;
+
+#define MODEL_PIECES_PER_WINDOW 3
+
+/* A profile's pieces, in (thread, clock) order. */
+typedef struct model_pieces {
+	model_piece *items;
+	size_t n;
+	size_t *wfirst, *wcount; /* per window: its first piece and how many */
+	uint32_t *wthread;       /* per window: its (pseudo-)thread */
+	size_t *toff;            /* thread t's pieces: [toff[t], toff[t + 1]) */
+	size_t nthreads;
+} model_pieces;
+
+lomas_status model_pieces_build(const lomas_profile *p, model_pieces *pc);
+void model_pieces_free(model_pieces *pc);
+/* The piece of window `window` (w) holding thread clock start. */
+size_t model_piece_of(const model_pieces *pc, const lomas_window *w, uint32_t window,
+                      uint64_t start);
+
+struct model_data;
+
+typedef struct model_opts {
+	model_grouping grouping;
+	bool time_aware; /* crossing reuses judged by the groups they cross */
+	bool moments;    /* also the prefix sums pwdi and pwd2i (statcache.c) */
+	bool classes;    /* reuse classes for StatStack's correction (classes.c) */
+	bool footprint;  /* the footprint bound (footprint.c) */
+	bool lru;        /* for StatStack (w, wl, pw, pwd), else StatCache (wi) */
+	/* Pieces and groups taken from base (a bootstrap keeps the original's). */
+	const struct model_data *base;
+} model_opts;
+
+/*
+ * The family-wise level of the segmentation's tests: each adjacent pair is
+ * tested at MODEL_SEG_ALPHA / windows, so a stationary run of 4000 windows
+ * stays one segment (at 1e-3 per test it split into 5 by chance).
+ */
+#define MODEL_SEG_ALPHA 0.01
 
 /* Samples grouped and sorted once per curve call. */
 typedef struct model_data {
 	size_t ngroups;
-	model_group *groups;
+	model_group *groups;  /* each thread's groups consecutive, in clock order */
+	size_t nthreads;      /* threads (and windows of unknown threads, one each) */
+	size_t *thread_first; /* groups of thread t: [thread_first[t], thread_first[t+1]) */
+	double *dangling;     /* per thread: dangling weight (its footprint in lines) */
+	double *dangling_w2;  /* per thread: sum of w (w - 1) over dangling samples */
 	size_t n;
-	double *d;    /* distinct distances per group, ascending */
-	double *w;    /* summed weight of the samples with that distance */
-	double *pw;   /* exclusive prefix sums of w within the group */
-	double *pwd;  /* ... of w * d (only when built with moments) */
-	double *pwd2; /* ... of w * d * d (only when built with moments) */
+	double *d;     /* distinct distances per group, ascending */
+	double *w;     /* summed weight of the samples with that distance (lru) */
+	double *wi;    /* ... of those whose reuse ends inside the group (random) */
+	double *wl;    /* ... of those, the ones in no corrected class (lru) */
+	double *pw;    /* exclusive prefix sums of w within the group (lru) */
+	double *pwd;   /* ... of w * d (lru) */
+	double *pwi;   /* ... of wi (only with moments) */
+	double *pwdi;  /* ... of wi * d (only with moments) */
+	double *pwd2i; /* ... of wi * d * d (only with moments) */
+	size_t ncross;
+	model_cross *cross; /* crossing reuses, by end group */
+	size_t nfix, nclass;
+	model_fix *fix;               /* samples of the corrected classes */
+	model_pieces pieces;          /* the time bins */
+	uint32_t *piece_group;        /* each piece's group */
+	const lomas_profile *profile; /* the samples (the footprint floor reads them) */
+	double *distinct;             /* per thread: distinct sampled lines, -1 until counted */
 } model_data;
 
 /*
- * Build model data from p, grouping samples by window: blocks of `block`
- * consecutive windows of each thread (1 = one group per window), or one
- * group for the whole profile when block is 0. moments: also the prefix
- * sums pwd and pwd2. LOMAS_EFORMAT for samples naming unknown windows or
- * states; LOMAS_ERANGE when no sample has weight.
+ * Build model data from p. LOMAS_EFORMAT for samples naming unknown windows
+ * or states; LOMAS_ERANGE when no sample has weight.
  */
-lomas_status model_data_build(const struct lomas_profile *p, size_t block, bool moments,
-                              model_data *m);
+lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o, model_data *m);
 void model_data_free(model_data *m);
 
 /*
- * How the curves average their per-window miss ratios: weighted by the
- * windows' reference counts when the profile has them, else by sample weight.
+ * Segment the pieces (segment.c): sample i is in piece sample_piece[i] and
+ * histogram bin sample_bin[i] (model_seg_bin); consecutive pieces of a
+ * thread whose histograms agree at level alpha share a segment.
+ * piece_group[k] gets piece k's segment, numbered in piece order; *ngroups
+ * the count.
+ */
+lomas_status model_segment(const uint32_t *sample_piece, const uint8_t *sample_bin, size_t n,
+                           const model_pieces *pc, double alpha, uint32_t *piece_group,
+                           size_t *ngroups);
+/* The segmentation's histogram bin of sample s. */
+uint8_t model_seg_bin(const lomas_sample *s);
+
+/*
+ * Classify p's finite samples (classes.c): fixed[i] = 1 for the samples of
+ * classes of at least MODEL_CLASS_MIN; m->fix gets them with their own
+ * interval counts. start_group/end_group: the groups of each sample's
+ * start and end.
+ */
+lomas_status model_classes(const lomas_profile *p, const uint32_t *start_group,
+                           const uint32_t *end_group, model_data *m, uint8_t *fixed);
+
+/*
+ * For the samples i with want[i] != 0, into ht[want[i] - 1]: the
+ * Horvitz-Thompson count of references strictly inside (start, end) whose
+ * reuse ends beyond end, from the samples of the same thread[], and into
+ * in[want[i] - 1] that of all the references inside (interval.c).
+ */
+lomas_status model_interval_counts(const lomas_profile *p, const uint32_t *thread,
+                                   const uint32_t *want, double *ht, double *in);
+
+/*
+ * How the curves average their per-group miss ratios: weighted by the
+ * groups' reference counts when the profile has them, else by sample weight.
  * total is the denominator, summed over the groups that have samples.
  */
 typedef struct model_mean {
@@ -76,37 +205,125 @@ static inline double model_mean_weight(const model_mean *w, const model_group *g
 }
 
 /*
- * Miss ratios of the random-replacement model (StatCache) for n sizes in
- * lines (ascending order required), into ratios. cold: count cold misses.
+ * G(x) = sum_{j<x} P(RD > j) of group g: the expected number of distinct
+ * lines among x consecutive references (StatStack's SD(x) in one group).
  */
-lomas_status statcache_curve(const model_data *m, const double *lines, size_t n, bool cold,
-                             double *ratios);
+double model_stack_sum(const model_data *m, const model_group *g, double x);
+
 /*
- * The same from F(x) tabulated per window on a geometric grid (see
- * statcache_grid.c): much faster for many sizes, within ~1.2e-5 of the exact
- * roots. Sizes ascending. lomas_model_curve uses it from MODEL_GRID_MIN sizes.
+ * The expected stack distance of the reuse (s, e) from group k0 to group
+ * k1 >= k0 of one thread (statstack.c): time-aware.
  */
-lomas_status statcache_curve_grid(const model_data *m, const double *lines, size_t n, bool cold,
-                                  double *ratios);
+double model_reuse_sd(const model_data *m, uint64_t s, uint64_t e, uint32_t k0, uint32_t k1);
+
+/*
+ * The cold-miss rate of each group (first touches per reference), which
+ * evict lines like any miss, into c[ngroups] (statcache_time.c).
+ */
+lomas_status model_cold_rates(const model_data *m, double *c);
+
+/*
+ * The policies' output, for n sizes: cap[t * n + j], thread t's capacity
+ * (non-cold) misses at size j, and cold[j] the cold misses, both as sums of
+ * group miss ratios times the groups' weights in the mean (model_mean);
+ * the caller zeroes them.
+ */
+
+/*
+ * The random-replacement model (StatCache, statcache_time.c) for n sizes in
+ * lines (ascending). grid: solve on tabulated F (statcache_grid.c; many
+ * sizes) instead of per size with Brent.
+ */
+lomas_status statcache_curve_time(const model_data *m, const double *lines, size_t n, bool grid,
+                                  double *cap, double *cold);
 #define MODEL_GRID_MIN 8
+
+/* Per-group ratios R[g * n + j] into cap and cold (footprint.c). */
+void model_group_misses(const model_data *m, const double *R, size_t n, double *cap, double *cold);
+
+/*
+ * The share of thread t's capacity misses that a cache of `lines` keeps
+ * under the footprint bound: P(footprint > lines) (footprint.c).
+ */
+double model_footprint_keep(model_data *m, size_t t, double lines);
+
+/*
+ * The footprint of thread t that is exceeded with probability prob (an
+ * upper credible bound; INFINITY when there is no estimate).
+ */
+double model_footprint_upper(model_data *m, size_t t, double prob);
+
+/*
+ * The curve from cap and cold: ratios[j] = (sum_t cap keep + cold if
+ * with_cold) / total weight; bound: apply the footprint bound.
+ */
+lomas_status model_finish(model_data *m, const double *lines, size_t n, const double *cap,
+                          const double *cold, bool with_cold, bool bound, double *ratios);
 
 /*
  * StatCache root R of group gi for a cache of L lines (0 <= R <= 1) with
- * GSL's Brent solver (tolerance 1e-10); hi: a known upper bound on R (the
- * root for a smaller cache, or 1); solver: a gsl_root_fsolver (Brent).
+ * GSL's Brent solver (tolerance 1e-10): the root of
+ * sum_inside w f_L((R + c) d) + extra - R S; hi: a known upper bound on R
+ * (the root for a smaller cache, or 1); solver: a gsl_root_fsolver (Brent).
  */
-double statcache_group_ratio(const model_data *m, size_t gi, double L, bool cold, double hi,
-                             void *solver);
-
-/* Miss ratios of the LRU model (StatStack), any order of sizes in lines. */
-lomas_status statstack_curve(const model_data *m, const double *lines, size_t n, bool cold,
-                             double *ratios);
+double statcache_group_ratio(const model_data *m, size_t gi, double L, double extra, double c,
+                             double hi, void *solver);
 
 /*
- * StatStack over the whole profile instead of per window (the public API
- * uses per-window groups; this is kept for comparison in the tests).
+ * F(x) = sum_inside w (1 - e^{-x d}) of every group tabulated on a geometric
+ * grid of x (statcache_grid.c), to solve each group for many sizes and
+ * extras: within ~1.2e-5 of the exact roots.
  */
-lomas_status model_curve_lru_global(const lomas_profile *p, const uint64_t *cache_bytes, size_t n,
-                                    unsigned flags, double *ratios);
+typedef struct sc_table {
+	int jl, jh;     /* grid points [jl, jh + 1] are tabulated */
+	double *F, *Fp; /* F and F', indexed by grid point */
+	double mom[4];  /* sum wi d^k, k = 1..4 (the series below the grid) */
+} sc_table;
+
+typedef struct sc_tables {
+	sc_table *t; /* per group */
+	double *mem;
+	double *x; /* the grid */
+} sc_tables;
+
+/* lams: -log1p(-1/L) of the n sizes (ascending sizes: descending lams). */
+lomas_status sc_tables_build(const model_data *m, const double *lams, size_t n, sc_tables *T);
+void sc_tables_free(sc_tables *T);
+/* Group gi's ratios R[n] for the sizes with extra[j] misses and cold rate c. */
+void sc_table_solve(const sc_tables *T, const model_data *m, size_t gi, const double *lines,
+                    const double *lams, size_t n, const double *extra, double c, double *R);
+
+/* The LRU model (StatStack, statstack.c) for n sizes in lines (ascending). */
+lomas_status statstack_curve(model_data *m, const double *lines, size_t n, bool bound, double *cap,
+                             double *cold);
+
+/*
+ * The model with explicit options (curve.c), for the tests and benchmarks
+ * that compare variants: sizes in bytes, any order.
+ */
+lomas_status model_curve_opts(const lomas_profile *p, lomas_policy policy,
+                              const uint64_t *cache_bytes, size_t n, unsigned flags,
+                              const model_opts *o, double *ratios);
+/* The defaults of lomas_model_curve for policy. */
+model_opts model_default_opts(lomas_policy policy);
+
+/* The public calls' argument checks; *line gets the profile's line size. */
+lomas_status model_check_args(const lomas_profile *p, lomas_policy policy,
+                              const uint64_t *cache_bytes, size_t n, uint32_t line_bytes,
+                              unsigned flags, const double *ratios, uint32_t *line);
+
+/* A size in bytes and its place in the caller's order. */
+typedef struct size_ix {
+	uint64_t bytes;
+	size_t ix;
+} size_ix;
+
+/* The sizes in lines, ascending (*lines), and where each came from (*ord); malloc'd. */
+lomas_status model_sort_sizes(const uint64_t *cache_bytes, size_t n, uint32_t line, size_ix **ord,
+                              double **lines);
+
+/* The policy's curve from prepared data, n sizes in lines ascending, into out. */
+lomas_status model_run(model_data *m, lomas_policy policy, const double *lines, size_t n,
+                       unsigned flags, bool bound, double *out);
 
 #endif

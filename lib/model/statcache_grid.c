@@ -1,10 +1,10 @@
 /*
  * Fast StatCache curve for many cache sizes.
  *
- * With x = R * lambda, lambda = -log1p(-1/L), the window equation
- * g(R) = F(R lambda) + extra - R S = 0 becomes
- *   phi(x) = F(x) + extra - x S / lambda = 0,  F(x) = sum_s w_s (1 - e^{-x d_s}),
- * where F does not depend on L. So F and F' are tabulated once per window
+ * With x = (R + c) lambda, lambda = -log1p(-1/L), the group equation
+ * g(R) = F((R + c) lambda) + extra - R S = 0 (statcache.c) becomes
+ *   phi(x) = F(x) + extra + c S - x S / lambda = 0,  F(x) = sum_s w_s (1 - e^{-x d_s}),
+ * where F does not depend on L. So F and F' are tabulated once per group
  * on a geometric grid x_j = 2^(j/K - X0) and every size is solved on the
  * table: the root is bracketed between two grid points (it decreases as L
  * grows, so a pointer walks down the grid) and found on the cubic Hermite
@@ -51,10 +51,10 @@ static int grid_ceil(double v)
 }
 
 typedef struct grid {
-	double x[NGRID + 1];
-	/* Per window (reused): F, F', and moment coefficients. */
-	double F[NGRID + 1], Fp[NGRID + 1];
-	double dA[NGRID + 2], dB[NGRID + 2], dC[NGRID + 2], dD[NGRID + 2], dW[NGRID + 2];
+	double x[NGRID + 2];
+	/* Per group (reused): F, F', and moment coefficients. */
+	double F[NGRID + 2], Fp[NGRID + 2];
+	double dA[NGRID + 3], dB[NGRID + 3], dC[NGRID + 3], dD[NGRID + 3], dW[NGRID + 3];
 } grid;
 
 /*
@@ -88,10 +88,11 @@ static double poly_root(const double c[5], double lo, double hi, double t)
  * Root of phi(x) = F(x) + extra - slope x between grid points j and j + 1,
  * with F the cubic Hermite interpolant from F and F' at both ends.
  */
-static double solve_interval(const grid *G, int j, double extra, double slope)
+static double solve_interval(const double *x, const double *F, const double *Fp, int j,
+                             double extra, double slope)
 {
-	double a = G->x[j], h = G->x[j + 1] - a;
-	double f0 = G->F[j], f1 = G->F[j + 1], m0 = G->Fp[j] * h, m1 = G->Fp[j + 1] * h;
+	double a = x[j], h = x[j + 1] - a;
+	double f0 = F[j], f1 = F[j + 1], m0 = Fp[j] * h, m1 = Fp[j + 1] * h;
 	double c[5];
 	c[0] = f0 + extra - slope * a;
 	c[1] = m0 - slope * h;
@@ -165,9 +166,9 @@ static void fill(grid *G, const model_data *m, const model_group *g, int jl, int
 	memset(G->dD + jl, 0, (span + 1) * sizeof(double));
 	memset(G->dW + jl, 0, (span + 1) * sizeof(double));
 	for (size_t i = g->off; i < g->off + g->n; i++) {
-		double d = m->d[i], w = m->w[i];
+		double d = m->d[i], w = m->wi[i];
 		int js, je;
-		if (d <= 0.0)
+		if (d <= 0.0 || !(w > 0.0))
 			continue;
 		js = grid_ceil(Y_LO / d); /* first index in the exponential band */
 		je = grid_ceil(Y_HI / d); /* first saturated index */
@@ -210,80 +211,124 @@ static void fill(grid *G, const model_data *m, const model_group *g, int jl, int
 	}
 }
 
-lomas_status statcache_curve_grid(const model_data *m, const double *lines, size_t n, bool cold,
-                                  double *ratios)
+void sc_tables_free(sc_tables *T)
+{
+	free(T->t);
+	free(T->mem);
+	free(T->x);
+	T->t = NULL;
+	T->mem = NULL;
+	T->x = NULL;
+}
+
+lomas_status sc_tables_build(const model_data *m, const double *lams, size_t n, sc_tables *T)
 {
 	grid *G = malloc(sizeof *G);
-	double *lams = malloc((n ? n : 1) * sizeof *lams);
-	model_mean mean;
-	if (!G || !lams) {
+	size_t total = 0, used = 0;
+	double lam0 = 0.0;
+	T->t = calloc(m->ngroups ? m->ngroups : 1, sizeof *T->t);
+	T->x = malloc((NGRID + 2) * sizeof *T->x);
+	T->mem = NULL;
+	if (!G || !T->t || !T->x) {
 		free(G);
-		free(lams);
+		sc_tables_free(T);
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	}
-	for (size_t j = 0; j < n; j++)
-		lams[j] = -log1p(-1.0 / lines[j]);
-	for (int j = 0; j <= NGRID; j++)
-		G->x[j] = exp2((double)j / K - X0);
-	for (size_t j = 0; j < n; j++)
-		ratios[j] = 0.0;
-	mean = model_mean_of(m);
+	for (int j = 0; j <= NGRID + 1; j++)
+		T->x[j] = G->x[j] = exp2((double)j / K - X0);
+	/* The largest lambda of a size of two lines or more (one line is solved apart). */
+	for (size_t j = 0; j < n && lam0 == 0.0; j++)
+		if (lams[j] < 0.69314718055994 + 1e-9)
+			lam0 = lams[j];
+	/* Ranges first: x* = (R + c) lambda <= 2 lambda, and below x_jl all is series. */
 	for (size_t gi = 0; gi < m->ngroups; gi++) {
 		const model_group *g = &m->groups[gi];
-		double wt = model_mean_weight(&mean, g);
-		double extra = g->C + (cold ? g->D : 0.0);
-		double mom[4] = {g->Wd, g->Wd2, 0.0, 0.0}, dmax;
-		size_t j0 = 0;
-		int jl, jh, jp;
-		if (!(g->S > 0.0) || !(wt > 0.0))
-			continue;
-		/* Sizes of one line: every reuse with anything between misses. */
-		while (j0 < n && lines[j0] < 2.0) {
-			double r = (g->W - g->W0 + extra) / g->S;
-			ratios[j0++] += wt * (r < 1.0 ? r : 1.0);
-		}
-		if (j0 == n)
-			continue;
-		dmax = g->n ? m->d[g->off + g->n - 1] : 0.0;
-		/* Below x_jl every sample is in the series; x* <= lambda <= x_jh. */
-		jh = grid_ceil(lams[j0]);
-		jl = dmax > 0.0 ? grid_ceil(Y_LO / dmax) - 1 : jh;
+		sc_table *t = &T->t[gi];
+		int jh = grid_ceil(2.0 * lam0), jl;
+		if (jh >= NGRID)
+			jh = NGRID - 1;
+		jl = g->dmax > 0.0 ? grid_ceil(Y_LO / g->dmax) - 1 : jh;
 		if (jl < 0)
 			jl = 0;
 		if (jl > jh)
 			jl = jh;
-		if (jh == NGRID)
-			jh--;
-		fill(G, m, g, jl, jh + 1);
+		t->jl = jl;
+		t->jh = jh;
+		if (g->S > 0.0 && lam0 > 0.0)
+			total += 2 * (size_t)(jh - jl + 2);
+	}
+	T->mem = malloc((total ? total : 1) * sizeof *T->mem);
+	if (!T->mem) {
+		free(G);
+		sc_tables_free(T);
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	}
+	for (size_t gi = 0; gi < m->ngroups; gi++) {
+		const model_group *g = &m->groups[gi];
+		sc_table *t = &T->t[gi];
+		size_t span = (size_t)(t->jh - t->jl + 2);
+		t->mom[0] = g->Wdi;
+		t->mom[1] = g->Wd2i;
+		t->mom[2] = t->mom[3] = 0.0;
+		if (!(g->S > 0.0) || !(lam0 > 0.0)) {
+			t->F = t->Fp = NULL;
+			continue;
+		}
+		fill(G, m, g, t->jl, t->jh + 1);
+		/* Indexed by j directly: the pointers start jl entries early. */
+		t->F = T->mem + used - t->jl;
+		t->Fp = T->mem + used + span - t->jl;
+		memcpy(T->mem + used, G->F + t->jl, span * sizeof(double));
+		memcpy(T->mem + used + span, G->Fp + t->jl, span * sizeof(double));
+		used += 2 * span;
 		for (size_t i = g->off; i < g->off + g->n; i++) {
 			double d3 = m->d[i] * m->d[i] * m->d[i];
-			mom[2] += m->w[i] * d3;
-			mom[3] += m->w[i] * d3 * m->d[i];
-		}
-		jp = jh + 1;
-		for (size_t j = j0; j < n; j++) {
-			double lam = lams[j], slope = g->S / lam, x;
-			if (extra <= 0.0 && !(lam * mom[0] - g->S > 0.0))
-				break; /* g'(0) <= 0 here and for every larger cache */
-			/* Walk down to the first grid point with phi >= 0. */
-			while (jp >= jl && G->F[jp] + extra - G->x[jp] * slope < 0.0)
-				jp--;
-			if (jp == jh + 1) {
-				x = lam; /* everything misses */
-			} else if (jp >= jl) {
-				x = solve_interval(G, jp, extra, slope);
-			} else {
-				x = solve_series(mom, extra, slope, G->x[jl]);
-				jp = jl; /* the next size starts from the bottom of the grid */
-			}
-			double r = x / lam;
-			r = r < 0.0 ? 0.0 : (r > 1.0 ? 1.0 : r);
-			ratios[j] += wt * r;
+			t->mom[2] += m->wi[i] * d3;
+			t->mom[3] += m->wi[i] * d3 * m->d[i];
 		}
 	}
-	for (size_t j = 0; j < n; j++)
-		ratios[j] /= mean.total;
 	free(G);
-	free(lams);
 	return LOMAS_OK;
+}
+
+void sc_table_solve(const sc_tables *T, const model_data *m, size_t gi, const double *lines,
+                    const double *lams, size_t n, const double *extra, double c, double *R)
+{
+	const model_group *g = &m->groups[gi];
+	const sc_table *t = &T->t[gi];
+	int jl = t->jl, jh = t->jh, jp = jh + 1;
+	for (size_t j = 0; j < n; j++) {
+		double lam = lams[j], slope, E, x, r;
+		if (!(g->S > 0.0)) {
+			R[j] = 0.0;
+			continue;
+		}
+		if (lines[j] < 2.0 || !t->F) {
+			/* One line: every reuse with anything between misses. */
+			r = (g->Wi - g->W0i + extra[j]) / g->S;
+			R[j] = r < 1.0 ? r : 1.0;
+			continue;
+		}
+		slope = g->S / lam;
+		E = extra[j] + c * g->S;
+		if (E <= 0.0 && !(lam * t->mom[0] - g->S > 0.0)) {
+			R[j] = 0.0; /* g'(0) <= 0: no positive root */
+			continue;
+		}
+		/* The root moves down the grid as L grows, up if extra grew. */
+		while (jp <= jh && T->x[jp + 1] * slope <= t->F[jp + 1] + E)
+			jp++;
+		while (jp >= jl && t->F[jp] + E - T->x[jp] * slope < 0.0)
+			jp--;
+		if (jp == jh + 1)
+			x = 2.0 * lam; /* everything misses */
+		else if (jp >= jl)
+			x = solve_interval(T->x, t->F, t->Fp, jp, E, slope);
+		else
+			x = solve_series(t->mom, E, slope, T->x[jl]);
+		if (jp < jl)
+			jp = jl - 1;
+		r = x / lam - c;
+		R[j] = r < 0.0 ? 0.0 : (r > 1.0 ? 1.0 : r);
+	}
 }

@@ -28,6 +28,8 @@ static lomas_status mb_poll(void *impl, int timeout_ms, bool *running)
 	monitor *m = impl;
 	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout_ms;
 	unsigned handled = 0;
+	if (m->error)
+		return error_set(m->error, "%s", m->errmsg);
 	*running = !(m->ended || m->detached);
 	while (*running) {
 		mon_thread *t = NULL;
@@ -35,23 +37,26 @@ static lomas_status mb_poll(void *impl, int timeout_ms, bool *running)
 		uint64_t now = mono_ms();
 		int left = timeout_ms < 0 ? -1 : now >= deadline ? 0 : (int)(deadline - now);
 		r = mon_wait(m, left, &t, &status);
-		if (r < 0)
+		if (r < 0) {
+			mon_fail(m, r);
 			return r;
+		}
 		if (r == 0) {
 			if (!mon_live_threads(m) && !m->ended) {
 				/* Every thread vanished without a leader report. */
 				m->ended = true;
 			}
 			*running = !m->ended;
-			if (timeout_ms >= 0 || !*running)
+			/* A timeout, or a signal handler of the caller's ran: let it look. */
+			if (timeout_ms >= 0 || !*running || !left)
 				break;
 			continue;
 		}
 		if ((r = step_handle(m, t, status, false)) && r != LOMAS_ETARGET)
-			return r;
+			mon_fail(m, r);
 		error_clear();
 		if (m->error)
-			return error_set(m->error, "the step clock failed (out of memory)");
+			return error_set(m->error, "%s", m->errmsg);
 		*running = !m->ended;
 		/* Do not starve the caller: look at the clock now and then. */
 		if (timeout_ms >= 0 && (++handled & 255) == 0 && mono_ms() >= deadline)
@@ -81,21 +86,63 @@ static bool sigtrap_pending(pid_t pid, pid_t tid)
 	return pend;
 }
 
-/* Wait for t's next stop (bounded when ms >= 0). 1 = got it. */
-static int wait_one(pid_t tid, int *status, int ms)
+/* How long detaching waits for one thread's report before it gives up on it. */
+#define DETACH_WAIT_MS 2000
+
+/*
+ * Bring t to a ptrace-stop, handling what it reports on the way (detaching:
+ * nothing is resumed). false if it did not stop in time (it cannot be
+ * restored from, nor detached cleanly).
+ */
+static bool stop_one(monitor *m, size_t i)
 {
-	for (int i = 0;; i++) {
-		pid_t r = waitpid(tid, status, __WALL | (ms >= 0 ? WNOHANG : 0));
-		if (r == tid)
-			return 1;
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (ms >= 0 && i >= ms * 10)
-			return 0;
-		if (ms >= 0) {
-			struct timespec ts = {0, 100000};
-			nanosleep(&ts, NULL);
+	mon_thread *t = &m->threads.items[i];
+	pid_t tid = t->tid;
+	bool interrupted = false;
+	int status;
+	if (t->state == MT_EXITING) {
+		/* Running to its death: collect it if it is quick, else leave it. */
+		if (mon_wait_tid(m, tid, 50, &status) == 1)
+			step_handle(m, t, status, true);
+		return true;
+	}
+	if (t->state == MT_LISTEN) {
+		/* In a group-stop, listening: interrupting it reports an EVENT_STOP. */
+		mon_ptrace(PTRACE_INTERRUPT, tid, NULL, NULL);
+		interrupted = true;
+		t->state = MT_RUNNING;
+	} else if (mon_wait_tid(m, tid, 20, &status) == 1) {
+		/* A step report is usually a few microseconds away. */
+		step_handle(m, t, status, true);
+	}
+	for (;;) {
+		t = &m->threads.items[i];
+		if (t->state == MT_GONE || t->state == MT_STOPPED || t->state == MT_EXITING)
+			return true;
+		if (t->state == MT_LISTEN) {
+			/* Reported its group-stop: stopped there, and stays so after detach. */
+			t->state = MT_STOPPED;
+			return true;
 		}
+		if (!interrupted) {
+			/* In a blocking call: PTRACE_INTERRUPT ends it in an EVENT_STOP. */
+			mon_ptrace(PTRACE_INTERRUPT, tid, NULL, NULL);
+			interrupted = true;
+		}
+		int r = mon_wait_tid(m, tid, DETACH_WAIT_MS, &status);
+		if (r < 0) {
+			step_thread_gone(m, t); /* ECHILD: gone without a report */
+			return true;
+		}
+		if (r == 0)
+			return false;
+		if (WIFSTOPPED(status) && (status >> 16) == PTRACE_EVENT_STOP &&
+		    WSTOPSIG(status) == SIGTRAP) {
+			/* Our interrupt. */
+			t->state = MT_STOPPED;
+			return true;
+		}
+		step_handle(m, t, status, true);
 	}
 }
 
@@ -103,48 +150,16 @@ lomas_status mon_detach(monitor *m)
 {
 	mon_thread *host = NULL;
 	lomas_status st = LOMAS_OK;
+	size_t lost = 0;
 	if (m->ended || m->detached)
 		return LOMAS_OK;
 	/* 1. Bring every thread to a ptrace-stop, handling what it reports on the way. */
 	for (size_t i = 0; i < m->threads.n; i++) {
 		mon_thread *t = &m->threads.items[i];
-		int status, r;
 		if (t->state == MT_GONE || t->state == MT_STOPPED)
 			continue;
-		if (t->state == MT_EXITING) {
-			/* Running to its death: collect it if it is quick, else leave it. */
-			if (wait_one(t->tid, &status, 50) == 1)
-				step_handle(m, t, status, true);
-			continue;
-		}
-		if (t->state == MT_LISTEN)
-			ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL);
-		else if ((r = wait_one(t->tid, &status, 20)) == 1) {
-			step_handle(m, t, status, true);
-			t = &m->threads.items[i];
-			if (t->state == MT_STOPPED || t->state == MT_GONE)
-				continue;
-		}
-		if (t->state != MT_LISTEN && t->state != MT_EXITING)
-			ptrace(PTRACE_INTERRUPT, t->tid, NULL, NULL);
-		bool was_listen = t->state == MT_LISTEN;
-		while (t->state != MT_GONE && t->state != MT_STOPPED && t->state != MT_EXITING) {
-			if (wait_one(t->tid, &status, -1) != 1) {
-				t->state = MT_GONE;
-				break;
-			}
-			if (was_listen && WIFSTOPPED(status) &&
-			    (status >> 16) == PTRACE_EVENT_STOP) {
-				t->state = MT_STOPPED;
-				break;
-			}
-			step_handle(m, t, status, true);
-			t = &m->threads.items[i];
-			if (t->state == MT_LISTEN)
-				break; /* in group-stop: interrupting brought it to a stop */
-		}
-		if (t->state == MT_LISTEN)
-			t->state = MT_STOPPED;
+		if (!stop_one(m, i))
+			lost++;
 	}
 	if (m->ended) {
 		m->detached = true;
@@ -156,39 +171,62 @@ lomas_status mon_detach(monitor *m)
 		int status;
 		if (t->state != MT_STOPPED || !sigtrap_pending(m->pid, t->tid))
 			continue;
-		ptrace(PTRACE_CONT, t->tid, NULL, NULL);
-		if (wait_one(t->tid, &status, -1) == 1) {
-			siginfo_t si;
-			if (WIFEXITED(status) || WIFSIGNALED(status)) {
-				mon_reap(m, t, status);
+		if (mon_ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0 ||
+		    mon_wait_tid(m, t->tid, DETACH_WAIT_MS, &status) != 1)
+			continue;
+		siginfo_t si;
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			step_thread_gone(m, t);
+			mon_reap(m, t, status);
+			continue;
+		}
+		if ((status >> 16) != 0)
+			continue;
+		if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) < 0) {
+			/* A SIGTRAP here is our step's (resent, it would kill the program). */
+			if (WSTOPSIG(status) == SIGTRAP)
 				continue;
-			}
-			if (WSTOPSIG(status) == SIGTRAP && (status >> 16) == 0 &&
-			    ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0 && si.si_code > 0 &&
-			    si.si_code != 0x80) {
-				/* ours: swallowed */
-			} else if ((status >> 16) == 0) {
-				ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &t->queued);
-				t->queued_sig = true;
-			}
+			memset(&si, 0, sizeof si);
+			si.si_signo = WSTOPSIG(status);
+		}
+		if (si.si_signo == SIGTRAP && si.si_code > 0 && si.si_code != 0x80)
+			continue; /* ours: swallowed */
+		if (!t->queued_sig) {
+			t->queued = si;
+			t->queued_sig = true;
 		}
 	}
-	/* 3. Give every page its protection back, unmap our page, from one stopped thread. */
-	for (size_t i = 0; i < m->threads.n; i++)
-		if (m->threads.items[i].state == MT_STOPPED) {
-			host = &m->threads.items[i];
+	/*
+	 * 3. Give every page its protection back and unmap our page, from a
+	 * stopped thread (a second one if a call fails in the first).
+	 */
+	for (int attempt = 0; attempt < 2; attempt++) {
+		host = NULL;
+		for (size_t i = 0; i < m->threads.n; i++)
+			if (m->threads.items[i].state == MT_STOPPED) {
+				host = &m->threads.items[i];
+				if (attempt == 0 || host->tid != m->cur_tid)
+					break;
+			}
+		if (!host)
 			break;
-		}
-	if (host)
-		st = step_restore(m, host);
-	else if (mprot_protected_pages(&m->eng))
+		if (!(st = step_restore(m, host)))
+			break;
+	}
+	if (!host && (mprot_protected_pages(&m->eng) || m->scratch))
 		st = error_set(LOMAS_ETARGET, "no stopped thread to restore page protections from");
+	if (!st && lost)
+		st = error_set(LOMAS_ETARGET, "%zu thread(s) of %d did not stop to be detached",
+		               lost, (int)m->pid);
 	/* 4. Let go; signals caught on the way are delivered again. */
 	for (size_t i = 0; i < m->threads.n; i++) {
 		mon_thread *t = &m->threads.items[i];
 		if (t->state == MT_GONE)
 			continue;
-		ptrace(PTRACE_DETACH, t->tid, NULL, NULL);
+		if (mon_ptrace(PTRACE_DETACH, t->tid, NULL, NULL) < 0 &&
+		    mon_ptrace(PTRACE_DETACH, t->tid, NULL, NULL) < 0 && errno != ESRCH && !st)
+			st = error_set(LOMAS_ETARGET, "PTRACE_DETACH(%d): %s", (int)t->tid,
+			               strerror(errno));
 		if (t->queued_sig) {
 			syscall(SYS_tgkill, m->pid, t->tid, t->queued.si_signo);
 			t->queued_sig = false;
@@ -302,11 +340,8 @@ lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *p
 		return st;
 	m->command = join_argv(argv);
 	if ((st = mon_spawn(m, program_path, argv)) || (st = step_begin(m))) {
-		if (m->pid > 0 && !m->ended) {
-			int status;
-			kill(m->pid, SIGKILL);
-			mon_waitpid(m->pid, &status, __WALL);
-		}
+		if (m->pid > 0 && !m->ended)
+			mon_kill_reap(m->pid);
 		m->ended = true;
 		mb_free(m);
 		return st;

@@ -19,6 +19,33 @@
 #include "decode/decode.h"
 #include "watch/watch.h"
 
+/* ------------------------------------------------------- system call seam */
+
+/*
+ * Every ptrace, waitpid and process_vm_readv of the monitor goes through
+ * these (sys.c) so tests can make the Nth one fail (the target vanishing).
+ */
+long mon_ptrace(int req, pid_t tid, void *addr, void *data);
+pid_t mon_sys_waitpid(pid_t pid, int *status, int flags);
+struct iovec;
+ssize_t mon_sys_vm_readv(pid_t pid, const struct iovec *local, unsigned long nlocal,
+                         const struct iovec *remote, unsigned long nremote, unsigned long flags);
+long mon_sys_peek(pid_t pid, uint64_t addr);
+/* The decoder's memory reads, through the seam. */
+extern const decode_mem_ops mon_decode_mem_ops;
+
+typedef struct mon_sys_hook {
+	uint64_t fail_at; /* the call (1-based, since the hook was set) to act on; 0 = none */
+	int err; /* errno a ptrace or process_vm_readv fails with (a wait: EINTR); 0 = it runs */
+	void (*before)(uint64_t call, void *ctx); /* run just before that call, or NULL */
+	void *ctx;
+} mon_sys_hook;
+
+/* Install (NULL: remove) the hook and restart the count. Tests only. */
+void mon_sys_set_hook(const mon_sys_hook *h);
+/* Calls made through the seam since the hook was last set. */
+uint64_t mon_sys_calls(void);
+
 /* ------------------------------------------------------------ shadow maps */
 
 typedef struct map_range {
@@ -67,6 +94,10 @@ typedef struct mon_thread {
 	bool queued_sig; /* signal caught during an injection, to deliver */
 	siginfo_t queued;
 	uint64_t segv_retry; /* fault address + 1 of a SIGSEGV being retried */
+	uint64_t fault_page; /* page of our fault the pending instruction is stepped over */
+	bool segv_lift;      /* SIGSEGV blocked in this thread: holds one lift (sigstate.c) */
+	bool suspect;        /* a request to resume it failed: is it still in a stop? (wait.c) */
+	bool group_stop;     /* an injected call met its group-stop: it is in that stop now */
 	uint64_t fs_base;
 	uint64_t rseq_addr;
 	uint32_t rseq_len;
@@ -100,26 +131,43 @@ typedef struct monitor {
 	uint64_t lift_epoch;
 	VEC(lomas_sample) samples;
 	char *command;
-	lomas_status error; /* first fatal error seen by the loop */
+	lomas_status error; /* first fatal error seen by the loop (mon_fail) */
+	char errmsg[512];   /* its message */
 	pid_t cur_tid;      /* the stopped thread injections run in */
 	bool sync_needed;   /* watches changed: bring protections in line at the next stop */
+	bool segv_ignored;  /* the process ignores SIGSEGV: holds one lift (sigstate.c) */
+	/* wait.c */
+	size_t wait_next;    /* the sweep starts after the thread that reported last */
+	bool wait_poll;      /* SIGCHLD cannot wake us: sleep in growing steps instead */
+	bool wait_slept;     /* the last sleep timed out */
+	unsigned backoff_us; /* the next polling sleep */
 } monitor;
 
 /* Spawn argv (program_path resolved) stopped at its exec; EXITKILL set. */
 lomas_status mon_spawn(monitor *m, const char *program_path, char *const argv[]);
+/* Kill the spawned child pid (traced or not) and reap it. */
+void mon_kill_reap(pid_t pid);
 /* Seize every thread of pid and stop them. */
 lomas_status mon_attach(monitor *m, pid_t pid);
 /* A thread record by tid (NULL if unknown). */
 mon_thread *mon_thread_of(monitor *m, pid_t tid);
 /* Add a thread record. */
 lomas_status mon_add_thread(monitor *m, pid_t tid, mon_thread **out);
+/* Record the session's first fatal error (st, with the current message); returns st. */
+lomas_status mon_fail(monitor *m, lomas_status st);
+/* Record every thread of the process not known yet (a clone whose tid was not learnt). */
+lomas_status mon_adopt_threads(monitor *m);
 /* Live threads (not gone). */
 size_t mon_live_threads(const monitor *m);
 /*
- * Wait for the next stop of any traced thread for at most timeout_ms (-1 =
- * forever). 1 with *t and *status set, 0 on timeout, negative status on error.
+ * Wait for the next report of any traced thread for at most timeout_ms (-1 =
+ * forever), sleeping, never spinning (wait.c). 1 with *t and *status set; 0
+ * on timeout, when no thread is left to wait for, or when a signal handler
+ * of the caller's ran; a negative status on error.
  */
 int mon_wait(monitor *m, int timeout_ms, mon_thread **t, int *status);
+/* The same for one thread: 1 got a report, 0 timeout, -1 error (errno). */
+int mon_wait_tid(monitor *m, pid_t tid, int timeout_ms, int *status);
 /* waitpid(2), retried when a signal of the caller interrupts it. */
 pid_t mon_waitpid(pid_t pid, int *status, int flags);
 /* The thread's process ended / the thread is gone: bookkeeping from a wait status. */
@@ -130,11 +178,24 @@ void mon_reap(monitor *m, mon_thread *t, int status);
  * saved and restored). *ret gets the raw return value (negative errno).
  */
 lomas_status mon_inject(monitor *m, mon_thread *t, long nr, const uint64_t args[6], long *ret);
-/* Unmap the scratch page (before detaching). */
-void mon_drop_scratch(monitor *m, mon_thread *t);
+/* Unmap the scratch page (before detaching); kept if that fails, to be tried again. */
+lomas_status mon_drop_scratch(monitor *m, mon_thread *t);
 
 /* Bring every live thread to a stop, restore everything, detach. */
 lomas_status mon_detach(monitor *m);
+
+/* ------------------------------------------------ the target's signal state */
+
+/*
+ * Re-read whether SIGSEGV is blocked in t (a stopped thread) and take or drop
+ * its lift accordingly; call wherever t's mask may have changed (a system
+ * call or a signal delivery finished, a new thread's first stop, exec).
+ */
+void sig_guard_thread(monitor *m, mon_thread *t);
+/* Re-read whether the process ignores SIGSEGV (after rt_sigaction, exec, at start). */
+void sig_refresh_ignored(monitor *m);
+/* t is gone: drop the lift it held. */
+void sig_forget_thread(monitor *m, mon_thread *t);
 
 /* ---------------------------------------------------------- step clock */
 
@@ -144,6 +205,19 @@ void step_free(monitor *m);
 lomas_status step_begin(monitor *m);
 /* Handle one stop of thread t with wait status st, and resume it. */
 lomas_status step_handle(monitor *m, mon_thread *t, int st, bool detaching);
+/* step.c, for stops.c: a new thread's sampler; the pending instruction retired. */
+void step_thread_init(monitor *m, mon_thread *t);
+void step_commit(monitor *m, mon_thread *t);
+/* A fault on our page at addr: lift it for t's next step. */
+void step_our_fault(monitor *m, mon_thread *t, uint64_t addr);
+/* Drop the lifts t holds for a finished call or delivery, and its fault lifts. */
+void step_release(monitor *m, mon_thread *t, bool syscall_done);
+/* Resume t with a single-step, delivering sig (with siginfo si) if non-zero. */
+lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si);
+/* t reported a group-stop (or met one in an injected call): it stays stopped (LISTEN). */
+lomas_status step_group_stop(monitor *m, mon_thread *t, bool detaching);
+/* t vanished without a report, or ended: release what it held, mark it gone. */
+void step_thread_gone(monitor *m, mon_thread *t);
 /* Restore every protection (before detach); t: a stopped thread to inject from. */
 lomas_status step_restore(monitor *m, mon_thread *t);
 /* The profile so far. */

@@ -47,6 +47,39 @@ lomas_status mon_add_thread(monitor *m, pid_t tid, mon_thread **out)
 	return LOMAS_OK;
 }
 
+lomas_status mon_fail(monitor *m, lomas_status st)
+{
+	if (st && !m->error) {
+		m->error = st;
+		snprintf(m->errmsg, sizeof m->errmsg, "%s", lomas_error_message());
+		if (!m->errmsg[0])
+			snprintf(m->errmsg, sizeof m->errmsg, "%s", lomas_strerror(st));
+	}
+	return st;
+}
+
+lomas_status mon_adopt_threads(monitor *m)
+{
+	char path[64];
+	DIR *d;
+	struct dirent *de;
+	lomas_status st = LOMAS_OK;
+	snprintf(path, sizeof path, "/proc/%d/task", (int)m->pid);
+	if (!(d = opendir(path)))
+		return error_set(LOMAS_ETARGET, "%s: %s", path, strerror(errno));
+	while (!st && (de = readdir(d))) {
+		pid_t tid = (pid_t)atoi(de->d_name);
+		mon_thread *t;
+		if (tid <= 0 || mon_thread_of(m, tid))
+			continue;
+		/* Traced already (PTRACE_O_TRACECLONE): its first stop is on its way. */
+		if (!(st = mon_add_thread(m, tid, &t)))
+			step_thread_init(m, t);
+	}
+	closedir(d);
+	return st;
+}
+
 size_t mon_live_threads(const monitor *m)
 {
 	size_t n = 0;
@@ -64,9 +97,26 @@ pid_t mon_waitpid(pid_t pid, int *status, int flags)
 {
 	pid_t r;
 	do
-		r = waitpid(pid, status, flags);
+		r = mon_sys_waitpid(pid, status, flags);
 	while (r < 0 && errno == EINTR);
 	return r;
+}
+
+void mon_kill_reap(pid_t pid)
+{
+	int status;
+	kill(pid, SIGKILL);
+	/*
+	 * A traced child killed may still stop once (PTRACE_EVENT_EXIT) before
+	 * it dies: let it go on until it is reaped (bounded: a wait may fail).
+	 */
+	for (int i = 0; i < 16; i++) {
+		if (mon_waitpid(pid, &status, __WALL) != pid)
+			return;
+		if (WIFEXITED(status) || WIFSIGNALED(status))
+			return;
+		mon_ptrace(PTRACE_CONT, pid, NULL, NULL);
+	}
 }
 
 static lomas_status ptrace_error(const char *what, pid_t pid, int err)
@@ -113,7 +163,8 @@ lomas_status mon_spawn(monitor *m, const char *program_path, char *const argv[])
 		close(pipefd[0]);
 		return error_set(LOMAS_ETARGET, "the child did not stop before exec");
 	}
-	if (ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)(TRACE_OPTS | PTRACE_O_EXITKILL)) < 0) {
+	if (mon_ptrace(PTRACE_SEIZE, pid, NULL, (void *)(long)(TRACE_OPTS | PTRACE_O_EXITKILL)) <
+	    0) {
 		err = errno;
 		kill(pid, SIGKILL);
 		mon_waitpid(pid, &status, 0);
@@ -141,23 +192,19 @@ lomas_status mon_spawn(monitor *m, const char *program_path, char *const argv[])
 		}
 		if ((status >> 16) == PTRACE_EVENT_EXEC)
 			break;
-		ptrace(PTRACE_CONT, pid, NULL, NULL);
+		/* Not resumed, it would never report again: no wait for it then. */
+		if (mon_ptrace(PTRACE_CONT, pid, NULL, NULL) < 0) {
+			err = errno;
+			close(pipefd[0]);
+			return error_set(LOMAS_ETARGET, "PTRACE_CONT(%d): %s", (int)pid,
+			                 strerror(err));
+		}
 	}
 	close(pipefd[0]);
 	if ((st = mon_add_thread(m, pid, &t)))
 		return st;
 	t->state = MT_STOPPED;
 	return LOMAS_OK;
-}
-
-/* Seize one thread; 0, or an errno. */
-static int seize_one(pid_t tid)
-{
-	if (ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)TRACE_OPTS) < 0)
-		return errno;
-	if (ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0)
-		return errno;
-	return 0;
 }
 
 lomas_status mon_attach(monitor *m, pid_t pid)
@@ -180,18 +227,26 @@ lomas_status mon_attach(monitor *m, pid_t pid)
 			mon_thread *t;
 			if (tid <= 0 || mon_thread_of(m, tid))
 				continue;
-			if ((err = seize_one(tid))) {
+			if (mon_ptrace(PTRACE_SEIZE, tid, NULL, (void *)(long)TRACE_OPTS) < 0) {
+				err = errno;
 				if (err == ESRCH && tid != pid)
 					continue; /* it exited meanwhile */
 				closedir(d);
 				return ptrace_error("PTRACE_SEIZE", tid, err);
 			}
+			/* Recorded before anything can fail: detaching lets go of it. */
 			if ((st = mon_add_thread(m, tid, &t))) {
+				mon_ptrace(PTRACE_DETACH, tid, NULL, NULL);
 				closedir(d);
 				return st;
 			}
 			t->state = MT_RUNNING;
 			more = true;
+			if (mon_ptrace(PTRACE_INTERRUPT, tid, NULL, NULL) < 0) {
+				err = errno;
+				closedir(d);
+				return ptrace_error("PTRACE_INTERRUPT", tid, err);
+			}
 		}
 		closedir(d);
 	}
@@ -208,15 +263,29 @@ lomas_status mon_attach(monitor *m, pid_t pid)
 				break;
 			}
 			if ((status >> 16) == PTRACE_EVENT_STOP) {
+				int sig = WSTOPSIG(status);
 				t->state = MT_STOPPED;
+				if (sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN ||
+				    sig == SIGTTOU) {
+					/*
+					 * Stopped by job control before we came: it stays
+					 * stopped until its SIGCONT, as without us.
+					 */
+					if (mon_ptrace(PTRACE_LISTEN, t->tid, NULL, NULL) == 0)
+						t->state = MT_LISTEN;
+				}
 				break;
 			}
 			/* A signal arrived first: keep it for later and go on to the interrupt. */
-			if ((status >> 16) == 0) {
-				if (ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &t->queued) == 0)
+			if ((status >> 16) == 0 && !t->queued_sig) {
+				if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &t->queued) == 0)
 					t->queued_sig = true;
 			}
-			ptrace(PTRACE_CONT, t->tid, NULL, NULL);
+			if (mon_ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0) {
+				/* Still in that stop: detaching lets go of it from there. */
+				t->state = MT_STOPPED;
+				return ptrace_error("PTRACE_CONT", t->tid, errno);
+			}
 		}
 	}
 	if (m->ended)
@@ -233,77 +302,29 @@ void mon_reap(monitor *m, mon_thread *t, int status)
 	}
 }
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-int mon_wait(monitor *m, int timeout_ms, mon_thread **out, int *status)
-{
-	uint64_t deadline = timeout_ms < 0 ? UINT64_MAX : mono_ms() + (uint64_t)timeout_ms;
-	unsigned spins = 0;
-	for (;;) {
-		size_t live = 0;
-		mon_thread *only = NULL;
-		for (size_t i = 0; i < m->threads.n; i++) {
-			mon_thread *t = &m->threads.items[i];
-			if (t->state == MT_GONE || t->state == MT_STOPPED)
-				continue;
-			live++;
-			only = t;
-		}
-		if (!live)
-			return 0;
-		if (live == 1 && timeout_ms < 0) {
-			pid_t r = waitpid(only->tid, status, __WALL);
-			if (r == only->tid) {
-				*out = only;
-				return 1;
-			}
-			if (errno == EINTR)
-				continue;
-			if (errno ==
-			    ECHILD) { /* vanished without a report (exec by another thread) */
-				only->state = MT_GONE;
-				continue;
-			}
-			return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)only->tid,
-			                 strerror(errno));
-		}
-		/* Several threads: poll each; a thread in a blocking call may never stop. */
-		for (size_t i = 0; i < m->threads.n; i++) {
-			mon_thread *t = &m->threads.items[i];
-			if (t->state == MT_GONE || t->state == MT_STOPPED)
-				continue;
-			pid_t r = waitpid(t->tid, status, __WALL | WNOHANG);
-			if (r == t->tid) {
-				*out = t;
-				return 1;
-			}
-			if (r < 0 && errno == ECHILD)
-				t->state = MT_GONE;
-		}
-		if (mono_ms() >= deadline)
-			return 0;
-		/* Back off gently: 0 µs for a while (steps take ~85 µs), then 50 µs. */
-		if (++spins > 64) {
-			struct timespec ts = {0, 50000};
-			nanosleep(&ts, NULL);
-		}
-	}
-}
-
 /* ------------------------------------------------------- syscall injection */
 
-/* Run the instruction at `at` (a syscall) with regs set; wait for its step to end. */
+/* Put saved registers back; once more if the first request fails. */
+static lomas_status restore_regs(mon_thread *t, const struct user_regs_struct *saved)
+{
+	if (mon_ptrace(PTRACE_SETREGS, t->tid, NULL, (void *)saved) == 0 ||
+	    mon_ptrace(PTRACE_SETREGS, t->tid, NULL, (void *)saved) == 0)
+		return LOMAS_OK;
+	return error_set(LOMAS_ETARGET, "PTRACE_SETREGS(%d): %s", (int)t->tid, strerror(errno));
+}
+
+/*
+ * Run the instruction at `at` (a syscall) with regs set; wait for its step to
+ * end. Whatever fails after the registers were changed, they are put back:
+ * a thread left with the injection's registers would run on in our page.
+ */
 static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long nr,
                                    const uint64_t a[6], long *ret)
 {
 	struct user_regs_struct saved, r;
+	lomas_status st = LOMAS_OK;
 	int status;
-	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &saved) < 0)
+	if (mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &saved) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
 		                 strerror(errno));
 	r = saved;
@@ -316,17 +337,22 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 	r.r10 = a[3];
 	r.r8 = a[4];
 	r.r9 = a[5];
-	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0)
+	if (mon_ptrace(PTRACE_SETREGS, t->tid, NULL, &r) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_SETREGS(%d): %s", (int)t->tid,
 		                 strerror(errno));
 	for (int tries = 0;; tries++) {
-		if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL) < 0)
-			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
-			                 strerror(errno));
-		if (mon_waitpid(t->tid, &status, __WALL) != t->tid)
-			return error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)t->tid,
-			                 strerror(errno));
+		if (mon_ptrace(PTRACE_SINGLESTEP, t->tid, NULL, NULL) < 0) {
+			st = error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
+			               strerror(errno));
+			break;
+		}
+		if (mon_waitpid(t->tid, &status, __WALL) != t->tid) {
+			st = error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)t->tid,
+			               strerror(errno));
+			break;
+		}
 		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			step_thread_gone(m, t);
 			mon_reap(m, t, status);
 			return error_set(LOMAS_ETARGET, "thread %d ended during an injected call",
 			                 (int)t->tid);
@@ -335,27 +361,55 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 			t->state = MT_EXITING;
 			return error_set(LOMAS_ETARGET, "thread %d is exiting", (int)t->tid);
 		}
+		if ((status >> 16) == PTRACE_EVENT_STOP &&
+		    (WSTOPSIG(status) == SIGSTOP || WSTOPSIG(status) == SIGTSTP ||
+		     WSTOPSIG(status) == SIGTTIN || WSTOPSIG(status) == SIGTTOU)) {
+			/*
+			 * The group-stop another thread began reached this one before
+			 * the call ran (the trap comes on the way back to user mode):
+			 * nothing ran; its registers back, it takes part in the stop
+			 * (stepping on would leave it the only thread running).
+			 */
+			t->group_stop = true;
+			st = error_set(LOMAS_ESTATE, "thread %d entered a group-stop", (int)t->tid);
+			break;
+		}
 		if ((status >> 16) == 0 && WSTOPSIG(status) != SIGTRAP) {
 			/* A signal came first: keep it, and run the call. */
 			siginfo_t si;
-			if (ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0 && !t->queued_sig) {
+			int sig = WSTOPSIG(status);
+			if ((sig == SIGSEGV || sig == SIGBUS || sig == SIGILL) &&
+			    mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &r) == 0 &&
+			    (r.rip == at || r.rip == at + 2)) {
+				/* Our instruction faulted (our page is gone): not the program's. */
+				st = error_set(LOMAS_ETARGET,
+				               "the injected call faulted (signal %d)", sig);
+				break;
+			}
+			if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) < 0) {
+				memset(&si, 0, sizeof si);
+				si.si_signo = WSTOPSIG(status); /* delivered all the same */
+			}
+			if (!t->queued_sig) {
 				t->queued = si;
 				t->queued_sig = true;
 			}
 			continue;
 		}
-		if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
-			return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
-			                 strerror(errno));
+		if (mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0) {
+			st = error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
+			               strerror(errno));
+			break;
+		}
 		if (r.rip == at + 2 || tries > 8)
 			break;
 	}
-	*ret = (long)r.rax;
-	m->stats.injected++;
-	if (ptrace(PTRACE_SETREGS, t->tid, NULL, &saved) < 0)
-		return error_set(LOMAS_ETARGET, "PTRACE_SETREGS(%d): %s", (int)t->tid,
-		                 strerror(errno));
-	return LOMAS_OK;
+	if (!st) {
+		*ret = (long)r.rax;
+		m->stats.injected++;
+	}
+	lomas_status rs = restore_regs(t, &saved);
+	return st ? st : rs;
 }
 
 /* Map the scratch page holding `syscall; int3`, using a temporarily poked syscall at rip. */
@@ -366,27 +420,31 @@ static lomas_status make_scratch(monitor *m, mon_thread *t)
 	    0, m->page_size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0};
 	long word, patched, ret = 0;
 	lomas_status st;
-	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
+	if (mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
 		                 strerror(errno));
 	errno = 0;
-	word = ptrace(PTRACE_PEEKTEXT, t->tid, (void *)r.rip, NULL);
+	word = mon_ptrace(PTRACE_PEEKTEXT, t->tid, (void *)r.rip, NULL);
 	if (errno)
 		return error_set(LOMAS_ETARGET, "cannot read the code of %d: %s", (int)t->tid,
 		                 strerror(errno));
 	patched = (long)(((uint64_t)word & ~0xffffull) | 0x050full);
-	if (ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)patched) < 0)
+	if (mon_ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)patched) < 0)
 		return error_set(LOMAS_ETARGET, "cannot write the code of %d: %s", (int)t->tid,
 		                 strerror(errno));
 	st = run_syscall_at(m, t, r.rip, SYS_mmap, args, &ret);
-	ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)word);
+	/* The program's own code back, whatever happened (once more if refused). */
+	if (mon_ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)word) < 0 &&
+	    mon_ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)word) < 0 && !st)
+		st = error_set(LOMAS_ETARGET, "cannot restore the code of %d: %s", (int)t->tid,
+		               strerror(errno));
 	if (st)
 		return st;
 	if (ret < 0 && ret > -4096)
 		return error_set(LOMAS_ETARGET, "mmap of the scratch page failed: %s",
 		                 strerror((int)-ret));
 	/* syscall; int3 x 6 (ptrace writes through the read-only mapping, FOLL_FORCE). */
-	if (ptrace(PTRACE_POKETEXT, t->tid, (void *)ret, (void *)0xcccccccccccc050full) < 0)
+	if (mon_ptrace(PTRACE_POKETEXT, t->tid, (void *)ret, (void *)0xcccccccccccc050full) < 0)
 		return error_set(LOMAS_ETARGET, "cannot fill the scratch page: %s",
 		                 strerror(errno));
 	m->scratch = (uint64_t)ret;
@@ -402,14 +460,28 @@ lomas_status mon_inject(monitor *m, mon_thread *t, long nr, const uint64_t args[
 	return run_syscall_at(m, t, m->syscall_insn, nr, args, ret);
 }
 
-void mon_drop_scratch(monitor *m, mon_thread *t)
+lomas_status mon_drop_scratch(monitor *m, mon_thread *t)
 {
 	uint64_t args[6] = {m->scratch, m->page_size, 0, 0, 0, 0};
-	long ret;
+	maps_shadow now = {{0}};
+	long ret = 0;
+	lomas_status st;
 	if (!m->scratch)
-		return;
+		return LOMAS_OK;
+	/* A try whose outcome was unknown may have unmapped it already. */
+	if (maps_read(&now, m->pid) == LOMAS_OK && !maps_find(&now, m->scratch)) {
+		maps_free(&now);
+		m->scratch = m->syscall_insn = 0;
+		return LOMAS_OK;
+	}
+	maps_free(&now);
 	/* The munmap returns to the unmapped page's next byte: run_syscall_at only steps. */
-	run_syscall_at(m, t, m->syscall_insn, SYS_munmap, args, &ret);
+	if ((st = run_syscall_at(m, t, m->syscall_insn, SYS_munmap, args, &ret)))
+		return st; /* kept: detaching tries again */
+	if (ret < 0 && ret > -4096)
+		return error_set(LOMAS_ETARGET, "munmap of our page in %d failed: %s", (int)m->pid,
+		                 strerror((int)-ret));
 	m->scratch = 0;
 	m->syscall_insn = 0;
+	return LOMAS_OK;
 }

@@ -3,8 +3,12 @@
  * instruction is decoded before it runs and its references are counted when
  * it retires (the step report). Samples start at the points the sampler
  * chooses; the sampled line is watched by the mprotect engine, and REUSE IS
- * DETECTED BY THE FAULT: the fault's page and the faulting instruction's
- * decoded references say which reference (its clock) touched the line.
+ * DETECTED BY THE FAULT: the target's next touch of the page faults, the
+ * fault lifts the page for that one step, and when the faulting instruction
+ * retires its decoded references say which reference (its clock) touched
+ * the line ("reuse by fault"). The reports themselves are handled in
+ * stops.c; the target's signal state that faults must not change, in
+ * sigstate.c.
  *
  * Where a watched page is not PROT_NONE while an instruction runs (a system
  * call or signal delivery lifted the protections, another thread is stepping
@@ -24,13 +28,6 @@
 #include <sys/wait.h>
 
 #include "monitor.h"
-
-#ifndef TRAP_TRACE
-#define TRAP_TRACE 2
-#endif
-#ifndef TRAP_BRKPT
-#define TRAP_BRKPT 1
-#endif
 
 struct rseq_conf {
 	uint64_t rseq_abi_pointer;
@@ -54,8 +51,15 @@ static int eng_mprotect(void *ctx, uint64_t addr, uint64_t len, int prot)
 	long ret = 0;
 	if (!t || t->state == MT_GONE || t->state == MT_EXITING)
 		return -ESRCH;
+	/*
+	 * Not from a thread in a group-stop: the injected call's step would end
+	 * its stop, PTRACE_LISTEN would then fail and the thread sit in a
+	 * ptrace-stop nobody resumes (SIGCONT was lost so, and the target hung).
+	 */
+	if (t->state == MT_LISTEN || t->group_stop)
+		return MPROT_DEFER;
 	if (mon_inject(m, t, SYS_mprotect, args, &ret))
-		return -EIO;
+		return t->group_stop ? MPROT_DEFER : MPROT_UNKNOWN; /* group-stop: nothing ran */
 	return (int)ret;
 }
 
@@ -106,6 +110,7 @@ lomas_status step_init(monitor *m, const struct lomas_config *cfg)
 		                                "watch=mprotect with the step clock");
 	if ((st = decoder_new(&m->dec)))
 		return st;
+	decoder_set_mem_ops(m->dec, &mon_decode_mem_ops);
 	if ((st = mprot_init(&m->eng, &ops, cfg->line_size, (uint32_t)m->page_size,
 	                     cfg->max_samples_live)))
 		return st;
@@ -125,7 +130,7 @@ void step_free(monitor *m)
 	m->samples.n = m->samples.cap = 0;
 }
 
-static void thread_clock_init(monitor *m, mon_thread *t)
+void step_thread_init(monitor *m, mon_thread *t)
 {
 	/* Each thread its own sample stream, reproducible from the seed. */
 	step_sampler_init(&t->sampler, m->cfg.seed + 0x9e3779b97f4a7c15ull * t->index, m->period,
@@ -141,7 +146,7 @@ static void refresh_tcb(monitor *m, mon_thread *t, const struct user_regs_struct
 	struct rseq_conf rc;
 	uint64_t old_fs = t->fs_base, old_rseq = t->rseq_addr;
 	t->fs_base = r->fs_base;
-	if (ptrace(PTRACE_GET_RSEQ_CONFIGURATION, t->tid, (void *)sizeof rc, &rc) > 0 &&
+	if (mon_ptrace(PTRACE_GET_RSEQ_CONFIGURATION, t->tid, (void *)sizeof rc, &rc) > 0 &&
 	    rc.rseq_abi_pointer) {
 		t->rseq_addr = rc.rseq_abi_pointer;
 		t->rseq_len = rc.rseq_abi_size ? rc.rseq_abi_size : 32;
@@ -204,7 +209,7 @@ static void start_sample(monitor *m, mon_thread *t, uint64_t clock, const decode
 	uint64_t id = m->samples.n;
 	lomas_status st;
 	if (vec_reserve(&m->samples, m->samples.n + 1)) {
-		m->error = LOMAS_ENOMEM;
+		mon_fail(m, error_set(LOMAS_ENOMEM, "the step clock ran out of memory"));
 		return;
 	}
 	m->samples.items[m->samples.n++] = s;
@@ -235,7 +240,7 @@ static void start_sample(monitor *m, mon_thread *t, uint64_t clock, const decode
 }
 
 /* The pending instruction retired: count its references, end and start samples. */
-static void commit(monitor *m, mon_thread *t)
+void step_commit(monitor *m, mon_thread *t)
 {
 	const decode_insn *in = &t->pending;
 	uint64_t c0 = t->pending_c0;
@@ -249,9 +254,12 @@ static void commit(monitor *m, mon_thread *t)
 		for (uint64_t l = l0;; l = l1) {
 			watch_entry e;
 			if (watch_table_page_count(&m->eng.table, l) &&
-			    (relaxed || !mprot_is_ours(&m->eng, l))) {
+			    (relaxed || !mprot_is_certain(&m->eng, l))) {
 				if (watch_table_remove(&m->eng.table, l, t->index, &e)) {
-					end_sample(m, e.sample, c0 + j, in->pc, false);
+					bool by_fault =
+					    t->fault_page &&
+					    (l & m->eng.table.page_mask) == t->fault_page;
+					end_sample(m, e.sample, c0 + j, in->pc, by_fault);
 					m->sync_needed = true;
 				}
 				mark_cross(m, l, t->index);
@@ -266,43 +274,44 @@ static void commit(monitor *m, mon_thread *t)
 	}
 	t->clock = c0 + in->nrefs;
 	t->have_pending = false;
+	t->fault_page = 0;
 }
 
-/* A fault on a page we protected: end the samples it reuses, lift the page for one step. */
-static void our_fault(monitor *m, mon_thread *t, uint64_t addr)
+/*
+ * A fault on a page we protected: lift the page for one step of t. The
+ * samples it reuses end when the instruction retires (step_commit(), which checks
+ * the lifted page's lines against the decoded references), not here: an
+ * instruction that faults may still never retire (a genuine fault behind
+ * ours: a write to the program's own read-only page, whose handler
+ * siglongjmps away), and a reference that never happened ends nothing.
+ */
+void step_our_fault(monitor *m, mon_thread *t, uint64_t addr)
 {
 	uint64_t page = addr & m->eng.table.page_mask;
-	bool ended = false, on_page = false;
-	watch_entry e;
+	bool watched = false;
 	if (t->have_pending) {
 		const decode_insn *in = &t->pending;
 		for (unsigned j = 0; j < in->nrefs; j++) {
 			uint64_t l0, l1;
 			ref_lines(m, &in->refs[j], &l0, &l1);
 			for (uint64_t l = l0;; l = l1) {
-				if ((l & m->eng.table.page_mask) == page) {
-					on_page = true;
-					if (watch_table_remove(&m->eng.table, l, t->index, &e)) {
-						end_sample(m, e.sample, t->pending_c0 + j, in->pc,
-						           true);
-						ended = true;
-					}
-					mark_cross(m, l, t->index);
-				}
+				if ((l & m->eng.table.page_mask) == page &&
+				    watch_table_find(&m->eng.table, l, t->index, NULL))
+					watched = true;
 				if (l == l1)
 					break;
 			}
 		}
 	}
 	/*
-	 * No decoded reference of the instruction touches a watched line of the page:
-	 * an instruction fetch, a touch of another line (false positive), or an
-	 * access the decoder does not model. The clock counts decoded references
-	 * only, so the last is not a reuse point either; the sample stays watched.
+	 * No decoded reference of the instruction touches a line of the page t
+	 * watches: an instruction fetch, a touch of another line (false
+	 * positive), or an access the decoder does not model. The clock counts
+	 * decoded references only, so the last is not a reuse point either.
 	 */
-	(void)on_page;
-	if (!ended)
+	if (!watched)
 		m->eng.stats.false_positives++;
+	t->fault_page = page;
 	mprot_fault_lift(&m->eng, addr, t->index);
 	m->sync_needed = true;
 }
@@ -316,9 +325,11 @@ static bool is_mem_syscall(long nr)
 }
 
 /* Drop the lifts t holds and the pages it stepped over (t is stopped). */
-static void release(monitor *m, mon_thread *t, bool syscall_done)
+void step_release(monitor *m, mon_thread *t, bool syscall_done)
 {
 	if (t->delivering) {
+		/* The handler's mask is in force now: SIGSEGV may be blocked in it. */
+		sig_guard_thread(m, t);
 		t->delivering = false;
 		if (m->eng.lift_depth > 0)
 			m->eng.lift_depth--;
@@ -331,10 +342,14 @@ static void release(monitor *m, mon_thread *t, bool syscall_done)
 			if (maps_read(&m->maps, m->pid) == LOMAS_OK)
 				mprot_maps_changed(&m->eng);
 			decoder_invalidate(m->dec, 0, UINT64_MAX);
-			if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) == 0)
+			if (mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &r) == 0)
 				refresh_tcb(m, t, &r);
 			mprot_maps_changed(&m->eng);
 		}
+		/* Before this call's lift goes: its mask or disposition may need one. */
+		sig_guard_thread(m, t);
+		if (t->sysno == SYS_rt_sigaction)
+			sig_refresh_ignored(m);
 		t->in_syscall = false;
 		if (m->eng.lift_depth > 0)
 			m->eng.lift_depth--;
@@ -343,17 +358,46 @@ static void release(monitor *m, mon_thread *t, bool syscall_done)
 	mprot_fault_done(&m->eng, t->index);
 }
 
+/*
+ * Is t stopped inside a system call that will restart when it runs on? The
+ * -ERESTART* values are never returned to the program; they show only while
+ * the call's signal is being handled (include/linux/errno.h).
+ */
+static bool restarting(const struct user_regs_struct *r)
+{
+	long ax = (long)r->rax;
+	return (long)r->orig_rax >= 0 &&
+	       (ax == -512 || ax == -513 || ax == -514 || ax == -516); /* ERESTARTSYS...BLOCK */
+}
+
 /* Decode the instruction at t's rip into t->pending. */
 static lomas_status decode_next(monitor *m, mon_thread *t)
 {
 	struct user_regs_struct r;
 	lomas_status st;
-	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
+	if (mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
 		                 strerror(errno));
 	if (t->fs_base != r.fs_base)
 		refresh_tcb(m, t, &r);
-	st = decoder_at(m->dec, t->tid, &r, &t->pending);
+	if (restarting(&r)) {
+		/*
+		 * A system call interrupted by a signal (reported to us even when
+		 * the program ignores it), a group-stop or an interrupt: when t
+		 * runs on without a handler, the kernel restarts it (rip - 2, or
+		 * restart_syscall; arch_do_signal_or_restart()). What runs next is
+		 * that call, which references nothing we count and must run lifted
+		 * like any call; a handler's entry would end the step unretired.
+		 */
+		memset(&t->pending, 0, sizeof t->pending);
+		t->pending.pc = r.rip - 2;
+		t->pending.len = 2;
+		t->pending.syscall = true;
+		r.rax = r.orig_rax;
+		st = LOMAS_OK;
+	} else {
+		st = decoder_at(m->dec, t->tid, &r, &t->pending);
+	}
 	if (st && (mprot_is_ours(&m->eng, r.rip) || mprot_is_ours(&m->eng, r.rip + 14))) {
 		/* Code on a page we protected: the fetch itself touches the page. */
 		uint64_t a = mprot_is_ours(&m->eng, r.rip) ? r.rip : r.rip + 14;
@@ -365,24 +409,47 @@ static lomas_status decode_next(monitor *m, mon_thread *t)
 		/* Not an instruction we can decode: it will fault (SIGILL) or run uncounted. */
 		memset(&t->pending, 0, sizeof t->pending);
 		t->pending.pc = r.rip;
+		/*
+		 * The vsyscall page (execute-only, unreadable): the kernel emulates
+		 * gettimeofday, time or getcpu there and writes the caller's buffer;
+		 * a page of ours there would earn the program a SIGSEGV
+		 * (arch/x86/entry/vsyscall/vsyscall_64.c). Lifted like a call.
+		 */
+		t->pending.syscall =
+		    r.rip >= 0xffffffffff600000ull && r.rip < 0xffffffffff601000ull;
 		error_clear();
 	}
 	t->pending_c0 = t->clock;
 	t->have_pending = true;
 	if (t->pending.syscall && !t->in_syscall) {
 		t->in_syscall = true;
-		t->sysno = (long)r.orig_rax == -1 ? (long)r.rax : (long)r.rax;
+		t->sysno = (long)r.rax;
 		mprot_lift(&m->eng);
 	}
 	return LOMAS_OK;
 }
 
+/* A signal t could not be resumed with: detaching delivers it again. */
+static void keep_signal(mon_thread *t, int sig, const siginfo_t *si)
+{
+	if (!sig || t->queued_sig)
+		return;
+	if (si) {
+		if (si != &t->queued)
+			t->queued = *si;
+	} else {
+		memset(&t->queued, 0, sizeof t->queued);
+		t->queued.si_signo = sig;
+	}
+	t->queued_sig = true;
+}
+
 /* Resume t with a single-step, delivering sig (with its siginfo) if non-zero. */
-static lomas_status resume_step(monitor *m, mon_thread *t, int sig, siginfo_t *si)
+lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 {
 	lomas_status st;
 	if (!t->have_pending && (st = decode_next(m, t)))
-		return st;
+		return keep_signal(t, sig, si), st;
 	if (m->sync_needed) {
 		m->sync_needed = false;
 		mprot_sync(&m->eng);
@@ -402,214 +469,27 @@ static lomas_status resume_step(monitor *m, mon_thread *t, int sig, siginfo_t *s
 		t->delivering = true;
 		mprot_lift(&m->eng);
 		if (si)
-			ptrace(PTRACE_SETSIGINFO, t->tid, NULL, si);
+			mon_ptrace(PTRACE_SETSIGINFO, t->tid, NULL, si);
 		m->stats.signals++;
 	}
+	if (t->group_stop) {
+		/* A call injected from t met a group-stop (ptrace.c): t takes part in it. */
+		keep_signal(t, sig, si);
+		if (sig) {
+			t->delivering = false;
+			if (m->eng.lift_depth > 0)
+				m->eng.lift_depth--;
+		}
+		return step_group_stop(m, t, false);
+	}
 	t->resume_epoch = m->eng.lift_events;
-	if (ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) < 0)
-		return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
-		                 strerror(errno));
+	if (mon_ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) < 0) {
+		st = error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
+		               strerror(errno));
+		keep_signal(t, sig, si);
+		return st;
+	}
 	m->stats.steps++;
 	t->state = MT_RUNNING;
 	return LOMAS_OK;
-}
-
-static void handle_exec(monitor *m, mon_thread *t)
-{
-	for (size_t i = 0; i < m->threads.n; i++) {
-		mon_thread *o = &m->threads.items[i];
-		if (o != t && o->state != MT_GONE)
-			o->state = MT_GONE; /* exec ended every other thread */
-		o->in_syscall = o->delivering = o->queued_sig = false;
-	}
-	t->have_pending = false;
-	t->fs_base = 0;
-	t->rseq_addr = 0;
-	mprot_forget_all(&m->eng);
-	maps_read(&m->maps, m->pid);
-	decoder_invalidate(m->dec, 0, UINT64_MAX);
-	m->scratch = 0;
-	m->syscall_insn = 0;
-	m->sync_needed = false;
-}
-
-static bool is_stop_signal(int sig)
-{
-	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
-}
-
-lomas_status step_begin(monitor *m)
-{
-	lomas_status st;
-	if ((st = maps_read(&m->maps, m->pid)))
-		return st;
-	for (size_t i = 0; i < m->threads.n; i++) {
-		mon_thread *t = &m->threads.items[i];
-		thread_clock_init(m, t);
-	}
-	for (size_t i = 0; i < m->threads.n; i++) {
-		mon_thread *t = &m->threads.items[i];
-		if (t->state != MT_STOPPED)
-			continue;
-		m->cur_tid = t->tid;
-		if ((st = resume_step(m, t, 0, NULL)))
-			return st;
-	}
-	return LOMAS_OK;
-}
-
-static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool detaching);
-
-/*
- * A thread's report: handle it and resume the thread. When that fails with
- * LOMAS_ETARGET because the thread is being killed (PTRACE_SINGLESTEP fails
- * with ESRCH on a tracee a SIGKILL is ending, and reading its memory fails
- * too), the thread is marked running again, so that the next mon_wait
- * collects its death. Left marked stopped, mon_wait passed it over: a
- * session whose only thread it was polled forever without a system call
- * while the target sat in its ptrace-stop (lomas-demo record of a target
- * killed under it hung so, once in twenty kills).
- */
-lomas_status step_handle(monitor *m, mon_thread *t, int status, bool detaching)
-{
-	pid_t tid = t->tid;
-	lomas_status st = handle_stop(m, t, status, detaching);
-	mon_thread *u;
-	if (st == LOMAS_ETARGET && !detaching && (u = mon_thread_of(m, tid)) &&
-	    u->state == MT_STOPPED)
-		u->state = MT_RUNNING;
-	return st;
-}
-
-static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool detaching)
-{
-	pid_t tid = t->tid;
-	int sig, ev;
-	siginfo_t si;
-	m->cur_tid = tid;
-	if (WIFEXITED(status) || WIFSIGNALED(status)) {
-		if (t->delivering && m->eng.lift_depth > 0)
-			m->eng.lift_depth--;
-		if (t->in_syscall && m->eng.lift_depth > 0)
-			m->eng.lift_depth--;
-		t->delivering = t->in_syscall = false;
-		mon_reap(m, t, status);
-		m->sync_needed = true;
-		return LOMAS_OK;
-	}
-	if (!WIFSTOPPED(status))
-		return LOMAS_OK;
-	sig = WSTOPSIG(status);
-	ev = status >> 16;
-	t->state = MT_STOPPED;
-	switch (ev) {
-	case PTRACE_EVENT_EXIT:
-		/* Keep its lifts: the kernel still writes clear_child_tid while it exits. */
-		t->have_pending = false;
-		t->state = MT_EXITING;
-		if (!detaching)
-			ptrace(PTRACE_CONT, tid, NULL, NULL);
-		return LOMAS_OK;
-	case PTRACE_EVENT_CLONE: {
-		unsigned long nt = 0;
-		mon_thread *n;
-		if (ptrace(PTRACE_GETEVENTMSG, tid, NULL, &nt) == 0 && nt &&
-		    !mon_thread_of(m, (pid_t)nt)) {
-			if (mon_add_thread(m, (pid_t)nt, &n))
-				return m->error = LOMAS_ENOMEM;
-			thread_clock_init(m, n);
-			t = mon_thread_of(m, tid); /* the array may have moved */
-		}
-		return detaching ? LOMAS_OK : resume_step(m, t, 0, NULL);
-	}
-	case PTRACE_EVENT_EXEC:
-		handle_exec(m, t);
-		return detaching ? LOMAS_OK : resume_step(m, t, 0, NULL);
-	case PTRACE_EVENT_STOP:
-		if (is_stop_signal(sig)) {
-			/* Group-stop: stay stopped until SIGCONT (PTRACE_LISTEN), as natively. */
-			t->have_pending = false;
-			release(m, t, true);
-			if (m->sync_needed && !detaching) {
-				m->sync_needed = false;
-				mprot_sync(&m->eng);
-			}
-			t->state = MT_LISTEN;
-			if (!detaching)
-				ptrace(PTRACE_LISTEN, tid, NULL, NULL);
-			return LOMAS_OK;
-		}
-		/* An interrupt, a new thread's first stop, or the end of a group-stop. */
-		if (t->state == MT_STOPPED && !t->have_pending && !detaching)
-			return resume_step(m, t, 0, NULL);
-		return detaching ? LOMAS_OK : resume_step(m, t, 0, NULL);
-	default: break;
-	}
-	if (ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) < 0)
-		memset(&si, 0, sizeof si);
-	if (sig == SIGTRAP &&
-	    (si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT || si.si_code == SIGTRAP)) {
-		/* Our step report: the pending instruction retired (or a handler was entered). */
-		bool retired = si.si_code != SIGTRAP && t->have_pending;
-		t->segv_retry = 0;
-		if (retired)
-			commit(m, t);
-		t->have_pending = false;
-		release(m, t, true);
-		return detaching ? LOMAS_OK : resume_step(m, t, 0, NULL);
-	}
-	if (sig == SIGSEGV && si.si_code > 0 && mprot_is_ours(&m->eng, (uint64_t)si.si_addr)) {
-		our_fault(m, t, (uint64_t)si.si_addr);
-		if (detaching)
-			return LOMAS_OK;
-		/* Step the same instruction again, now that the page is lifted. */
-		if (m->sync_needed) {
-			m->sync_needed = false;
-			mprot_sync(&m->eng);
-		}
-		t->resume_epoch = m->eng.lift_events - 1; /* the fault lifted a page: relaxed */
-		if (ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) < 0)
-			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)tid,
-			                 strerror(errno));
-		m->stats.steps++;
-		t->state = MT_RUNNING;
-		return LOMAS_OK;
-	}
-	if (sig == SIGSEGV && si.si_code > 0 && !detaching && t->have_pending &&
-	    t->segv_retry != (uint64_t)si.si_addr + 1 &&
-	    mprot_is_lifted(&m->eng, (uint64_t)si.si_addr)) {
-		/*
-		 * The page was ours when the access faulted, but another thread lifted
-		 * it since: run the instruction again; if it still faults, it is genuine.
-		 */
-		t->segv_retry = (uint64_t)si.si_addr + 1;
-		m->eng.stats.faults++;
-		t->resume_epoch = m->eng.lift_events - 1;
-		if (ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) < 0)
-			return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)tid,
-			                 strerror(errno));
-		m->stats.steps++;
-		t->state = MT_RUNNING;
-		return LOMAS_OK;
-	}
-	t->segv_retry = 0;
-	/* A genuine signal: the pending instruction did not run; deliver it unchanged. */
-	t->have_pending = false;
-	release(m, t, true);
-	if (detaching) {
-		t->queued = si;
-		t->queued_sig = true;
-		return LOMAS_OK;
-	}
-	return resume_step(m, t, sig, &si);
-}
-
-lomas_status step_restore(monitor *m, mon_thread *t)
-{
-	lomas_status st;
-	m->cur_tid = t->tid;
-	m->eng.lift_depth = 0;
-	st = mprot_restore_all(&m->eng);
-	mon_drop_scratch(m, t);
-	return st;
 }

@@ -172,6 +172,60 @@ void store_add_totals(const sample_store *st, profile_sample_source *src);
  */
 void store_thin(sample_store *st, const inline_alloc *a);
 
+/* ------------------------------------------------------ exited threads */
+
+/* What the profile needs of an exited thread besides its samples. */
+typedef struct exited_info {
+	uint64_t tid, refs, lost;
+	double base_period;
+	uint32_t index;
+	uint8_t level; /* period level (period auto) */
+	bool adaptive; /* period auto: thinned with the process */
+} exited_info;
+
+/* A store's stream, copied: k streams past the store's level (its death
+ * level, see store_push, is store_level + k). */
+typedef struct exited_stream {
+	uint64_t n, len;
+	uint8_t k;
+} exited_stream;
+
+/* An exited thread: this header, nstreams exited_stream, their bytes. */
+typedef struct exited_rec {
+	uint64_t size; /* bytes of the record, a multiple of 8 */
+	uint64_t tid, refs, lost, n;
+	double base_period;
+	uint32_t index, store_level;
+	uint8_t level, adaptive, nstreams;
+} exited_rec;
+
+/*
+ * The exited threads' records, one after another (exited.c: no libc but
+ * memset, memcpy and memmove; the caller passes the allocator).
+ */
+typedef struct exited_arena {
+	uint8_t *mem;
+	size_t len, cap;
+	uint64_t count;
+	uint32_t thinned_level; /* the level of the last exited_thin */
+} exited_arena;
+
+/*
+ * Append a thread (info) with the samples of its store st (NULL: none; st
+ * is only read). Before the arena grows, every record is brought to level
+ * and thinned to floor (exited_thin). False when memory ran out.
+ */
+bool exited_add(exited_arena *a, const inline_alloc *al, const exited_info *info,
+                const sample_store *st, uint32_t level, uint32_t floor);
+/* The record after prev (NULL: the first), or NULL. */
+const exited_rec *exited_next(const exited_arena *a, const exited_rec *prev);
+/* Bring every period-auto record to level and drop its streams below floor
+ * (as sampler_thin_to does a thread's store), compacting the arena. */
+void exited_thin(exited_arena *a, uint32_t level, uint32_t floor);
+/* A read-only store over r's streams (for store_iter, store_next_block). */
+void exited_view(const exited_rec *r, sample_store *view);
+void exited_free(exited_arena *a, const inline_alloc *al);
+
 /* ----------------------------------------------------------- watch table */
 
 #define WT_NONE UINT32_MAX

@@ -6,9 +6,9 @@
  *    L 04222cac,4      a load  (one reference)
  *    S 7ff000398,8     a store (one reference)
  *    M 0421ce20,4      a modify: a load then a store (two references)
- * Valgrind's own lines start "==PID==" (or "--PID--", "**PID**") and are
- * skipped whatever their length. Lackey has no threads: all is thread 0.
- * Parsing is by hand over large reads: no sscanf, no per-line stdio.
+ * Valgrind's own lines start "==PID==" (or "--PID--", "**PID**", or "###"
+ * for its DWARF reader's notes) and are skipped whatever their length. Lackey has no threads: all
+ * is thread 0. Parsing is by hand over large reads: no sscanf, no per-line stdio.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -55,11 +55,18 @@ static lomas_status bad_line(const lackey *lk, const char *what, const char *s, 
 	                 show);
 }
 
-/* A Valgrind message line: "==123==", "--123--" or "**123**" then anything. */
+/*
+ * A line Valgrind itself wrote into the log: "==123==", "--123--" or
+ * "**123**" then anything (its messages, debug lines and errors), or "###"
+ * then anything (the DWARF reader's notes printed without a pid, e.g.
+ * "### unhandled dwarf2 abbrev form code 0x25" for clang's DWARF 5 in 3.19).
+ */
 static bool is_valgrind_line(const char *s, size_t len)
 {
 	char m;
 	size_t i = 2, d;
+	if (len >= 3 && s[0] == '#' && s[1] == '#' && s[2] == '#')
+		return true;
 	if (len < 5)
 		return false;
 	m = s[0];
@@ -225,12 +232,14 @@ lomas_status lackey_read_stream(const lomas_config *cfg, FILE *in, const char *n
 lomas_status lomas_trace_analyze_lackey_stream(const lomas_config *cfg, FILE *in, const char *name,
                                                lomas_profile **out)
 {
+	error_clear();
 	return lackey_read_stream(cfg, in, name, LACKEY_BUF_BYTES, out);
 }
 
 lomas_status lomas_trace_analyze_lackey(const lomas_config *cfg, const char *path,
                                         lomas_profile **out)
 {
+	error_clear();
 	FILE *f;
 	lomas_status st;
 	if (!out)

@@ -370,6 +370,7 @@ found:
 
 lomas_status lomas_trace_new(const lomas_config *cfg, lomas_trace **out)
 {
+	error_clear();
 	struct lomas_trace *t;
 	lomas_status st;
 	if (!out)
@@ -430,6 +431,7 @@ lomas_status trace_ref_fast(struct lomas_trace *t, uint64_t thread, uint64_t add
 lomas_status lomas_trace_ref(lomas_trace *t, uint64_t thread, uint64_t addr, uint64_t pc,
                              lomas_ref_kind kind)
 {
+	error_clear();
 	if (!t)
 		return error_set(LOMAS_EINVAL, "lomas_trace_ref: trace is NULL");
 	if (t->finished)
@@ -449,6 +451,10 @@ static lomas_status build_profile(struct lomas_trace *t, uint64_t wlen, uint64_t
 		uint64_t r = t->threads.items[k].refs;
 		base[k] = nwin;
 		nwin += r / wlen + (r % wlen != 0);
+		if (r > UINT64_MAX - refs) /* as profile_validate requires */
+			return error_set(
+			    LOMAS_ERANGE,
+			    "trace: the threads' references add up to more than 2^64-1");
 		refs += r;
 		if (nwin > UINT32_MAX)
 			return error_set(LOMAS_ERANGE,
@@ -501,6 +507,7 @@ static void release_tables(struct lomas_trace *t)
 
 lomas_status lomas_trace_finish(lomas_trace *t, lomas_profile **out)
 {
+	error_clear();
 	struct lomas_profile *p = NULL;
 	uint64_t wlen, *base;
 	lomas_status st;

@@ -70,26 +70,34 @@ static lomas_status apply(mprot_engine *e, mprot_page *p, bool reprotect)
 {
 	bool want = want_none(e, p);
 	int r;
-	if (want == p->prot_none)
+	if (want == p->prot_none && !p->unsure)
 		return LOMAS_OK;
 	if (want) {
 		r = e->ops.mprotect(e->ops.ctx, p->page, e->page_size, PROT_NONE);
-		if (r == 0) {
+		if (r == MPROT_DEFER)
+			return LOMAS_OK;
+		if (r == 0 || r == MPROT_UNKNOWN) {
+			/* Unknown: assume it is protected (a fault there is ours), redo it. */
 			p->prot_none = true;
+			p->unsure = r != 0;
 			e->stats.protects++;
 			if (reprotect)
 				e->stats.reprotects++;
 		}
 	} else if (p->orig < 0) {
-		p->prot_none = false; /* unmapped meanwhile: nothing left to restore */
+		p->prot_none = p->unsure = false; /* unmapped meanwhile: nothing to restore */
 		r = 0;
 	} else {
 		r = e->ops.mprotect(e->ops.ctx, p->page, e->page_size, p->orig);
+		if (r == MPROT_DEFER)
+			return LOMAS_OK;
 		if (r == 0) {
-			p->prot_none = false;
+			p->prot_none = p->unsure = false;
 			e->stats.restores++;
-			e->lift_events++;
+		} else if (r == MPROT_UNKNOWN) {
+			p->prot_none = p->unsure = true; /* maybe still protected: redo it */
 		}
+		e->lift_events++; /* it may be readable now: reuse by decode (step.c) */
 	}
 	if (r) {
 		e->stats.failures++;
@@ -133,6 +141,12 @@ bool mprot_is_ours(const mprot_engine *e, uint64_t addr)
 	return p && p->prot_none;
 }
 
+bool mprot_is_certain(const mprot_engine *e, uint64_t addr)
+{
+	const mprot_page *p = pagemap_find(&e->pages, addr & e->table.page_mask);
+	return p && p->prot_none && !p->unsure;
+}
+
 bool mprot_is_lifted(const mprot_engine *e, uint64_t addr)
 {
 	const mprot_page *p = pagemap_find(&e->pages, addr & e->table.page_mask);
@@ -155,6 +169,26 @@ lomas_status mprot_fault_lift(mprot_engine *e, uint64_t addr, uint32_t thread)
 	return apply(e, p, false);
 }
 
+lomas_status mprot_hold(mprot_engine *e, uint64_t addr, uint32_t thread)
+{
+	mprot_page *p = pagemap_find(&e->pages, addr & e->table.page_mask);
+	if (!p)
+		return error_set(LOMAS_EINVAL, "not a page of ours");
+	p->temp_owner = (int)thread;
+	return apply(e, p, false);
+}
+
+bool mprot_held_by(const mprot_engine *e, uint64_t addr, uint32_t thread)
+{
+	const mprot_page *p = pagemap_find(&e->pages, addr & e->table.page_mask);
+	return p && p->temp_owner == (int)thread && !p->prot_none;
+}
+
+bool mprot_is_tracked(const mprot_engine *e, uint64_t addr)
+{
+	return pagemap_find(&e->pages, addr & e->table.page_mask) != NULL;
+}
+
 void mprot_fault_done(mprot_engine *e, uint32_t thread)
 {
 	for (size_t i = 0; i < e->pages.cap; i++) {
@@ -163,6 +197,15 @@ void mprot_fault_done(mprot_engine *e, uint32_t thread)
 			p->temp_owner = -1;
 			apply(e, p, true);
 		}
+	}
+}
+
+void mprot_fault_forget(mprot_engine *e, uint32_t thread)
+{
+	for (size_t i = 0; i < e->pages.cap; i++) {
+		mprot_page *p = pagemap_at(&e->pages, i);
+		if (p && p->temp_owner == (int)thread)
+			p->temp_owner = -1;
 	}
 }
 

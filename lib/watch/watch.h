@@ -110,8 +110,17 @@ static inline size_t watch_table_size(const watch_table *t)
 
 /* ---------------------------------------------------------- mprotect engine */
 
+/* mprot_ops.mprotect's answer when the call cannot be made now: retried at the next sync. */
+#define MPROT_DEFER 1
+/* ... when the call was attempted but whether it ran is unknown (redone at the next sync). */
+#define MPROT_UNKNOWN 2
+
 typedef struct mprot_ops {
-	/* Run mprotect(addr, len, prot) in the target: 0 or a negative errno. */
+	/*
+	 * Run mprotect(addr, len, prot) in the target: 0, a negative errno, or
+	 * MPROT_DEFER (no thread to run it in now, e.g. the process is in a
+	 * group-stop that an injected call would end), or MPROT_UNKNOWN.
+	 */
 	int (*mprotect)(void *ctx, uint64_t addr, uint64_t len, int prot);
 	/* The target's own protection of the page (PROT_* bits), -1 if unmapped. */
 	int (*page_prot)(void *ctx, uint64_t page);
@@ -126,6 +135,7 @@ typedef struct mprot_page {
 	int temp_owner; /* thread lifting it for one step, or -1 */
 	bool prot_none; /* currently PROT_NONE because of us */
 	bool pinned;    /* never protected: reuse on it is found from decoded references */
+	bool unsure;    /* the last call's outcome is unknown: prot_none is a guess, redo it */
 } mprot_page;
 
 typedef struct mprot_stats {
@@ -162,14 +172,28 @@ lomas_status mprot_watch(mprot_engine *e, uint64_t addr, uint32_t thread, uint64
 bool mprot_unwatch(mprot_engine *e, uint64_t addr, uint32_t thread, watch_entry *out);
 /* Is the page holding addr PROT_NONE because of us right now? */
 bool mprot_is_ours(const mprot_engine *e, uint64_t addr);
+/* ... and known to be so (not a guess after a failed call)? */
+bool mprot_is_certain(const mprot_engine *e, uint64_t addr);
 /* Is the page holding addr watched but currently readable (lifted)? */
 bool mprot_is_lifted(const mprot_engine *e, uint64_t addr);
 /* Is the page holding addr one we never protect? */
 bool mprot_is_pinned(const mprot_engine *e, uint64_t addr);
 /* A fault on our page: give it back its protection for thread's next step. */
 lomas_status mprot_fault_lift(mprot_engine *e, uint64_t addr, uint32_t thread);
+/*
+ * The page holding addr (tracked) gets the program's own protection for
+ * thread's next step, whatever other lifts come and go (a fault there that
+ * may be a stale one of ours); mprot_fault_done ends it.
+ */
+lomas_status mprot_hold(mprot_engine *e, uint64_t addr, uint32_t thread);
+/* Is the page holding addr held with its own protection for thread? */
+bool mprot_held_by(const mprot_engine *e, uint64_t addr, uint32_t thread);
+/* Is the page holding addr one the engine has state for (watched, or protected)? */
+bool mprot_is_tracked(const mprot_engine *e, uint64_t addr);
 /* thread's step is over: pages it lifted go back under watch. */
 void mprot_fault_done(mprot_engine *e, uint32_t thread);
+/* thread is gone: pages it lifted go back under watch at the next sync. */
+void mprot_fault_forget(mprot_engine *e, uint32_t thread);
 /* Lift every protection (nested); mprot_unlift() undoes one level. */
 lomas_status mprot_lift(mprot_engine *e);
 lomas_status mprot_unlift(mprot_engine *e);

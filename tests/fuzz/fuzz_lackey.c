@@ -1,7 +1,8 @@
 /*
  * Fuzz target for the Valgrind lackey reader: the input is a trace file.
  * It is read twice, through the public stream function and with the
- * smallest read buffer (lines split across reads); both must agree.
+ * smallest read buffer (lines split across reads); both must agree, and a
+ * message never carries a control character.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -29,6 +30,10 @@ static lomas_profile *analyze(const lomas_config *cfg, const uint8_t *data, size
 		*st = lomas_trace_analyze_lackey_stream(cfg, f, "fuzz", &p);
 	fclose(f);
 	snprintf(msg, msg_len, "%s", lomas_error_message());
+	/* A message quotes the bad line: never a control character (a terminal's escape). */
+	for (const unsigned char *c = (const unsigned char *)msg; *c; c++)
+		if (*c < 0x20 || *c == 0x7f)
+			abort();
 	if (*st == LOMAS_OK && (!p || profile_validate(p) != LOMAS_OK))
 		abort();
 	if (*st != LOMAS_OK && p)

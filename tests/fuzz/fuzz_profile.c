@@ -1,14 +1,16 @@
 /*
  * Fuzz target for the profile-file reader: decode arbitrary bytes; when they
  * load, re-encode, reload and re-encode again (the two encodings must match:
- * a loaded profile survives a round trip unchanged), and export as JSON and
- * CSV so every field of the loaded object is read.
+ * a loaded profile survives a round trip unchanged), model it (no ratio may
+ * be NaN or infinite), and export as JSON and CSV so every field of the
+ * loaded object is read. A refused file's message has no control character.
  *
  * Random mutations almost never keep the CRCs right, which would stop the
  * fuzzer at the CRC checks; so each input is also decoded a second time with
  * every CRC that the table lets us locate recomputed (fix_crcs), letting
  * mutations reach the section decoders.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,8 +67,24 @@ static void one(const uint8_t *data, size_t size)
 	size_t tlen = 0;
 	FILE *f;
 
-	if (profile_load_buffer(data, size, "fuzz", &p) != LOMAS_OK)
+	if (profile_load_buffer(data, size, "fuzz", &p) != LOMAS_OK) {
+		/* Messages quote keys and names from the file: never a control character. */
+		for (const unsigned char *c = (const unsigned char *)lomas_error_message(); *c; c++)
+			if (*c < 0x20 || *c == 0x7f)
+				abort();
 		return;
+	}
+	/* No model call returns NaN or infinity for a profile that loads. */
+	for (int policy = 0; policy < 2; policy++) {
+		static const uint64_t sizes[] = {64, 4096, 65536, 1 << 20, 1ull << 34};
+		double r[sizeof sizes / sizeof sizes[0]];
+		for (unsigned cold = 0; cold < 2; cold++)
+			if (lomas_model_curve(p, (lomas_policy)policy, sizes, 5, 0, cold, r) ==
+			    LOMAS_OK)
+				for (size_t i = 0; i < 5; i++)
+					if (!isfinite(r[i]))
+						abort();
+	}
 	if (profile_save_buffer(p, &a, &alen) == LOMAS_OK) {
 		if (profile_load_buffer(a, alen, "re-encoded", &q) != LOMAS_OK)
 			abort(); /* the encoder wrote what the decoder rejects */

@@ -412,3 +412,40 @@ def test_closed_stdout_does_not_crash(chase_profile):
             r = subprocess.run([DEMO, "export", "--csv", prof], stdout=full,
                                stderr=subprocess.PIPE, text=True, timeout=60)
         one_line_error(r, "export", "(?i)no space left|write")
+
+
+def test_curve_ci_columns(chase_profile):
+    """--ci adds random_lo,random_hi,lru_lo,lru_hi (and the JSON fields);
+    the estimates are those without --ci, inside their bounds; the same
+    seed gives the same bounds."""
+    prof, _ = chase_profile
+    sizes = "16K,64K,256K,1M"
+    plain = parse_csv(demo("curve", "--sizes", sizes, prof).stdout)[1]
+    r = demo("curve", "--ci", "--ci-resamples", "40", "--seed", "5", "--sizes", sizes, prof)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0] == "size_bytes,random,lru,random_lo,random_hi,lru_lo,lru_hi"
+    rows = parse_csv(r.stdout)[1]
+    for row, base in zip(rows, plain):
+        rnd, lru, rlo, rhi, llo, lhi = map(float, row[1:])
+        assert row[:3] == base
+        assert rlo <= rnd <= rhi and llo <= lru <= lhi
+    again = demo("curve", "--ci", "--ci-resamples", "40", "--seed", "5", "--sizes", sizes, prof)
+    assert again.stdout == r.stdout
+    j = demo("curve", "--ci", "--ci-resamples", "40", "--json", "--policy", "lru", "--sizes",
+             sizes, prof)
+    assert j.returncode == 0, j.stderr
+    for obj in json.loads(j.stdout):
+        assert set(obj) == {"size_bytes", "lru", "lru_lo", "lru_hi"}
+    bad = demo("curve", "--ci-level", "1.5", prof)
+    assert bad.returncode == 2 and "--ci-level" in bad.stderr
+
+
+def test_report_shades_confidence_bands(chase_profile):
+    prof, _ = chase_profile
+    r = demo("report", "--ci", "--no-color", prof)
+    assert r.returncode == 0, r.stderr
+    assert "95% confidence band" in r.stdout
+    graph = r.stdout.split("working-set graph", 1)[1]
+    assert "." in graph.split("bytes", 1)[0]
+    n = demo("report", "--no-ci", "--no-color", prof)
+    assert n.returncode == 0 and "confidence band" not in n.stdout

@@ -414,3 +414,176 @@ def test_analyze_lackey_counts(tmp_path):
     assert info.refs == n
     assert info.samples == n
     assert info.line_size == 128
+
+
+# ---------------------------------------------- arguments C cannot hold
+
+def test_nul_in_strings_is_refused(tmp_path, mixed):
+    # A C string ends at its first NUL: "a.lomas\0.txt" would be "a.lomas".
+    cut = str(tmp_path / "a.lomas") + "\0.txt"
+    with pytest.raises(ValueError, match="null"):
+        lomas.Profile.load(cut)
+    with pytest.raises(ValueError, match="null"):
+        lomas.analyze_lackey(cut, period=1)
+    with feed(mixed[:200]) as p:
+        with pytest.raises(ValueError, match="null"):
+            p.save(cut)
+        assert not (tmp_path / "a.lomas").exists()
+        with pytest.raises(ValueError, match="null"):
+            p.save(os.fsencode(cut))
+        with pytest.raises(ValueError, match="null"):
+            p.meta_set("key\0hidden", "v")
+        with pytest.raises(ValueError, match="null"):
+            p.meta_set("key", "value\0hidden")
+        with pytest.raises(ValueError, match="null"):
+            p.meta_get("clock\0")
+        assert "key" not in p.meta
+    with lomas.Config() as c:
+        with pytest.raises(ValueError, match="null"):
+            c.set("period\0x", 5)
+        with pytest.raises(ValueError, match="null"):
+            c.set("period", "5\0" + "0")
+        assert c.get("period") == "auto"
+    with pytest.raises(ValueError, match="null"):
+        lomas.Trace(period="1\0" + "00")
+
+
+def test_integers_out_of_range_are_refused_not_wrapped(mixed):
+    # Each of these used to reach C wrapped to 32 or 64 bits.
+    for bad in (2 ** 33 + 64, 2 ** 32 + 64, -64, 2 ** 64):
+        with pytest.raises(ValueError):
+            lomas.Profile.new(bad)
+    for bad in (64.0, "64", None, True):
+        with pytest.raises(TypeError):
+            lomas.Profile.new(bad)
+    for bad in (2 ** 40, 2 ** 32 + 64, -1):
+        with pytest.raises(ValueError):
+            lomas.default_sizes(bad)
+    with feed(mixed[:500]) as p:
+        for bad in (2 ** 40, 2 ** 32 + 64, -64):
+            with pytest.raises(ValueError):
+                p.miss_ratio(4096, line_bytes=bad)
+            with pytest.raises(ValueError):
+                p.curve([4096], line_bytes=bad)
+        for bad in (-1, 2 ** 64, 2 ** 64 + 4096):
+            with pytest.raises(ValueError):
+                p.miss_ratio(bad)
+            with pytest.raises(ValueError):
+                p.curve([4096, bad])
+        with pytest.raises(TypeError):
+            p.miss_ratio(4096.0)
+        for bad in (True, 2, -1, "fifo", None, 0.0):
+            with pytest.raises(ValueError):
+                p.curve([4096], policy=bad)
+    with pytest.raises(ValueError):
+        lomas.strerror(2 ** 40)
+    assert lomas.strerror(lomas.EIO) == "input/output error"
+
+
+def test_trace_arguments_are_checked():
+    t = lomas.Trace(period=1)
+    for kw in ({"addr": -1}, {"addr": 2 ** 64}, {"addr": 0x10, "thread": -1},
+               {"addr": 0x10, "thread": 2 ** 64}, {"addr": 0x10, "pc": -5},
+               {"addr": 0x10, "pc": 2 ** 70}):
+        with pytest.raises(ValueError):
+            t.ref(**kw)
+    for kind in ("bogus", "LOAD", 2, -1, 2 ** 32, True, None):
+        with pytest.raises(ValueError):
+            t.ref(0x10, kind=kind)
+    with pytest.raises(TypeError):
+        t.ref(16.0)
+    with pytest.raises(ValueError):
+        t.refs([0x10, 0x20, -0x30])
+    with pytest.raises(ValueError):
+        t.refs([0x10], kind="bogus")
+    t.ref(0x10, kind="store")
+    t.ref(2 ** 64 - 1, thread=2 ** 64 - 1, pc=2 ** 64 - 1, kind=lomas.REF_LOAD)
+    with t.finish() as p:
+        info = p.info
+    # Only the references that were valid reached the clock: 0x10 and 0x20, then two more.
+    assert info.refs == 4
+    assert info.threads == 2
+
+
+def test_profile_from_a_handle_is_refused():
+    # A Profile over an arbitrary pointer made the library read it (SIGSEGV).
+    for h in (12345, 0, None, ctypes.c_void_p(12345), "x"):
+        with pytest.raises(TypeError):
+            lomas.Profile(h)
+    with pytest.raises(TypeError):
+        lomas.Profile()
+
+
+def test_foreign_and_closed_objects(tmp_path, mixed):
+    a, b = feed(mixed[:300]), feed(mixed[300:600])
+    with pytest.raises(TypeError):
+        a.merge("b.lomas")
+    with pytest.raises(TypeError):
+        a.merge(lomas.Config())
+    with pytest.raises(lomas.LomasError) as e:
+        a.merge(a)
+    assert e.value.status == lomas.EINVAL
+    b.close()
+    with pytest.raises(ValueError):
+        a.merge(b)
+    a.close()
+    a.close()  # twice is fine
+    path = tmp_path / "x.lomas"
+    for call in (lambda: a.info, lambda: a.meta, lambda: a.meta_get("clock"),
+                 lambda: a.meta_set("k", "v"), lambda: a.samples(), lambda: a.windows(),
+                 lambda: a.threads(), lambda: a.miss_ratio(4096), lambda: a.curve([4096]),
+                 lambda: a.save(path), lambda: b.merge(a)):
+        with pytest.raises(ValueError):
+            call()
+    assert not path.exists()
+    assert repr(a) == "<lomas.Profile closed>"
+    cfg = lomas.Config(period=1)
+    cfg.close()
+    for call in (lambda: cfg.set("period", 2), lambda: cfg.get("period"),
+                 lambda: lomas.Trace(config=cfg), lambda: lomas.analyze_lackey(path, config=cfg)):
+        with pytest.raises(ValueError):
+            call()
+    for bad in ("period=1", {"period": 1}, 5):
+        with pytest.raises(TypeError):
+            lomas.Trace(config=bad)
+        with pytest.raises(TypeError):
+            lomas.analyze_lackey(path, config=bad)
+    t = lomas.Trace(period=1)
+    t.ref(0x40)
+    t.finish().close()
+    for call in (lambda: t.ref(0x40), lambda: t.refs([0x40]), lambda: t.finish()):
+        with pytest.raises(ValueError):
+            call()
+
+
+def test_error_message_is_cleared_by_a_later_success(tmp_path, mixed):
+    with pytest.raises(lomas.LomasError):
+        lomas.Profile.load(tmp_path / "missing.lomas")
+    assert lomas._lomas_error_message() != b""
+    with feed(mixed[:200]) as p:  # Trace new, ref, finish: each succeeds
+        assert lomas._lomas_error_message() == b""
+        with pytest.raises(lomas.LomasError):
+            p.meta_get("no such key")
+        p.info
+        assert lomas._lomas_error_message() == b""
+
+
+# -------------------------------------------------------- confidence intervals
+
+def test_curve_ci(mixed):
+    """ci=True: (ratio, lo, hi) per size, the ratio that of curve(),
+    lo <= ratio <= hi, deterministic for a seed, wider at a higher level."""
+    with feed(mixed, period=5, seed=3) as p:
+        sizes = [1024, 4096, 16384]
+        for policy in ("random", "lru"):
+            plain = p.curve(sizes, policy=policy)
+            ci = p.curve(sizes, policy=policy, ci=True, resamples=60, seed=9)
+            assert [r for r, _, _ in ci] == plain
+            assert all(lo <= r <= hi for r, lo, hi in ci)
+            assert ci == p.curve(sizes, policy=policy, ci=True, resamples=60, seed=9)
+            narrow = p.curve(sizes, policy=policy, ci=True, level=0.5, resamples=60, seed=9)
+            assert all(n[1] >= w[1] and n[2] <= w[2] for n, w in zip(narrow, ci))
+        with pytest.raises(ValueError):
+            p.curve(sizes, ci=True, level=1.5)
+        with pytest.raises(ValueError):
+            p.curve(sizes, ci=True, resamples=1)

@@ -313,7 +313,9 @@ static void check_shape(const shape *sh, bool check_cold)
 		printf("accuracy %-14s 1/%-5.0f %7zu samples  MAE random %.3f pp  lru %.3f pp",
 		       sh->name, periods[pi], ns, 100 * e_r, 100 * e_l);
 		/* StatStack over the whole profile, for comparison. */
-		assert_int_equal(model_curve_lru_global(p, sizes, nsz, 0, model), LOMAS_OK);
+		model_opts global = {.grouping = MODEL_GROUP_GLOBAL};
+		assert_int_equal(
+		    model_curve_opts(p, LOMAS_POLICY_LRU, sizes, nsz, 0, &global, model), LOMAS_OK);
 		printf("  (lru whole-profile %.3f pp)", 100 * mae(model, lru, nsz));
 		/* Phases are where per-window StatStack must be better. */
 		if (sh->kind == PHASES)

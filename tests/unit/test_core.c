@@ -8,7 +8,10 @@
 
 #include <cmocka.h>
 
+#include <float.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 
 #include "core/core.h"
 
@@ -25,6 +28,111 @@ static void test_errors(void **state)
 	assert_string_equal(lomas_error_message(), "");
 	assert_int_equal(lomas_version_number(), LOMAS_VERSION_NUMBER);
 	assert_string_equal(lomas_version(), LOMAS_VERSION_STRING);
+}
+
+/* text_escape on what a hostile file or path can hold; expected text written out by hand. */
+static void test_text_escape(void **state)
+{
+	static const struct {
+		const char *in;
+		const char *out;
+	} cases[] = {
+	    {"plain text / path.lomas", "plain text / path.lomas"},
+	    {"back\\slash \\x41 stays", "back\\slash \\x41 stays"},
+	    {"\x1b]0;title\x07", "\\x1b]0;title\\x07"},
+	    {"a\rb\nc\td", "a\\rb\\nc\\td"},
+	    {"\x01\x1f\x7f", "\\x01\\x1f\\x7f"},
+	    {"raw C1 \x9b"
+	     "31m",
+	     "raw C1 \\x9b31m"}, /* not UTF-8 */
+	    {"UTF-8 C1 \xc2\x9b"
+	     "31m \xc2\x85",
+	     "UTF-8 C1 \\u009b31m \\u0085"}, /* CSI, NEL */
+	    {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80",
+	     "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+	    {"\xe2\x80\xae rtl \xe2\x81\xa6x\xe2\x81\xa9 \xe2\x80\xa8",
+	     "\\u202e rtl \\u2066x\\u2069 \\u2028"},
+	    {"\xe2\x80\x8f\xe2\x80\x8e", "\\u200f\\u200e"},
+	    {"overlong \xc0\xaf \xe0\x80\xaf", "overlong \\xc0\\xaf \\xe0\\x80\\xaf"},
+	    {"surrogate \xed\xa0\x80", "surrogate \\xed\\xa0\\x80"},
+	    {"above U+10FFFF \xf4\x90\x80\x80", "above U+10FFFF \\xf4\\x90\\x80\\x80"},
+	    {"cut \xe2\x82", "cut \\xe2\\x82"},
+	    {"", ""},
+	};
+	char out[256], again[256];
+	(void)state;
+	for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		size_t n = text_escape(out, sizeof out, cases[i].in, strlen(cases[i].in));
+		assert_string_equal(out, cases[i].out);
+		assert_int_equal(n, strlen(out));
+		/* Escaping twice changes nothing (messages are built from messages). */
+		text_escape(again, sizeof again, out, strlen(out));
+		assert_string_equal(again, out);
+	}
+	/* An embedded NUL (len says so) is escaped too, not an end. */
+	text_escape(out, sizeof out, "a\0b", 3);
+	assert_string_equal(out, "a\\x00b");
+	/* Cut only at whole characters and escapes. */
+	assert_int_equal(text_escape(out, 6, "ab\x1b", 3), 2);
+	assert_string_equal(out, "ab");
+	assert_int_equal(text_escape(out, 4, "\xc3\xa9\xc3\xa9", 4), 2);
+	assert_string_equal(out, "\xc3\xa9");
+	assert_int_equal(text_escape(out, 1, "abc", 3), 0);
+	assert_string_equal(out, "");
+	/* Every message goes through it: error_set, error_prefix. */
+	error_set(LOMAS_EFORMAT, "%s: bad key '%s'", "x\x1b[2J.lomas", "k\rv");
+	assert_string_equal(lomas_error_message(), "x\\x1b[2J.lomas: bad key 'k\\rv'");
+	error_prefix(LOMAS_EFORMAT, "in \x07%s", "z");
+	assert_string_equal(lomas_error_message(), "in \\x07z: x\\x1b[2J.lomas: bad key 'k\\rv'");
+	error_clear();
+}
+
+static void *set_and_hold(void *arg)
+{
+	pthread_barrier_t *b = arg;
+	error_set(LOMAS_EIO, "thread message");
+	pthread_barrier_wait(&b[0]); /* set */
+	pthread_barrier_wait(&b[1]); /* the main thread cleared its own */
+	/* Another thread's error_clear never touches this thread's message. */
+	if (strcmp(lomas_error_message(), "thread message") != 0)
+		return (void *)1;
+	error_clear();
+	return lomas_error_message()[0] ? (void *)2 : NULL;
+}
+
+/* The message is per thread; error_clear's shortcut (no message anywhere) stays exact. */
+static void test_error_per_thread(void **state)
+{
+	pthread_barrier_t b[2];
+	pthread_t t;
+	void *ret;
+	(void)state;
+	error_clear();
+	assert_int_equal(atomic_load(&error_pending), 0);
+	pthread_barrier_init(&b[0], NULL, 2);
+	pthread_barrier_init(&b[1], NULL, 2);
+	assert_int_equal(pthread_create(&t, NULL, set_and_hold, b), 0);
+	pthread_barrier_wait(&b[0]);
+	assert_string_equal(lomas_error_message(), ""); /* not ours */
+	error_set(LOMAS_EINVAL, "main message");
+	assert_int_equal(atomic_load(&error_pending), 2);
+	error_clear();
+	assert_string_equal(lomas_error_message(), "");
+	assert_int_equal(atomic_load(&error_pending), 1);
+	pthread_barrier_wait(&b[1]);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	assert_null(ret);
+	assert_int_equal(atomic_load(&error_pending), 0);
+	/* Set, overwritten, prefixed: still one thread with a message. */
+	error_set(LOMAS_EIO, "a");
+	error_set(LOMAS_EIO, "b");
+	error_prefix(LOMAS_EIO, "c");
+	assert_int_equal(atomic_load(&error_pending), 1);
+	error_clear();
+	error_clear();
+	assert_int_equal(atomic_load(&error_pending), 0);
+	pthread_barrier_destroy(&b[0]);
+	pthread_barrier_destroy(&b[1]);
 }
 
 static void test_config(void **state)
@@ -268,16 +376,66 @@ static void test_merge(void **state)
 	assert_int_equal(lomas_profile_new(128, &d), LOMAS_OK);
 	assert_int_equal(lomas_profile_merge(a, d), LOMAS_EINVAL);
 	assert_int_equal(lomas_profile_merge(a, a), LOMAS_EINVAL);
+	/* References that would add up past 2^64-1: ERANGE, nothing merged. */
+	b->threads.items[0].refs = UINT64_MAX - 1000;
+	assert_int_equal(profile_validate(b), LOMAS_OK);
+	assert_int_equal(lomas_profile_merge(a, b), LOMAS_ERANGE);
+	assert_non_null(strstr(lomas_error_message(), "2^64"));
+	assert_int_equal(a->threads.n, 2);
+	assert_int_equal(a->samples.n, 6);
+	b->threads.items[0].refs = UINT64_MAX - 2000;
+	assert_int_equal(lomas_profile_merge(a, b), LOMAS_OK);
 	lomas_profile_free(a);
 	lomas_profile_free(b);
 	lomas_profile_free(c);
 	lomas_profile_free(d);
 }
 
+/* The weights and reference counts profile_validate lets through (2^-64..2^64). */
+static void test_validate_numbers(void **state)
+{
+	static const struct {
+		double w;
+		bool ok;
+	} weights[] = {
+	    {0x1p64, true},
+	    {0x1p-64, true},
+	    {1.0, true},
+	    {0x1p64 * (1 + 0x1p-52), false},
+	    {0x1p-64 * (1 - 0x1p-53), false},
+	    {DBL_MAX, false},
+	    {INFINITY, false},
+	    {NAN, false},
+	    {0.0, false},
+	    {-1.0, false},
+	    {5e-324, false},
+	};
+	lomas_profile *p = small_profile(NULL);
+	lomas_thread t2 = {.tid = 8, .refs = 0};
+	(void)state;
+	for (size_t i = 0; i < sizeof weights / sizeof weights[0]; i++) {
+		p->samples.items[1].weight = weights[i].w;
+		assert_int_equal(weight_valid(weights[i].w), weights[i].ok);
+		assert_int_equal(profile_validate(p), weights[i].ok ? LOMAS_OK : LOMAS_EFORMAT);
+		if (!weights[i].ok)
+			assert_non_null(strstr(lomas_error_message(), "sample 1: weight"));
+	}
+	p->samples.items[1].weight = 100;
+	assert_int_equal(profile_add_thread(p, &t2), LOMAS_OK);
+	p->threads.items[0].refs = UINT64_MAX;
+	assert_int_equal(profile_validate(p), LOMAS_OK);
+	p->threads.items[1].refs = 1;
+	assert_int_equal(profile_validate(p), LOMAS_EFORMAT);
+	assert_non_null(strstr(lomas_error_message(), "2^64-1"));
+	lomas_profile_free(p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_errors),
+	    cmocka_unit_test(test_text_escape),
+	    cmocka_unit_test(test_error_per_thread),
 	    cmocka_unit_test(test_config),
 	    cmocka_unit_test(test_rng),
 	    cmocka_unit_test(test_crc32),
@@ -285,6 +443,7 @@ int main(void)
 	    cmocka_unit_test(test_rng_gap_with),
 	    cmocka_unit_test(test_profile),
 	    cmocka_unit_test(test_merge),
+	    cmocka_unit_test(test_validate_numbers),
 	};
 	return cmocka_run_group_tests_name("core", tests, NULL, NULL);
 }

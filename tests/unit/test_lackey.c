@@ -176,6 +176,92 @@ static void test_malformed(void **state)
 	lomas_config_free(cfg);
 }
 
+/*
+ * Valgrind's own lines in a log, each prefix as Valgrind 3.19 writes it
+ * (the "###" notes of its DWARF reader come from a clang-16 -g program's
+ * DWARF 5), are skipped between trace lines, also when longer than any
+ * read buffer; near misses of each prefix are still refused by line number.
+ */
+static void test_valgrind_prefixes(void **state)
+{
+	static const char *const skipped[] = {
+	    "### unhandled dwarf2 abbrev form code 0x25",
+	    "### unhandled dwarf2 abbrev form code 0x1b",
+	    "###",
+	    "####### more hashes",
+	    "--12345-- warning: L3 cache found, using its data for the LL simulation.",
+	    "--1--",
+	    "==99== Lackey, an example Valgrind tool",
+	    "==99==",
+	    "**7** Valgrind's memory management: out of memory:",
+	    "**7**",
+	};
+	static const struct {
+		const char *line;
+		const char *what;
+	} near[] = {
+	    {"##", "not a lackey line"},
+	    {"## unhandled", "not a lackey line"},
+	    {"# comment", "not a lackey line"},
+	    {" ### indented", "not a lackey line"},
+	    {"--12-+ x", "not a lackey line"},
+	    {"--12== x", "not a lackey line"},
+	    {"==12-- x", "not a lackey line"},
+	    {"**12== x", "not a lackey line"},
+	    {"-- 12-- x", "not a lackey line"},
+	    {"----", "not a lackey line"},
+	    {"--x-- x", "not a lackey line"},
+	    {"=12== x", "not a lackey line"},
+	    {"*12** x", "not a lackey line"},
+	    {"vex amd64->IR: unhandled instruction bytes: 0x62", "not a lackey line"},
+	};
+	lomas_config *cfg = cfg_period("1");
+	(void)state;
+	for (size_t k = 0; k < sizeof skipped / sizeof skipped[0]; k++) {
+		char text[512];
+		lomas_profile *p;
+		snprintf(text, sizeof text, "I  0400,3\n%s\n L 1000,4\n%s\n S 1000,8\n%s",
+		         skipped[k], skipped[k], skipped[k]);
+		if (analyze_text(cfg, text, strlen(text), 0, &p) != LOMAS_OK)
+			fail_msg("'%s' refused: %s", skipped[k], lomas_error_message());
+		/* Exactly the two references, the store the load's reuse at distance 0. */
+		assert_int_equal(p->threads.items[0].refs, 2);
+		assert_int_equal(p->samples.n, 2);
+		assert_int_equal(p->samples.items[0].end, 1);
+		lomas_profile_free(p);
+	}
+	for (size_t k = 0; k < sizeof near / sizeof near[0]; k++) {
+		char text[512], want[128];
+		lomas_profile *p;
+		snprintf(text, sizeof text, "### ok\nI  0400,3\n L 1000,4\n%s\n S 2000,8\n",
+		         near[k].line);
+		assert_int_equal(analyze_text(cfg, text, strlen(text), 0, &p), LOMAS_EFORMAT);
+		snprintf(want, sizeof want, "t.trace:4: %s", near[k].what);
+		if (strncmp(lomas_error_message(), want, strlen(want)) != 0)
+			fail_msg("'%s': message '%s', want prefix '%s'", near[k].line,
+			         lomas_error_message(), want);
+	}
+	{
+		/* A "###" note longer than the read buffer and than LACKEY_MAX_LINE. */
+		size_t len = 0;
+		char *text = malloc(8192);
+		lomas_profile *p;
+		assert_non_null(text);
+		len += (size_t)sprintf(text, "I  0400,3\n L 1000,4\n### ");
+		memset(text + len, 'x', 5000);
+		len += 5000;
+		len += (size_t)sprintf(text + len, "\n S 1000,8\n");
+		assert_int_equal(analyze_text(cfg, text, len, 1024, &p), LOMAS_OK);
+		assert_int_equal(p->threads.items[0].refs, 2);
+		lomas_profile_free(p);
+		assert_int_equal(analyze_text(cfg, text, len, 0, &p), LOMAS_OK);
+		assert_int_equal(p->threads.items[0].refs, 2);
+		lomas_profile_free(p);
+		free(text);
+	}
+	lomas_config_free(cfg);
+}
+
 /* CRLF line ends, blank lines, spaces at the end, no final newline. */
 static void test_line_ends(void **state)
 {
@@ -386,9 +472,13 @@ static void test_valgrind(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_snippet),   cmocka_unit_test(test_malformed),
-	    cmocka_unit_test(test_line_ends), cmocka_unit_test(test_split_reads),
-	    cmocka_unit_test(test_paths),     cmocka_unit_test(test_valgrind),
+	    cmocka_unit_test(test_snippet),
+	    cmocka_unit_test(test_malformed),
+	    cmocka_unit_test(test_line_ends),
+	    cmocka_unit_test(test_split_reads),
+	    cmocka_unit_test(test_paths),
+	    cmocka_unit_test(test_valgrind),
+	    cmocka_unit_test(test_valgrind_prefixes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

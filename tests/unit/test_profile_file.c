@@ -713,11 +713,27 @@ static void e_state(pbuf *c)
 }
 static void e_weight(pbuf *c)
 {
-	double w = 1e300;
+	double w = 0x1p60;
 	uint64_t wb;
 	memcpy(&wb, &w, 8);
 	put64(c->b + 16, wb);
 	c->b[rec[2] - 1] = 200;
+}
+/* A base weight that is fine on its own but times 2^level is above 2^64. */
+static void e_weight_above(pbuf *c)
+{
+	double w = 0x1p63;
+	uint64_t wb;
+	memcpy(&wb, &w, 8);
+	put64(c->b + 16, wb);
+}
+/* Weights below 2^-64 (their squares would vanish in the model's sums). */
+static void e_weight_tiny(pbuf *c)
+{
+	double w = 0x1p-70;
+	uint64_t wb;
+	memcpy(&wb, &w, 8);
+	put64(c->b + 16, wb);
 }
 static void e_end(pbuf *c)
 {
@@ -747,7 +763,9 @@ static void test_psamples_malformed(void **state)
 	psamples_bad(e_kind_reserved, "sample 0: bad kind byte 0x09");
 	psamples_bad(e_kind, "sample 0: bad kind byte 0x02");
 	psamples_bad(e_state, "sample 0: bad state 3");
-	psamples_bad(e_weight, "sample 1: weight 1e+300 x 2^200 is not finite");
+	psamples_bad(e_weight, "sample 1: weight 1.15292e+18 x 2^200 is not within 2^-64..2^64");
+	psamples_bad(e_weight_above, "sample 1: weight 9.22337e+18 x 2^3 is not within");
+	psamples_bad(e_weight_tiny, "sample 0: weight 8.47033e-22 x 2^1 is not within");
 	psamples_bad(e_end, "sample 0: end 5 not after start 5");
 	psamples_bad(e_unused, "1 unused bytes at the end of a sample block");
 	{

@@ -5,7 +5,11 @@ The shared library is found through the environment variable LOMAS_LIBRARY
 
 Every failing call raises :class:`LomasError`, which carries the library's
 status (``.status``, a negative ``LOMAS_E*`` value) and the thread-local
-detail from ``lomas_error_message()`` (``.message``).
+detail from ``lomas_error_message()`` (``.message``). Arguments the C types
+cannot hold exactly are refused before the call, never truncated or
+wrapped: an integer out of its C range raises ValueError (a non-integer,
+TypeError), a string or path with a NUL byte ValueError, an unknown policy
+or reference kind ValueError, and a closed object ValueError.
 
 Structure layouts mirror ``include/lomas/lomas.h`` exactly (x86-64 System V
 ABI, which ctypes follows for natural alignment):
@@ -23,6 +27,7 @@ test suite compares every field offset with a C compiler's ``offsetof``.
 import collections
 import ctypes
 import ctypes.util
+import operator
 import os
 
 __all__ = [
@@ -185,6 +190,10 @@ _model_miss_ratio = _proto("lomas_model_miss_ratio", _status, _vp, ctypes.c_int,
 _model_curve = _proto("lomas_model_curve", _status, _vp, ctypes.c_int,
                       ctypes.POINTER(_u64), _size, _u32, ctypes.c_uint,
                       ctypes.POINTER(ctypes.c_double))
+_model_curve_ci = _proto("lomas_model_curve_ci", _status, _vp, ctypes.c_int,
+                         ctypes.POINTER(_u64), _size, _u32, ctypes.c_uint, ctypes.c_double,
+                         ctypes.c_uint, _u64, ctypes.POINTER(ctypes.c_double),
+                         ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double))
 _model_default_sizes = _proto("lomas_model_default_sizes", _status, _u32,
                               ctypes.POINTER(_u64), _size, ctypes.POINTER(_size))
 _trace_new = _proto("lomas_trace_new", _status, _vp, _pp)
@@ -209,6 +218,7 @@ class LomasError(Exception):
 
 def strerror(status):
     """The library's static name for a status, e.g. 'invalid argument'."""
+    status = _int_value(status, "status", -(1 << 31), (1 << 31) - 1)
     return _lomas_strerror(status).decode("utf-8", "replace")
 
 
@@ -218,32 +228,57 @@ def _check(status):
 
 
 def _bytes(s, what):
-    if isinstance(s, bytes):
-        return s
+    """s (str, bytes or path) as the bytes of a C string. C strings end at
+    the first NUL, so one inside would silently cut the text short: as
+    open() does, ValueError."""
     if isinstance(s, os.PathLike):
         s = os.fspath(s)
-        if isinstance(s, bytes):
-            return s
-    if not isinstance(s, str):
+    if isinstance(s, str):
+        s = s.encode("utf-8", "surrogateescape")
+    elif isinstance(s, (bytearray, memoryview)):
+        s = bytes(s)
+    elif not isinstance(s, bytes):
         raise TypeError("%s must be a string, not %s" % (what, type(s).__name__))
-    return s.encode("utf-8")
+    if b"\0" in s:
+        raise ValueError("embedded null byte in %s" % what)
+    return s
 
 
-def _policy(policy):
-    if isinstance(policy, int) and policy in _POLICIES.values():
-        return policy
+def _int_value(v, what, lo, hi):
+    """v (an int, or anything with __index__, but not a bool) in lo..hi."""
+    if isinstance(v, bool):
+        raise TypeError("%s must be an int, not bool" % what)
     try:
-        return _POLICIES[policy]
-    except (KeyError, TypeError):
-        raise ValueError("policy must be 'random' or 'lru', not %r" % (policy,)) from None
+        v = operator.index(v)
+    except TypeError:
+        raise TypeError("%s must be an int, not %s" % (what, type(v).__name__)) from None
+    if v < lo or v > hi:
+        raise ValueError("%s must be in %d..%d, not %d" % (what, lo, hi, v))
+    return v
 
 
 def _u64_value(v, what):
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError("%s must be an int, not %s" % (what, type(v).__name__))
-    if v < 0 or v >= 1 << 64:
-        raise ValueError("%s must be in 0..2**64-1, not %d" % (what, v))
-    return v
+    return _int_value(v, what, 0, (1 << 64) - 1)
+
+
+def _u32_value(v, what):
+    return _int_value(v, what, 0, (1 << 32) - 1)
+
+
+def _policy(policy):
+    if isinstance(policy, int) and not isinstance(policy, bool) and policy in _POLICIES.values():
+        return policy
+    if isinstance(policy, str) and policy in _POLICIES:
+        return _POLICIES[policy]
+    raise ValueError("policy must be 'random' or 'lru', not %r" % (policy,))
+
+
+def _kind(kind):
+    if isinstance(kind, int) and not isinstance(kind, bool) and kind in _KINDS.values():
+        return kind
+    if isinstance(kind, str) and kind in _KINDS:
+        return _KINDS[kind]
+    raise ValueError("kind must be 'load' or 'store', not %r" % (kind,))
 
 
 def version():
@@ -309,22 +344,27 @@ class Config(_Handle):
 
     def set(self, key, value):
         """Set key to value (converted with str()); LomasError(EINVAL) if bad."""
-        self._live()
-        _check(_config_set(self._h, _bytes(key, "key"), _bytes(str(value), "value")))
+        h = self._live()
+        if not isinstance(value, (str, bytes)):
+            value = str(value)
+        _check(_config_set(h, _bytes(key, "key"), _bytes(value, "value")))
         return self
 
     def get(self, key):
         """The current value of key as a string."""
-        self._live()
+        h = self._live()
         buf = ctypes.create_string_buffer(128)
-        _check(_config_get(self._h, _bytes(key, "key"), buf, len(buf)))
+        _check(_config_get(h, _bytes(key, "key"), buf, len(buf)))
         return buf.value.decode()
 
 
 
 def _config_of(config, **options):
-    """A (Config, owned) pair from a Config, None, or options."""
+    """A (Config, owned) pair from a live Config, None, or options."""
     if config is not None:
+        if not isinstance(config, Config):
+            raise TypeError("config must be a lomas.Config, not %s" % type(config).__name__)
+        config._live()  # a closed one would pass NULL: the defaults, silently
         if any(v is not None for v in options.values()):
             raise ValueError("pass either a Config or options, not both")
         return config, False
@@ -339,22 +379,32 @@ class Profile(_Handle):
     Create with Profile.load(path), Profile.new(line_size), Trace.finish() or
     analyze_lackey(). Use as a context manager or call close()."""
 
-    def __init__(self, handle):
-        if not handle:
-            raise ValueError("Profile needs a handle; use Profile.load() or Profile.new()")
-        self._h = ctypes.c_void_p(handle) if isinstance(handle, int) else handle
+    def __init__(self, *args, **kwargs):
+        # A handle from Python (an int, say) would be a pointer the library
+        # trusts: only this module makes Profiles, through _adopt.
+        raise TypeError("lomas.Profile cannot be made from a handle; use Profile.load(), "
+                        "Profile.new(), Trace.finish() or analyze_lackey()")
+
+    @classmethod
+    def _adopt(cls, h):
+        """A Profile owning h, a c_void_p the library just returned."""
+        if not h:
+            raise ValueError("the library returned no profile")  # pragma: no cover
+        self = cls.__new__(cls)
+        self._h = h
+        return self
 
     @classmethod
     def new(cls, line_size=64):
         h = ctypes.c_void_p()
-        _check(_profile_new(line_size, ctypes.byref(h)))
-        return cls(h)
+        _check(_profile_new(_u32_value(line_size, "line_size"), ctypes.byref(h)))
+        return cls._adopt(h)
 
     @classmethod
     def load(cls, path):
         h = ctypes.c_void_p()
         _check(_profile_load(_bytes(path, "path"), ctypes.byref(h)))
-        return cls(h)
+        return cls._adopt(h)
 
     def save(self, path):
         _check(_profile_save(self._handle(), _bytes(path, "path")))
@@ -424,22 +474,43 @@ class Profile(_Handle):
         """The modelled miss ratio (0..1) of a fully associative cache."""
         r = ctypes.c_double()
         _check(_model_miss_ratio(self._handle(), _policy(policy),
-                                 _u64_value(cache_bytes, "cache_bytes"), line_bytes,
+                                 _u64_value(cache_bytes, "cache_bytes"),
+                                 _u32_value(line_bytes, "line_bytes"),
                                  MODEL_COLD if cold else 0, ctypes.byref(r)))
         return r.value
 
-    def curve(self, sizes=None, policy="random", cold=False, line_bytes=0):
+    def curve(self, sizes=None, policy="random", cold=False, line_bytes=0, ci=False,
+              level=0.95, resamples=200, seed=1):
         """Miss ratios for a list of cache sizes (default: default_sizes of
-        the profile's line size) as a list of floats."""
+        the profile's line size) as a list of floats.
+
+        With ci=True, a list of (ratio, lo, hi) tuples instead: [lo, hi] is
+        the level (default 95 %) confidence interval of each ratio from a
+        Poisson bootstrap of the samples (lomas_model_curve_ci: resamples
+        replicates, deterministic for a seed; sampling noise only)."""
         if sizes is None:
             sizes = default_sizes(self.info.line_size)
         sizes = [_u64_value(s, "cache size") for s in sizes]
         n = len(sizes)
         arr = (_u64 * max(n, 1))(*sizes)
         out = (ctypes.c_double * max(n, 1))()
-        _check(_model_curve(self._handle(), _policy(policy), arr, n, line_bytes,
-                            MODEL_COLD if cold else 0, out))
-        return list(out[:n])
+        flags = MODEL_COLD if cold else 0
+        line_bytes = _u32_value(line_bytes, "line_bytes")
+        if not ci:
+            _check(_model_curve(self._handle(), _policy(policy), arr, n, line_bytes, flags,
+                                out))
+            return list(out[:n])
+        if not isinstance(level, (int, float)) or isinstance(level, bool) or \
+                not 0.0 < level < 1.0:
+            raise ValueError("level must be a number between 0 and 1")
+        if not isinstance(resamples, int) or isinstance(resamples, bool) or \
+                not 2 <= resamples <= 100000:
+            raise ValueError("resamples must be an integer from 2 to 100000")
+        lo = (ctypes.c_double * max(n, 1))()
+        hi = (ctypes.c_double * max(n, 1))()
+        _check(_model_curve_ci(self._handle(), _policy(policy), arr, n, line_bytes, flags,
+                               float(level), resamples, _u64_value(seed, "seed"), out, lo, hi))
+        return [(out[i], lo[i], hi[i]) for i in range(n)]
 
     _free = staticmethod(_profile_free)
     _closed_message = "the profile is closed"
@@ -447,11 +518,11 @@ class Profile(_Handle):
 
     @property
     def closed(self):
-        return not self._h
+        return not getattr(self, "_h", None)
 
 
     def __repr__(self):
-        if not self._h:
+        if self.closed:
             return "<lomas.Profile closed>"
         i = self.info
         return "<lomas.Profile %d samples, %d refs, line %d>" % (i.samples, i.refs, i.line_size)
@@ -471,37 +542,38 @@ class Trace(_Handle):
         cfg, owned = _config_of(config, **options)
         try:
             h = ctypes.c_void_p()
-            _check(_trace_new(cfg._h, ctypes.byref(h)))
+            _check(_trace_new(cfg._live(), ctypes.byref(h)))
             self._h = h
         finally:
             if owned:
                 cfg.close()
 
     def ref(self, addr, thread=0, pc=0, kind="load"):
-        """One reference to addr by thread, made by the instruction at pc."""
-        self._live()
-        k = _KINDS[kind] if isinstance(kind, str) else kind
-        _check(_trace_ref(self._h, thread, addr, pc, k))
+        """One reference to addr by thread, made by the instruction at pc
+        (each a 64-bit unsigned integer; kind 'load' or 'store')."""
+        h = self._live()
+        _check(_trace_ref(h, _u64_value(thread, "thread"), _u64_value(addr, "addr"),
+                          _u64_value(pc, "pc"), _kind(kind)))
 
     def refs(self, addrs, thread=0, pc=0, kind="load"):
-        """Many loads (or stores) by one thread, in order."""
-        self._live()
-        k = _KINDS[kind] if isinstance(kind, str) else kind
-        h = self._h
+        """Many loads (or stores) by one thread, in order. Each address is
+        checked as it comes: a bad one raises, after those before it were fed."""
+        h = self._live()
+        thread, pc, k = _u64_value(thread, "thread"), _u64_value(pc, "pc"), _kind(kind)
         for a in addrs:
-            st = _trace_ref(h, thread, a, pc, k)
+            st = _trace_ref(h, thread, _u64_value(a, "addr"), pc, k)
             if st:
                 _check(st)
 
     def finish(self):
         """End the run and return its Profile; the trace is closed after."""
-        self._live()
+        h = self._live()
         p = ctypes.c_void_p()
         try:
-            _check(_trace_finish(self._h, ctypes.byref(p)))
+            _check(_trace_finish(h, ctypes.byref(p)))
         finally:
             self.close()
-        return Profile(p)
+        return Profile._adopt(p)
 
 
 
@@ -512,8 +584,8 @@ def analyze_lackey(path, period=None, seed=None, line_size=None, window=None, co
                             window=window)
     try:
         h = ctypes.c_void_p()
-        _check(_trace_analyze_lackey(cfg._h, _bytes(path, "path"), ctypes.byref(h)))
-        return Profile(h)
+        _check(_trace_analyze_lackey(cfg._live(), _bytes(path, "path"), ctypes.byref(h)))
+        return Profile._adopt(h)
     finally:
         if owned:
             cfg.close()
@@ -521,6 +593,7 @@ def analyze_lackey(path, period=None, seed=None, line_size=None, window=None, co
 
 def default_sizes(line_bytes=64):
     """The default working-set-graph cache sizes (1 KiB to 1 GiB, 4 per octave)."""
+    line_bytes = _u32_value(line_bytes, "line_bytes")
     cap = 256
     while True:
         arr = (_u64 * cap)()

@@ -190,8 +190,19 @@ class Instrumenter
 		RangeClean = M.getOrInsertFunction(
 		    "lomas__range_clean", AttributeList().addFnAttribute(C, Attribute::NoUnwind),
 		    Type::getInt32Ty(C), I64, I64);
-		if (auto *SF = dyn_cast<Function>(Slow.getCallee()))
+		if (auto *SF = dyn_cast<Function>(Slow.getCallee())) {
 			SF->setCallingConv(CallingConv::PreserveMost);
+			// In a shared object (the program dlopens it; the runtime is
+			// the program's), bound at load time, never through a lazy
+			// PLT entry: glibc's lazy resolver (_dl_runtime_resolve) saves
+			// only the argument registers, and _dl_fixup may clobber r10,
+			// which callers of a preserve_most function keep live across
+			// the call. So it is called through the GOT there. A program
+			// (PIE or not) defines it: a direct call, as before.
+			if (M.getPICLevel() != PICLevel::NotPIC &&
+			    M.getPIELevel() == PIELevel::Default)
+				SF->addFnAttr(Attribute::NonLazyBind);
+		}
 		Unlikely = MDBuilder(C).createBranchWeights(1, 1u << 20);
 	}
 

@@ -1,0 +1,274 @@
+/*
+ * Segments: runs of a thread's consecutive windows whose samples could come
+ * from one distribution of reuse distances.
+ *
+ * A window of 256 samples estimates its survival function P(RD > k) to a
+ * few percent, and StatStack turns that into noise on every stack distance:
+ * SD(d) = sum_{k<d} P(RD > k) of a reuse of 781 references in PolyBench's
+ * correlation, whose exact stack distance is 521 lines, comes out 521 +- 23
+ * lines from one window, so a third of the windows put it below a 512-line
+ * cache and the model misses the cliff there (exact 63 % at 32 KiB, model
+ * 39 %). Pooling the windows of a phase divides that noise by the square
+ * root of their number; pooling windows of different phases blurs the
+ * phases. So windows are pooled only where their distance histograms are
+ * statistically indistinguishable: bottom-up, the adjacent pair of segments
+ * with the smallest chi-square statistic (one multinomial against two, df =
+ * occupied cells - 1) relative to its quantile of level 1 - alpha is merged
+ * while it stays below it. The histograms have two bins
+ * per octave of d + 1, one for dangling and one for censored samples, and
+ * count samples (not weights: the test is about the shape, and a count is
+ * the information each sample carries).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+#define BIN_DANGLING 129
+#define BIN_CENSORED 130
+#define SEG_MIN_EXPECTED 5.0
+
+/*
+ * The normal quantile of 1 - alpha for alpha < 0.02425: the lower-tail
+ * branch of Acklam's rational approximation (relative error < 1.2e-9).
+ */
+static double normal_upper_quantile(double alpha)
+{
+	static const double c[6] = {-7.784894002430293e-03, -3.223964580411365e-01,
+	                            -2.400758277161838e+00, -2.549732539343734e+00,
+	                            4.374614510845590e+00,  2.938163982698783e+00};
+	static const double d[4] = {7.784695709041462e-03, 3.224671290700398e-01,
+	                            2.445134137142996e+00, 3.754408661907416e+00};
+	double q = sqrt(-2.0 * log(alpha));
+	return -(((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+	       ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+}
+
+/* The chi-square quantile with df degrees of freedom (Wilson-Hilferty). */
+static double chi2_quantile(double df, double z)
+{
+	double h = 2.0 / (9.0 * df);
+	double t = 1.0 - h + z * sqrt(h);
+	return df * t * t * t;
+}
+
+/* floor(2 log2(d + 1)) without a logarithm: the octave, and whether past sqrt(2) in it. */
+uint8_t model_seg_bin(const lomas_sample *s)
+{
+	uint64_t v, half;
+	unsigned k;
+	if (s->state == LOMAS_SAMPLE_DANGLING)
+		return BIN_DANGLING;
+	if (s->state == LOMAS_SAMPLE_CENSORED)
+		return BIN_CENSORED;
+	v = sample_distance(s) + 1;
+	if (v == 0)
+		return 127; /* d = 2^64 - 1 */
+	k = 63u - (unsigned)__builtin_clzll(v);
+	/* floor(sqrt(2) 2^k) from sqrt(2) 2^63 = 0xb504f333f9de6484.8...; never equal to v > 1. */
+	half = 0xb504f333f9de6484ull >> (63 - k);
+	return (uint8_t)(2 * k + (v > half));
+}
+
+typedef struct seg {
+	uint32_t *h; /* nb counts */
+	double n;    /* samples */
+	size_t prev, next;
+	unsigned version;
+	bool alive;
+} seg;
+
+typedef struct cand {
+	double score; /* G / quantile: merge while <= 1 */
+	size_t left;
+	unsigned vl, vr;
+} cand;
+
+/*
+ * Pearson's chi-square statistic and degrees of freedom of "x and y have
+ * one distribution": sum over cells of (a n_y - c n_x)^2 / (n_x n_y (a + c)).
+ * Adjacent bins are pooled until the smaller side expects at least
+ * SEG_MIN_EXPECTED samples in each (the chi-square approximation fails on
+ * sparse tables: a piece of 64 samples against a long segment would be
+ * split off by bins it expects 0.1 samples in). Pearson rather than the
+ * likelihood-ratio G: the same test asymptotically, no logarithms (the
+ * segmentation of a million samples spent 90 ms in them).
+ */
+static double seg_g(const seg *x, const seg *y, int nb, double *df)
+{
+	double chi = 0.0, n = x->n + y->n, nmin = fmin(x->n, y->n), a = 0.0, c = 0.0;
+	int cells = 0;
+	if (!(x->n > 0.0) || !(y->n > 0.0)) {
+		*df = 0.0;
+		return 0.0;
+	}
+	for (int b = 0; b < nb; b++) {
+		a += (double)x->h[b];
+		c += (double)y->h[b];
+		if (nmin * (a + c) / n < SEG_MIN_EXPECTED && b + 1 < nb)
+			continue;
+		if (a + c > 0.0) {
+			double dev = a * y->n - c * x->n;
+			chi += dev * dev / (a + c);
+			cells++;
+		}
+		a = c = 0.0;
+	}
+	*df = cells - 1;
+	return chi / (x->n * y->n);
+}
+
+static double seg_score(const seg *x, const seg *y, int nb, double z)
+{
+	double df, g = seg_g(x, y, nb, &df);
+	if (df < 1.0)
+		return 0.0;
+	return g / chi2_quantile(df, z);
+}
+
+/* Binary min-heap of candidate merges. */
+static void heap_push(cand *h, size_t *n, cand c)
+{
+	size_t i = (*n)++;
+	while (i > 0) {
+		size_t p = (i - 1) / 2;
+		if (h[p].score <= c.score)
+			break;
+		h[i] = h[p];
+		i = p;
+	}
+	h[i] = c;
+}
+
+static cand heap_pop(cand *h, size_t *n)
+{
+	cand top = h[0], last = h[--(*n)];
+	size_t i = 0;
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, m = i;
+		double ms = last.score;
+		if (l < *n && h[l].score < ms) {
+			m = l;
+			ms = h[l].score;
+		}
+		if (r < *n && h[r].score < ms)
+			m = r;
+		if (m == i)
+			break;
+		h[i] = h[m];
+		i = m;
+	}
+	if (*n > 0)
+		h[i] = last;
+	return top;
+}
+
+/* Absorb r into l (r follows l). */
+static void seg_merge(seg *sg, size_t li, int nb)
+{
+	seg *l = &sg[li], *r = &sg[l->next];
+	for (int b = 0; b < nb; b++)
+		l->h[b] += r->h[b];
+	l->n += r->n;
+	r->alive = false;
+	l->next = r->next;
+	if (r->next != SIZE_MAX)
+		sg[r->next].prev = li;
+	l->version++;
+}
+
+lomas_status model_segment(const uint32_t *sample_piece, const uint8_t *sample_bin, size_t n,
+                           const model_pieces *pc, double alpha, uint32_t *piece_group,
+                           size_t *ngroups)
+{
+	size_t nw = pc->n, nh = 0, ng = 0, nthreads = pc->nthreads;
+	const size_t *toff = pc->toff;
+	int top = 0, nb;
+	seg *sg = calloc(nw ? nw : 1, sizeof *sg);
+	uint32_t *hist = NULL;
+	cand *heap = malloc((3 * nw + 1) * sizeof *heap);
+	double z = normal_upper_quantile(alpha);
+	/* Only the bins some sample uses (a program's distances span ~30 octaves, not 64). */
+	for (size_t k = 0; k < n; k++)
+		top = sample_bin[k] < 128 && sample_bin[k] > top ? sample_bin[k] : top;
+	nb = top + 3;
+	hist = calloc((nw ? nw : 1) * (size_t)nb, sizeof *hist);
+	if (!sg || !hist || !heap) {
+		free(sg);
+		free(hist);
+		free(heap);
+		return error_set(LOMAS_ENOMEM, "out of memory segmenting the profile");
+	}
+	for (size_t i = 0; i < nw; i++) {
+		sg[i].h = hist + i * (size_t)nb;
+		sg[i].alive = true;
+		sg[i].prev = SIZE_MAX;
+		sg[i].next = SIZE_MAX;
+	}
+	for (size_t t = 0; t < nthreads; t++) {
+		for (size_t i = toff[t]; i < toff[t + 1]; i++) {
+			sg[i].prev = i > toff[t] ? i - 1 : SIZE_MAX;
+			sg[i].next = i + 1 < toff[t + 1] ? i + 1 : SIZE_MAX;
+		}
+	}
+	for (size_t k = 0; k < n; k++) {
+		seg *x = &sg[sample_piece[k]];
+		unsigned b = sample_bin[k];
+		x->h[b == BIN_DANGLING   ? (unsigned)top + 1
+		     : b == BIN_CENSORED ? (unsigned)top + 2
+		                         : b]++;
+		x->n += 1.0;
+	}
+	/*
+	 * First, left to right, each piece joins the run before it if the two
+	 * agree: one comparison per piece, and a stationary stretch of
+	 * thousands of pieces becomes one run before the heap sees it.
+	 */
+	for (size_t i = 0; i < nw; i++) {
+		if (!sg[i].alive)
+			continue;
+		while (sg[i].next != SIZE_MAX && seg_score(&sg[i], &sg[sg[i].next], nb, z) <= 1.0)
+			seg_merge(sg, i, nb);
+	}
+	/* Then bottom-up over the runs: the most similar adjacent pair first. */
+	for (size_t i = 0; i < nw; i++) {
+		if (sg[i].alive && sg[i].next != SIZE_MAX)
+			heap_push(heap, &nh,
+			          (cand){seg_score(&sg[i], &sg[sg[i].next], nb, z), i,
+			                 sg[i].version, sg[sg[i].next].version});
+	}
+	while (nh > 0) {
+		cand c = heap_pop(heap, &nh);
+		seg *l = &sg[c.left];
+		if (!l->alive || l->next == SIZE_MAX || l->version != c.vl ||
+		    sg[l->next].version != c.vr)
+			continue;
+		if (c.score > 1.0)
+			break; /* the most similar pair differs: so do all the others */
+		seg_merge(sg, c.left, nb);
+		if (l->prev != SIZE_MAX) {
+			seg *q = &sg[l->prev];
+			heap_push(heap, &nh,
+			          (cand){seg_score(q, l, nb, z), l->prev, q->version, l->version});
+		}
+		if (l->next != SIZE_MAX) {
+			seg *q = &sg[l->next];
+			heap_push(heap, &nh,
+			          (cand){seg_score(l, q, nb, z), c.left, l->version, q->version});
+		}
+	}
+	/* Number the segments in time order; each piece takes its segment's number. */
+	for (size_t i = 0; i < nw; i++) {
+		if (!sg[i].alive)
+			continue;
+		for (size_t j = i; j < nw && (j == i || !sg[j].alive); j++)
+			piece_group[j] = (uint32_t)ng;
+		ng++;
+	}
+	*ngroups = ng;
+	free(sg);
+	free(hist);
+	free(heap);
+	return LOMAS_OK;
+}

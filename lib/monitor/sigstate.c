@@ -1,0 +1,81 @@
+/*
+ * What a fault of ours would change in the target's signal state, and the
+ * lifts that keep it from happening (DESIGN §4: a genuine SIGSEGV is
+ * delivered unchanged).
+ *
+ * A fault is turned into its signal by force_sig_info_to_task() in
+ * kernel/signal.c, BEFORE any tracer sees it: when SIGSEGV is blocked in the
+ * faulting thread or ignored by the process, the kernel resets the
+ * disposition to SIG_DFL and unblocks it, whatever the tracer then does with
+ * the signal. A fault on a page we protected taken in such a state would
+ * cost the program its own handler: the common case is a SIGSEGV handler
+ * (without SA_NODEFER) touching a watched line, and its next genuine fault,
+ * meant to be caught and recovered with siglongjmp, killed it. So while a
+ * thread has SIGSEGV blocked, or the process ignores it, a lift is held: no
+ * page is ours while such a thread runs, and reuse is found from the retired
+ * instructions' decoded references instead (step.c, "reuse by decode").
+ *
+ * The mask changes only in a system call (rt_sigprocmask, rt_sigreturn,
+ * sigsuspend, ppoll, ...), at a signal delivery, and at a thread's creation
+ * (pthread_create blocks every signal around clone); the disposition only in
+ * rt_sigaction and execve. The stepping loop sees each of those while the
+ * thread still holds a lift (in_syscall, delivering), so taking the new lift
+ * before dropping that one leaves no gap.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ptrace.h>
+
+#include "monitor.h"
+
+/* Is signal sig in a kernel sigset word (bit sig - 1)? */
+static bool in_set(uint64_t set, int sig)
+{
+	return (set >> (sig - 1)) & 1;
+}
+
+static void hold(monitor *m, bool *flag, bool want)
+{
+	if (*flag == want)
+		return;
+	*flag = want;
+	if (want)
+		m->eng.lift_depth++;
+	else if (m->eng.lift_depth > 0)
+		m->eng.lift_depth--;
+	/* The protections follow at the next resume (resume_step syncs first). */
+	m->sync_needed = true;
+}
+
+void sig_guard_thread(monitor *m, mon_thread *t)
+{
+	uint64_t mask = 0;
+	/* PTRACE_GETSIGMASK (Linux 3.11): data is the sigset's size in bytes. */
+	if (mon_ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof mask, &mask) < 0)
+		mask = ~0ull; /* unknown (the thread is going away): assume the worst */
+	hold(m, &t->segv_lift, in_set(mask, SIGSEGV));
+}
+
+void sig_forget_thread(monitor *m, mon_thread *t)
+{
+	hold(m, &t->segv_lift, false);
+}
+
+void sig_refresh_ignored(monitor *m)
+{
+	char path[64], line[256];
+	FILE *f;
+	bool ign = m->segv_ignored;
+	snprintf(path, sizeof path, "/proc/%d/status", (int)m->pid);
+	if (!(f = fopen(path, "re")))
+		return;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, "SigIgn:", 7)) {
+			ign = in_set(strtoull(line + 7, NULL, 16), SIGSEGV);
+			break;
+		}
+	fclose(f);
+	hold(m, &m->segv_ignored, ign);
+}
