@@ -97,6 +97,11 @@ static lomas_status decode(const dbi_session *s, const uint8_t *buf, size_t len,
 	lomas_status st = dbi_dump_read(buf, len, s->out, out, &info);
 	if (st)
 		return st;
+	/* The build id of each mapped file, as the step clock records them, so
+	 * that symbolization (lib/sym) can tell a binary rebuilt since the run
+	 * from the one that ran. Here, not in the reader: the hand-over file's
+	 * paths are only read, never opened, there (it is fuzzed). */
+	profile_fill_build_ids(*out);
 	if (s->command[0])
 		profile_meta_setf(*out, "command", "%s", s->command);
 	if (s->trace)

@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -22,6 +23,9 @@ import pytest
 DEMO = os.environ.get("LOMAS_DEMO", "build/examples/lomas-demo/lomas-demo")
 EXACTSIM = os.environ.get("LOMAS_EXACTSIM", "build/tests/tools/exactsim")
 TARGETS = os.environ.get("LOMAS_DBI_TARGETS", "build/tests/dbi")
+ATTRIB_TARGETS = os.environ.get("LOMAS_ATTRIB_TARGETS", "build/tests/attrib")
+SOURCE_ROOT = os.environ.get("LOMAS_SOURCE_ROOT",
+                             os.path.join(os.path.dirname(__file__), "..", ".."))
 MONITOR_TARGETS = os.environ.get("LOMAS_MONITOR_TARGETS", "build/tests/integration")
 STREAM_LIB = os.environ.get("LOMAS_STREAM_LIB", "")
 STREAM_TOOL = os.environ.get("LOMAS_STREAM_TOOL", "")
@@ -443,6 +447,39 @@ def test_profile_records_clock_versions_and_maps(tmp_path):
     paths = {m["path"] for m in d["maps"]}
     assert os.path.realpath(exe) in {os.path.realpath(p) for p in paths if p}
     assert any("libc" in p for p in paths)
+    # The GNU build id of each file's code, as readelf reads it from the file
+    # (lib/sym tells a rebuilt binary by it).
+    want = re.search(r"Build ID: ([0-9a-f]+)", run(["readelf", "-n", exe]).stdout).group(1)
+    code = [m for m in d["maps"] if m["path"] and m["prot"] & 4 and
+            os.path.realpath(m["path"]) == os.path.realpath(exe)]
+    assert code and all(m["build_id"] == want for m in code)
+
+
+@needs_tool
+def test_hot_names_the_delinquent_load_of_a_dbi_profile(tmp_path):
+    """Symbolization (lib/sym) from the maps and build ids a dbi profile
+    records: tests/attrib/delinquent.c's marked load, a random walk over an
+    array 4 MiB large among loads of a 1 KiB array that always hit, tops
+    `hot` at 32 KiB and 1 MiB, named by its function and source line."""
+    exe = os.path.join(ATTRIB_TARGETS, "delinquent")
+    if not os.path.exists(exe):
+        pytest.skip("tests/attrib's delinquent program is not built")
+    src = os.path.join(SOURCE_ROOT, "tests", "attrib", "delinquent.c")
+    with open(src) as f:
+        line = next(n for n, text in enumerate(f, 1) if "/* DELINQUENT */" in text)
+    prof = tmp_path / "d.lomas"
+    # Without MALLOC_PERTURB_ (meson sets it): glibc would fill the array
+    # byte by byte, and the dbi clock counts libc's references.
+    record([exe, 2 * 4096 * 1024 // 64, 4096], prof, extra={"MALLOC_PERTURB_": "0"})
+    for size in (32 << 10, 1 << 20):
+        for policy in ("random", "lru"):
+            h = json.loads(run([DEMO, "hot", "--json", "--top", "3", "--cache-size", size,
+                                "--policy", policy, prof]).stdout)
+            top = h["entries"][0]
+            assert h["has_maps"] is True
+            assert top["function"] == "walk", (size, policy, top)
+            assert top["line"] == line and os.path.basename(top["file"]) == "delinquent.c"
+            assert top["delinquent"]
 
 
 @needs_tool
