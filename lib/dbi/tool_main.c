@@ -175,7 +175,7 @@ static void thread_end(tool_thread *t)
 	if (t == lt_cur)
 		switch_to(NULL);
 	t->live = False;
-	sampler_thread_finish(&t->s, &lt_alloc);
+	sampler_thread_finish(&t->s, &lt_budget, &lt_alloc);
 	pages_release(t->wt_mem, t->wt_size);
 	pages_release(t->filter, FILTER_SIZE + FILTER_PAD);
 	t->wt_mem = NULL;

@@ -422,8 +422,15 @@ void sampler_visit(sampler_thread *t, sampler_budget *b, const inline_alloc *a, 
                    uint64_t clock, uint64_t pc, lomas_ref_kind kind);
 /* Bring the thread to the period at level (auto), thinning its older samples. */
 void sampler_thread_to_level(sampler_thread *t, uint32_t level, const inline_alloc *a);
-/* The thread has ended: its open samples join the finished ones, dangling. */
-void sampler_thread_finish(sampler_thread *t, const inline_alloc *a);
+/*
+ * The thread has ended: with period auto its unpublished samples join the
+ * budget and it is brought to the budget's level; then its open samples
+ * join the finished ones, dangling (the table itself is left as it was:
+ * the caller gives it back). A thread still running when the run ends is
+ * not finished: the caller brings it to the level and reads its open
+ * samples as they are.
+ */
+void sampler_thread_finish(sampler_thread *t, sampler_budget *b, const inline_alloc *a);
 
 /* ------------------------------------------------------------- windows */
 

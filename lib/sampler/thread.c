@@ -5,11 +5,12 @@
  * and the next one is drawn an exponential gap later (rng_gap, DESIGN §3);
  * with period auto the threads of a process share one budget that doubles
  * the period (sampler_thin_to). It is the inline runtime's slow path
- * (lib/inline/runtime.c: thread_attach, slow_visit, auto_budget) without its
- * locks, TLS and trace buffer, in the same order of random draws, so the two
- * make the same samples from the same references (tests/dbi/sampler_inline.c
- * feeds one stream to both). The dbi tool drives it from its Valgrind helper:
- * no libc here but memset.
+ * (lib/inline/runtime.c: thread_attach, slow_visit, auto_budget,
+ * rt_key_destructor) without its locks, TLS and trace buffer, in the same
+ * order of random draws, so the two make the same samples from the same
+ * references (tests/dbi/sampler_stream.c feeds the same streams to both: one
+ * thread, or threads one after another). The dbi tool drives it from its
+ * Valgrind helper: no libc here but memset.
  */
 #include <string.h>
 
@@ -71,16 +72,20 @@ static void redraw_gap(sampler_thread *t, uint64_t clock)
  * process's count (in steps of AUTO_PUBLISH), raise the process's level when
  * the count says so, and bring the thread to it.
  */
+static void auto_publish(sampler_thread *t, sampler_budget *b)
+{
+	uint32_t want;
+	b->taken += t->unpublished;
+	want = auto_level_at(b->taken);
+	t->unpublished = 0;
+	if (b->level < want)
+		b->level = want;
+}
+
 static void auto_budget(sampler_thread *t, sampler_budget *b, const inline_alloc *a, uint64_t clock)
 {
-	if (++t->unpublished >= AUTO_PUBLISH) {
-		uint32_t want;
-		b->taken += t->unpublished;
-		want = auto_level_at(b->taken);
-		t->unpublished = 0;
-		if (b->level < want)
-			b->level = want;
-	}
+	if (++t->unpublished >= AUTO_PUBLISH)
+		auto_publish(t, b);
 	if (t->level < b->level) {
 		sampler_thread_to_level(t, b->level, a);
 		redraw_gap(t, clock);
@@ -114,8 +119,18 @@ void sampler_visit(sampler_thread *t, sampler_budget *b, const inline_alloc *a, 
 		auto_budget(t, b, a, clock);
 }
 
-void sampler_thread_finish(sampler_thread *t, const inline_alloc *a)
+void sampler_thread_finish(sampler_thread *t, sampler_budget *b, const inline_alloc *a)
 {
+	/* As the inline runtime's exit path (rt_key_destructor), in its order:
+	 * the last samples count toward the budget (a short thread may never
+	 * take AUTO_PUBLISH of them), the thread follows the process's level
+	 * (its open samples thinned with the rest), and only then are its open
+	 * samples kept as dangling. */
+	if (t->adaptive) {
+		if (t->unpublished)
+			auto_publish(t, b);
+		sampler_thread_to_level(t, b->level, a);
+	}
 	if (!wt_collect(&t->wt, &t->done, a))
 		t->lost += t->wt.live;
 }

@@ -130,6 +130,34 @@ def test_one_stream_same_samples_in_every_build_of_the_core(period, max_live):
         assert g == got[0]
 
 
+@pytest.mark.parametrize("refs,period,max_live,threads", [
+    ("60000", "auto", "8192", "200"), ("3000000", "auto", "8192", "12"),
+    ("300000", "37", "64", "6")])
+def test_threads_one_after_another_same_samples_in_every_build_of_the_core(
+        refs, period, max_live, threads):
+    """Threads that end one after another, each its own stream: every thread's end
+    is the exit path (period auto: its last samples, fewer than AUTO_PUBLISH, join the
+    process's budget, and it follows the process's level before its open samples are
+    kept), in the core as the dbi tool drives it and in the inline runtime (a thread's
+    key destructor, its samples in the exited threads' arena, thinned there as the
+    level rises). Every sample of every thread is the same in the three builds. 200
+    short threads: each leaves ~86 samples unpublished; 12 long ones: the level
+    reaches 5, so the arena drops streams."""
+    args = [refs, period, "11", max_live, threads]
+    outs = [run([STREAM_LIB, "core"] + args).stdout, run([STREAM_TOOL, "core"] + args).stdout]
+    if STREAM_INLINE:
+        outs.append(run([STREAM_LIB, "inline"] + args).stdout)
+    got = [sorted(o.splitlines()) for o in outs]
+    samples = [ln.split() for ln in got[0] if not ln.startswith("refs")]
+    assert [ln for ln in got[0] if ln.startswith("refs")] == sorted(
+        f"refs {k} {refs}" for k in range(1, int(threads) + 1))
+    assert {int(f[6]) for f in samples} == set(range(1, int(threads) + 1))
+    if period == "auto":
+        assert max(int(f[5]) for f in samples) >= (5 if threads == "12" else 3)
+    for g in got[1:]:
+        assert g == got[0]
+
+
 # --------------------------------------------------------- reference counts
 
 @needs_tool
