@@ -528,15 +528,27 @@ def test_attach_is_refused_with_one_line(tmp_path):
 
 @needs_tool
 def test_not_a_program(tmp_path):
-    """A file the kernel would not execute (no ELF, no #!) is not run (Valgrind
-    would hand it to /bin/sh): one line, and record fails."""
+    """A file the kernel would not execute (no ELF, no #!): record runs it with
+    /bin/sh, as env (execvp) does (record's contract; the session itself refuses
+    such a file rather than let Valgrind hand it to the shell unasked), and the
+    shell's message and status are env's; a binary that is neither is refused
+    with one line, before anything runs."""
     f = tmp_path / "data"
     f.write_text("hello\n")
     f.chmod(0o755)
+    native = run(["env", f], check=False)
     r = run([DEMO, "record", "--clock", "dbi", "-o", tmp_path / "x.lomas", "--", f], check=False)
-    assert r.returncode in (125, 126)
+    assert r.returncode == native.returncode == 127
+    assert record_lines(r.stderr) == native.stderr.splitlines()
+    assert r.stdout == native.stdout == ""
+    assert export_json(tmp_path / "x.lomas")["meta"]["clock"] == "dbi"
+    g = tmp_path / "garbage"
+    g.write_bytes(b"\x01\x02garbage\x00\xff" * 8)
+    g.chmod(0o755)
+    r = run([DEMO, "record", "--clock", "dbi", "-o", tmp_path / "y.lomas", "--", g], check=False)
+    assert r.returncode == 126
     assert len(r.stderr.splitlines()) == 1 and "Exec format error" in r.stderr
-    assert r.stdout == ""
+    assert not (tmp_path / "y.lomas").exists()
 
 
 @needs_tool
