@@ -88,8 +88,11 @@ extern Bool lt_tracing;         /* full-trace mode: every reference calls the he
 extern Bool lt_sampling;        /* false in a forked child and after a detach */
 extern const HChar *lt_trace_path;
 extern const HChar *lt_out_path;
-extern tool_thread **lt_threads; /* every thread, in creation order */
+/* The live threads, in creation order (and an ended one whose samples the
+ * arena had no room for). */
+extern tool_thread **lt_threads;
 extern UInt lt_nthreads;
+extern exited_arena lt_exited; /* the ended threads' samples (lib/sampler/exited.c) */
 /* The clock of a thread (references so far). */
 uint64_t lt_thread_refs(const tool_thread *t);
 /* A live thread's countdown, read and set in its guest state. */

@@ -86,11 +86,30 @@ static void put_open_block(writer *w, const tool_thread *t)
 	VG_(free)(buf);
 }
 
+/* A thread (d, less its block count) with the streams of st as blocks,
+ * then t's open samples (t: NULL for none). */
+static void put_blocks(writer *w, dump_thread *d, const sample_store *st, const tool_thread *t)
+{
+	profile_sample_block blk;
+	unsigned k = 0;
+	while (store_next_block(st, &k, 0, 0, &blk))
+		d->nblocks++;
+	if (t && t->s.wt.live)
+		d->nblocks++;
+	w_put(w, d, sizeof *d);
+	k = 0;
+	while (store_next_block(st, &k, 0, 0, &blk)) {
+		dump_block b = {.floor = blk.level_floor, .n = blk.n, .len = blk.len};
+		w_put(w, &b, sizeof b);
+		w_put(w, blk.data, blk.len);
+	}
+	if (t)
+		put_open_block(w, t);
+}
+
 static void put_thread(writer *w, tool_thread *t)
 {
 	dump_thread d;
-	profile_sample_block blk;
-	unsigned k = 0;
 	/* Bring the thread to the process's period (auto), as the inline
 	 * runtime's exit path does, so the profile holds the budget. */
 	if (t->s.adaptive)
@@ -101,18 +120,30 @@ static void put_thread(writer *w, tool_thread *t)
 	d.refs = lt_thread_refs(t);
 	d.base_period = t->s.base_period;
 	d.level = t->s.level;
-	while (store_next_block(&t->s.done, &k, 0, 0, &blk))
-		d.nblocks++;
-	if (t->s.wt.live)
-		d.nblocks++;
-	w_put(w, &d, sizeof d);
-	k = 0;
-	while (store_next_block(&t->s.done, &k, 0, 0, &blk)) {
-		dump_block b = {.floor = blk.level_floor, .n = blk.n, .len = blk.len};
-		w_put(w, &b, sizeof b);
-		w_put(w, blk.data, blk.len);
-	}
-	put_open_block(w, t);
+	put_blocks(w, &d, &t->s.done, t);
+}
+
+/* An ended thread, from its record in the arena (its open samples are in
+ * it, dangling). */
+static void put_exited(writer *w, const exited_rec *r)
+{
+	dump_thread d;
+	sample_store view;
+	exited_view(r, &view);
+	VG_(memset)(&d, 0, sizeof d);
+	d.index = r->index;
+	d.tid = r->tid;
+	d.refs = r->refs;
+	d.base_period = r->base_period;
+	d.level = r->level;
+	put_blocks(w, &d, &view, NULL);
+}
+
+static Int by_index(const void *a, const void *b)
+{
+	uint32_t x = (*(const exited_rec *const *)a)->index;
+	uint32_t y = (*(const exited_rec *const *)b)->index;
+	return (x > y) - (x < y);
 }
 
 /* The program's file mappings (for symbolization), as the address space manager knows them. */
@@ -156,6 +187,8 @@ Bool lt_dump(Int ended)
 	dump_header h;
 	uint64_t lost = 0;
 	writer w = {.fd = -1};
+	const exited_rec **recs, *r = NULL;
+	UInt nrecs = 0, i = 0, j = 0;
 	VG_(snprintf)(tmp, (Int)(plen + 8), "%s.tmp", lt_out_path);
 	w.fd = open_private(tmp, VKI_O_WRONLY | VKI_O_CREAT | VKI_O_TRUNC);
 	if (w.fd < 0) {
@@ -164,6 +197,18 @@ Bool lt_dump(Int ended)
 		return False;
 	}
 	w.buf = VG_(malloc)("lomas.dump.buf", OUT_BUF);
+	/* The ended threads: brought to the process's period (auto), as the
+	 * inline runtime does its arena, and in creation order with the live
+	 * ones (the reader wants thread k k-th; the arena holds them in the
+	 * order they ended). */
+	if (lt_settings.period == 0)
+		exited_thin(&lt_exited, lt_budget.level, auto_floor(lt_budget.level));
+	recs = VG_(malloc)("lomas.dump.exited", (lt_exited.count + 1) * sizeof *recs);
+	while ((r = exited_next(&lt_exited, r))) {
+		recs[nrecs++] = r;
+		lost += r->lost;
+	}
+	VG_(ssort)(recs, nrecs, sizeof *recs, by_index);
 	VG_(memset)(&h, 0, sizeof h);
 	VG_(memcpy)(h.magic, DUMP_MAGIC, sizeof h.magic);
 	h.version = DUMP_VERSION;
@@ -173,20 +218,25 @@ Bool lt_dump(Int ended)
 	h.period = lt_settings.period;
 	h.seed = lt_settings.seed;
 	h.window = lt_window_refs;
-	h.nthreads = lt_nthreads;
+	h.nthreads = lt_nthreads + nrecs;
 	h.nmaps = put_maps(&w, True);
 	h.auto_level = lt_budget.level;
 	h.flags = lt_tracing ? DUMP_FLAG_TRACE : 0;
 	h.ended = ended;
 	h.pid = (uint64_t)VG_(getpid)();
-	for (UInt i = 0; i < lt_nthreads; i++)
-		lost += lt_threads[i]->s.lost;
+	for (UInt k = 0; k < lt_nthreads; k++)
+		lost += lt_threads[k]->s.lost;
 	h.lost = lost;
 	VG_(snprintf)(h.valgrind_version, sizeof h.valgrind_version, "%s", LOMAS_VALGRIND_VERSION);
 	VG_(snprintf)(h.tool_version, sizeof h.tool_version, "%s", LOMAS_TOOL_VERSION);
 	w_put(&w, &h, sizeof h);
-	for (UInt i = 0; i < lt_nthreads; i++)
-		put_thread(&w, lt_threads[i]);
+	while (i < lt_nthreads || j < nrecs) {
+		if (j == nrecs || (i < lt_nthreads && lt_threads[i]->s.index < recs[j]->index))
+			put_thread(&w, lt_threads[i++]);
+		else
+			put_exited(&w, recs[j++]);
+	}
+	VG_(free)(recs);
 	put_maps(&w, False);
 	w_flush(&w);
 	VG_(close)(w.fd);

@@ -47,6 +47,9 @@ const HChar *lt_trace_path;
 const HChar *lt_out_path;
 tool_thread **lt_threads;
 UInt lt_nthreads;
+exited_arena lt_exited;
+static UInt threads_cap;
+static uint32_t next_index; /* the next thread's: creation order */
 
 uint32_t lt_line_size = 64;
 uint64_t lt_window_refs; /* 0 = auto */
@@ -121,16 +124,18 @@ static tool_thread *thread_new(ThreadId tid)
 		VG_(memset)(by_tid + by_tid_cap, 0, (cap - by_tid_cap) * sizeof *by_tid);
 		by_tid_cap = cap;
 	}
-	if ((lt_nthreads & (lt_nthreads - 1)) == 0)
-		lt_threads = VG_(realloc)("lomas.threads", lt_threads,
-		                          (lt_nthreads ? 2 * lt_nthreads : 1) * sizeof *lt_threads);
+	if (lt_nthreads == threads_cap) {
+		threads_cap = threads_cap ? 2 * threads_cap : 16;
+		lt_threads =
+		    VG_(realloc)("lomas.threads", lt_threads, threads_cap * sizeof *lt_threads);
+	}
 	t = VG_(calloc)("lomas.thread", 1, sizeof *t);
 	t->wt_size = wt_bytes(lt_settings.max_live);
 	t->wt_mem = pages_alloc(t->wt_size);
 	t->filter = pages_alloc(FILTER_SIZE + FILTER_PAD);
 	if (!t->wt_mem || !t->filter)
 		VG_(tool_panic)("lomas: out of memory for a thread's watch table");
-	sampler_thread_init(&t->s, &lt_settings, lt_nthreads, t->wt_mem, t->filter, &lt_budget,
+	sampler_thread_init(&t->s, &lt_settings, next_index++, t->wt_mem, t->filter, &lt_budget,
 	                    &lt_alloc);
 	/* Its first reference gets clock 0; the countdown reaches zero at the
 	 * first sample. Set in its guest state before it first runs (a new
@@ -164,7 +169,43 @@ static void switch_to(tool_thread *t)
 	lt_cur = t;
 }
 
-/* A thread has run its last instruction: its open samples become dangling. */
+/*
+ * An ended thread's samples go to the exited threads' arena (lib/sampler/
+ * exited.c, as the inline runtime keeps them), compactly, and its
+ * tool_thread and store are given back: a program that runs threads one
+ * after another holds its live threads' samplers plus the samples, not a
+ * sampler per thread it ever ran (each kept ~3 KiB of state and a page or
+ * more of every stream of its store: 20k short threads, 180 MB peak RSS).
+ * False when the arena has no room: the thread then stays in lt_threads,
+ * its store with it.
+ */
+static Bool thread_archive(tool_thread *t)
+{
+	uint32_t level = t->s.adaptive ? lt_budget.level : 0;
+	exited_info info = {.tid = t->os_tid,
+	                    .refs = t->refs,
+	                    .lost = t->s.lost,
+	                    .base_period = t->s.base_period,
+	                    .index = t->s.index,
+	                    .level = t->s.level,
+	                    .adaptive = t->s.adaptive};
+	UInt i = 0;
+	if (!exited_add(&lt_exited, &lt_alloc, &info, &t->s.done, level,
+	                t->s.adaptive ? auto_floor(level) : 0))
+		return False;
+	store_free(&t->s.done, &lt_alloc);
+	/* lt_threads stays in creation order (the hand-over file's). */
+	while (lt_threads[i] != t)
+		i++;
+	for (; i + 1 < lt_nthreads; i++)
+		lt_threads[i] = lt_threads[i + 1];
+	lt_nthreads--;
+	VG_(free)(t);
+	return True;
+}
+
+/* A thread has run its last instruction: its open samples become dangling,
+ * and it goes to the arena (t is freed then). */
 static void thread_end(tool_thread *t)
 {
 	if (!t->live)
@@ -187,6 +228,7 @@ static void thread_end(tool_thread *t)
 		VG_(close)(t->trace_fd);
 		t->trace_fd = -1;
 	}
+	thread_archive(t);
 }
 
 static void on_thread_create(ThreadId parent, ThreadId child)

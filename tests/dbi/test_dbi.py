@@ -352,6 +352,34 @@ def test_period_auto_is_one_budget_for_all_threads(tmp_path):
 
 
 @needs_tool
+def test_threads_one_after_another(tmp_path):
+    """churn: 2000 threads one after another, each 20000 loads (over 40M references:
+    period auto's level reaches 5, so the samples of threads that ended early are
+    thinned after they ended, in the exited threads' arena). Every thread is in the
+    profile, in creation order, with its own clock: its 20000 loads more than a
+    thread of the same program that makes none (the thread library's part, the same
+    in every thread); the weights stand for the references of all of them, and no
+    weight of the starting period is left."""
+    n, steps = 2000, 20000
+    record([prog("churn"), "3", "0"], tmp_path / "b.lomas")
+    base = {t["refs"] for t in export_json(tmp_path / "b.lomas")["threads"][1:]}
+    assert len(base) == 1
+    prof = tmp_path / "c.lomas"
+    r = record([prog("churn"), str(n), str(steps)], prof)
+    assert r.stdout == f"{n} threads\n"
+    d = export_json(prof)
+    threads = d["threads"]
+    assert len(threads) == n + 1
+    assert len({t["tid"] for t in threads}) == n + 1
+    assert {t["refs"] for t in threads[1:]} == {base.pop() + steps}
+    total = sum(t["refs"] for t in threads)
+    w = sum(s["weight"] for s in d["samples"])
+    assert abs(w - total) < 0.05 * total, (w, total)
+    assert min(s["weight"] for s in d["samples"]) > 128.0
+    assert len({s["thread"] for s in d["samples"]}) > n // 2
+
+
+@needs_tool
 def test_signal_handlers_references_count(tmp_path):
     """A SIGALRM handler interrupts a loop every 200 us; each call makes 131
     references (64 loads and 64 stores over a ring, calls++ a load and a
