@@ -2,12 +2,12 @@
  * lib/sampler internal interface: the sampler core that both in-process
  * clocks compile (the inline runtime, linked into instrumented programs, and
  * the dbi clock's Valgrind tool, which has no libc): the per-thread filter,
- * the watch table, the sample store and its thinning, windows, and the
- * profile assembly the host side does from them.
+ * the watch table, the sample store and its thinning, the exited threads'
+ * arena, windows, and the profile assembly the host side does from them.
  *
- * table.c and thread.c use no libc beyond memset and memcpy (the caller
- * passes an allocator); assemble.c builds lomas_profile objects (malloc) and
- * is compiled only into liblomas and liblomas-inline.
+ * table.c, exited.c and thread.c use no libc beyond memset, memcpy and
+ * memmove (the caller passes an allocator); assemble.c builds lomas_profile
+ * objects (malloc) and is compiled only into liblomas and liblomas-inline.
  */
 #ifndef LOMAS_SAMPLER_H
 #define LOMAS_SAMPLER_H
