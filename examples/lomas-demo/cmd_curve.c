@@ -3,6 +3,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,20 +17,52 @@ enum {
 	OPT_CI,
 	OPT_CI_LEVEL,
 	OPT_CI_RESAMPLES,
-	OPT_SEED
+	OPT_SEED,
+	OPT_WAYS
 };
 
 enum { WANT_RANDOM = 1, WANT_LRU = 2 };
 
-/* Model one policy's curve into ratios[n]; reports failure for cmd. */
-static int model(const char *cmd, const char *path, const lomas_profile *p, lomas_policy policy,
-                 const uint64_t *sizes, size_t n, unsigned flags, double *ratios)
+/* Model one policy's curve into ratios[n] (ways 0: fully associative); reports failure for cmd. */
+static int model_ways(const char *cmd, const char *path, const lomas_profile *p,
+                      lomas_policy policy, const uint64_t *sizes, size_t n, unsigned ways,
+                      unsigned flags, double *ratios)
 {
-	lomas_status st = lomas_model_curve(p, policy, sizes, n, 0, flags, ratios);
+	lomas_status st = lomas_model_curve_assoc(p, policy, sizes, n, 0, ways, flags, ratios);
 	if (st != LOMAS_OK)
 		return demo_fail_lomas(cmd, st, "cannot model '%s' (%s)", path,
 		                       policy == LOMAS_POLICY_RANDOM ? "random" : "lru");
 	return demo_check_ratios(cmd, path, ratios, n);
+}
+
+static int model(const char *cmd, const char *path, const lomas_profile *p, lomas_policy policy,
+                 const uint64_t *sizes, size_t n, unsigned flags, double *ratios)
+{
+	return model_ways(cmd, path, p, policy, sizes, n, 0, flags, ratios);
+}
+
+/*
+ * The default sizes for an A-way cache: each rounded up to whole sets
+ * (ways x line bytes), duplicates dropped. Given sizes must be whole sets.
+ */
+static int sizes_for_ways(uint64_t *sizes, size_t *n, uint32_t line, unsigned ways, bool given)
+{
+	uint64_t set = (uint64_t)line * ways;
+	size_t m = 0;
+	for (size_t i = 0; i < *n; i++) {
+		uint64_t b = sizes[i];
+		if (given && b % set)
+			return demo_fail(
+			    "curve",
+			    "--sizes: %" PRIu64 " bytes is not a whole number of %u-way "
+			    "sets of %" PRIu32 "-byte lines (a multiple of %" PRIu64 ")",
+			    b, ways, line, set);
+		b = (b + set - 1) / set * set;
+		if (m == 0 || sizes[m - 1] != b)
+			sizes[m++] = b;
+	}
+	*n = m;
+	return 0;
 }
 
 /* Confidence intervals of a curve (--ci). */
@@ -133,11 +166,12 @@ int cmd_curve(int argc, char **argv)
 	    {"ci-level", required_argument, NULL, OPT_CI_LEVEL},
 	    {"ci-resamples", required_argument, NULL, OPT_CI_RESAMPLES},
 	    {"seed", required_argument, NULL, OPT_SEED},
+	    {"ways", required_argument, NULL, OPT_WAYS},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *list = NULL, *path;
-	unsigned flags = 0, want = WANT_RANDOM | WANT_LRU;
+	unsigned flags = 0, want = WANT_RANDOM | WANT_LRU, ways = 0;
 	bool json = false;
 	ci_opts ci = {false, 0.95, 200, 1};
 	lomas_profile *p = NULL;
@@ -186,12 +220,22 @@ int cmd_curve(int argc, char **argv)
 				return demo_fail("curve", "--seed: '%s' is not an integer", optarg);
 			break;
 		}
+		case OPT_WAYS:
+			if (parse_num("--ways", optarg, 0, 1 << 20, &v))
+				return EXIT_USAGE;
+			if (v != floor(v))
+				return demo_fail("curve", "--ways: '%s' is not a whole number",
+				                 optarg);
+			ways = (unsigned)v;
+			break;
 		case 'h': return demo_help("curve");
 		default: return demo_bad_option("curve", argv, c);
 		}
 	}
 	if (optind >= argc)
 		return demo_fail("curve", "missing PROFILE (see 'lomas-demo help curve')");
+	if (ways && ci.on)
+		return demo_fail("curve", "--ci is for fully associative caches: not with --ways");
 	if (optind + 1 < argc)
 		return demo_fail("curve", "unexpected argument '%s'", argv[optind + 1]);
 	path = argv[optind];
@@ -201,6 +245,8 @@ int cmd_curve(int argc, char **argv)
 	rc = line_size_of("curve", p, &line);
 	if (rc == 0)
 		rc = demo_sizes("curve", list, line, &sizes, &n);
+	if (rc == 0 && ways)
+		rc = sizes_for_ways(sizes, &n, line, ways, list != NULL);
 	if (rc != 0)
 		goto out;
 	rnd = calloc(n ? n : 1, sizeof *rnd);
@@ -228,7 +274,8 @@ int cmd_curve(int argc, char **argv)
 			rc = model_ci(path, p, (lomas_policy)pol, sizes, n, flags, &ci, r,
 			              b[pol][0], b[pol][1]);
 		else
-			rc = model("curve", path, p, (lomas_policy)pol, sizes, n, flags, r);
+			rc = model_ways("curve", path, p, (lomas_policy)pol, sizes, n, ways, flags,
+			                r);
 	}
 	if (rc != 0)
 		goto out;

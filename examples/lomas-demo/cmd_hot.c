@@ -120,6 +120,7 @@ static int print_json(const lomas_hot_list *l, const struct demo_hot_row *rows, 
 	                    json_real(info.refs > 0 ? info.misses / info.refs : 0.0));
 	json_object_set_new(root, "pcs", json_integer((json_int_t)info.count));
 	json_object_set_new(root, "delinquent_pcs", json_integer((json_int_t)info.delinquent));
+	json_object_set_new(root, "cover90_pcs", json_integer((json_int_t)info.cover90));
 	json_object_set_new(root, "has_maps", json_boolean(info.has_maps));
 	for (size_t i = 0; i < n; i++)
 		json_array_append_new(arr, row_json(l, &rows[i], by));

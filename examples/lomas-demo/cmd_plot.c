@@ -19,7 +19,6 @@
 enum { OPT_COLD = 256, OPT_SIZES, OPT_POLICY, OPT_TITLE, OPT_NO_BANDS };
 
 #define WIDTH 880.0
-#define HEIGHT 540.0
 #define LEFT 78.0 /* the plot area */
 #define RIGHT 850.0
 #define TOP 78.0
@@ -56,17 +55,23 @@ static double px_y(const struct axes *a, double ratio)
 }
 
 /*
- * The confidence band of a curve, where the model gives one: with
- * lomas_model_curve_ci (DESIGN.md section 5: "each curve point can carry a
- * confidence interval") this fills lo and hi and returns true. This library
- * has no such call yet, so curves are drawn without bands; the drawing
- * below takes them as they come.
+ * The confidence band of a curve: the 95 % interval of lomas_model_curve_ci
+ * from BAND_RESAMPLES bootstrap replicates (as report draws it), with a
+ * fixed seed so that the same profile gives the same picture. False where
+ * the model gives none (too few samples), and then the curve has no band.
  */
+#define BAND_RESAMPLES 100
+
 static bool curve_band(const lomas_profile *p, lomas_policy policy, const uint64_t *sizes, size_t n,
                        unsigned flags, double *lo, double *hi)
 {
-	(void)p, (void)policy, (void)sizes, (void)n, (void)flags, (void)lo, (void)hi;
-	return false;
+	double *r = malloc(n * sizeof *r);
+	bool ok = r && lomas_model_curve_ci(p, policy, sizes, n, 0, flags, 0.95, BAND_RESAMPLES, 1,
+	                                    r, lo, hi) == LOMAS_OK;
+	for (size_t i = 0; ok && i < n; i++)
+		ok = isfinite(lo[i]) && isfinite(hi[i]) && lo[i] <= hi[i];
+	free(r);
+	return ok;
 }
 
 /* "1 KiB", "256 MiB": binary units for the size axis. */
@@ -176,7 +181,7 @@ static void draw_series(svg *s, const struct axes *a, const struct series *se, s
 	}
 	/* Bands first, under every line. */
 	for (size_t k = 0; k < ns; k++) {
-		char style[128];
+		char style[256];
 		if (!se[k].lo || !se[k].hi)
 			continue;
 		for (size_t i = 0; i < n; i++) {
@@ -184,8 +189,10 @@ static void draw_series(svg *s, const struct axes *a, const struct series *se, s
 			y[i] = px_y(a, se[k].hi[i]);
 			y[2 * n - 1 - i] = px_y(a, se[k].lo[i]);
 		}
-		snprintf(style, sizeof style, "fill=\"%s\" fill-opacity=\"0.18\" stroke=\"none\"",
-		         se[k].color);
+		snprintf(style, sizeof style,
+		         "fill=\"%s\" fill-opacity=\"0.18\" stroke=\"none\" class=\"band\" "
+		         "data-policy=\"%s\" data-series=\"%zu\"",
+		         se[k].color, se[k].policy == LOMAS_POLICY_LRU ? "lru" : "random", k);
 		svg_polygon(s, x, y, 2 * n, style);
 	}
 	for (size_t k = 0; k < ns; k++) {
@@ -197,42 +204,66 @@ static void draw_series(svg *s, const struct axes *a, const struct series *se, s
 		snprintf(style, sizeof style, "stroke=\"%s\" stroke-width=\"2\"%s", se[k].color,
 		         se[k].policy == LOMAS_POLICY_LRU ? " stroke-dasharray=\"7,4\"" : "");
 		snprintf(attrs, sizeof attrs,
-		         "class=\"curve\" data-label=\"%s\" data-policy=\"%s\"",
+		         "class=\"curve\" data-label=\"%s\" data-policy=\"%s\" data-series=\"%zu\"",
 		         svg_escape(se[k].label, lab, sizeof lab),
-		         se[k].policy == LOMAS_POLICY_LRU ? "lru" : "random");
+		         se[k].policy == LOMAS_POLICY_LRU ? "lru" : "random", k);
 		svg_polyline(s, x, y, n, style, attrs);
 	}
 	free(x);
 	free(y);
 }
 
-/* The legend, top right inside the plot, where miss-ratio curves are low. */
-static void draw_legend(svg *s, const struct series *se, size_t ns, bool bands)
+/*
+ * The legend, below the plot where it can hide no curve: one entry per
+ * profile (its colour as a solid and a dashed stroke, the two policies),
+ * left to right, wrapped at the plot's width, then the bands' note. Text
+ * widths are estimated at LEGEND_CHAR px a character (12 px DejaVu Sans
+ * averages 7; the estimate errs wide). Returns the height it takes; with
+ * draw false it only measures.
+ */
+#define LEGEND_CHAR 7.4
+#define LEGEND_ROW 18.0
+#define LEGEND_TOP (BOTTOM + 62.0)
+
+static double draw_legend(svg *s, const struct series *se, size_t ns, bool bands, bool draw)
 {
-	double w = 0, h = 14.0 * (double)(ns + (bands ? 1 : 0)) + 12, x, y;
-	for (size_t k = 0; k < ns; k++) {
-		double len = 6.2 * (double)(strlen(se[k].label) + 9);
-		w = len > w ? len : w;
+	double x = LEFT, y = LEGEND_TOP, max_text = RIGHT - LEFT - 70.0;
+	if (draw)
+		svg_group(s, "id=\"legend\"");
+	for (size_t k = 0; k <= ns; k++) {
+		const char *text = k < ns ? se[k].label : "shaded: 95 % confidence band";
+		double tw;
+		/* One entry per profile: its first series (the next, if any, is its LRU). */
+		if (k < ns && k > 0 && se[k].label == se[k - 1].label)
+			continue;
+		if (k == ns && !bands)
+			break;
+		/* A label wider than a row (a long path) shows its end. */
+		if ((double)strlen(text) * LEGEND_CHAR > max_text)
+			text += strlen(text) - (size_t)(max_text / LEGEND_CHAR) + 1;
+		tw = (double)strlen(text) * LEGEND_CHAR;
+		if (x > LEFT && x + 70.0 + tw > RIGHT) {
+			x = LEFT;
+			y += LEGEND_ROW;
+		}
+		if (draw && k < ns) {
+			char style[160];
+			for (int d = 0; d < 2; d++) {
+				snprintf(style, sizeof style, "stroke=\"%s\" stroke-width=\"2\"%s",
+				         se[k].color, d ? " stroke-dasharray=\"7,4\"" : "");
+				svg_line(s, x + 30.0 * d, y - 4, x + 30.0 * d + 24, y - 4, style);
+			}
+			svg_text(s, x + 62, y, "start", 0, NULL, text);
+		} else if (draw) {
+			svg_rect(s, x, y - 10, 54, 12,
+			         "fill=\"#777\" fill-opacity=\"0.18\" stroke=\"none\"");
+			svg_text(s, x + 62, y, "start", 0, "fill=\"#555\"", text);
+		}
+		x += 70.0 + tw + 18.0;
 	}
-	w = w + 46 > 560 ? 560 : w + 46;
-	x = RIGHT - w - 8;
-	y = TOP + 8;
-	svg_group(s, "id=\"legend\"");
-	svg_rect(s, x, y, w, h, "fill=\"white\" fill-opacity=\"0.9\" stroke=\"#bbb\"");
-	for (size_t k = 0; k < ns; k++) {
-		char style[160], text[600];
-		double ly = y + 14 + 14.0 * (double)k;
-		snprintf(style, sizeof style, "stroke=\"%s\" stroke-width=\"2\"%s", se[k].color,
-		         se[k].policy == LOMAS_POLICY_LRU ? " stroke-dasharray=\"7,4\"" : "");
-		svg_line(s, x + 8, ly - 4, x + 36, ly - 4, style);
-		snprintf(text, sizeof text, "%s, %s", se[k].label,
-		         se[k].policy == LOMAS_POLICY_LRU ? "LRU" : "random");
-		svg_text(s, x + 42, ly, "start", 0, NULL, text);
-	}
-	if (bands)
-		svg_text(s, x + 8, y + 14 + 14.0 * (double)ns, "start", 0, "fill=\"#555\"",
-		         "shaded: confidence band of the estimate");
-	svg_group_end(s);
+	if (draw)
+		svg_group_end(s);
+	return y - LEGEND_TOP + LEGEND_ROW;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -273,9 +304,9 @@ static int write_svg(const char *out_path, const char *title, const struct serie
 			if (se[k].hi)
 				max = fmax(max, se[k].hi[i]);
 		}
-	/* Room above the highest curve for the legend. */
-	a.ytop = round_top(max * 1.15 > 0 ? max * 1.15 : 0.01);
-	svg_begin(&s, f, WIDTH, HEIGHT, title);
+	/* A little room above the highest curve. */
+	a.ytop = round_top(max * 1.05 > 0 ? max * 1.05 : 0.01);
+	svg_begin(&s, f, WIDTH, LEGEND_TOP + draw_legend(NULL, se, ns, bands, false), title);
 	svg_text(&s, LEFT, 26, "start", 0, "font-size=\"16\" font-weight=\"bold\"", title);
 	snprintf(sub, sizeof sub,
 	         "fully associative caches, cold misses %s; solid: random replacement, dashed: LRU",
@@ -286,7 +317,7 @@ static int write_svg(const char *out_path, const char *title, const struct serie
 	svg_group(&s, "id=\"curves\"");
 	draw_series(&s, &a, se, ns, sizes, n);
 	svg_group_end(&s);
-	draw_legend(&s, se, ns, bands);
+	draw_legend(&s, se, ns, bands, true);
 	if (svg_end(&s) != 0 || (f != stdout && fclose(f) != 0)) {
 		if (f != stdout)
 			remove(out_path);

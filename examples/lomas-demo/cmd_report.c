@@ -250,30 +250,52 @@ static lomas_status model_curves(const lomas_profile *p, const uint64_t *sizes, 
 	return st;
 }
 
-/* Both policies' miss ratios at this machine's cache sizes. */
+/* One policy's miss ratio at one cache (ways 0: fully associative) into *r. */
+static int cache_ratio(const lomas_profile *p, const struct cache_level *c, lomas_policy policy,
+                       uint64_t bytes, unsigned ways, unsigned flags, double *r)
+{
+	lomas_status st = lomas_model_curve_assoc(p, policy, &bytes, 1, 0, ways, flags, r);
+	if (st != LOMAS_OK)
+		return demo_fail_lomas("report", st, "cannot model %s", c->name);
+	return demo_check_ratios("report", "the profile", r, 1);
+}
+
+/*
+ * Both policies' miss ratios at this machine's cache sizes: fully
+ * associative, and with each cache's own associativity (sysfs) where its
+ * size is a whole number of sets.
+ */
 static int print_cache_table(const lomas_profile *p, const struct cache_level *caches,
                              size_t ncaches, uint32_t line, unsigned flags)
 {
 	if (!ncaches)
 		return 0;
-	printf("\nat this machine's caches (cpu0; fully associative models):\n");
-	printf("  %-6s %10s %10s %10s\n", "cache", "size", "random", "lru");
+	printf("\nat this machine's caches (cpu0): fully associative, and with their ways (W):\n");
+	printf("  %-6s %8s %5s %9s %9s %9s %9s\n", "cache", "size", "ways", "random", "lru",
+	       "random/W", "lru/W");
 	for (size_t i = 0; i < ncaches; i++) {
-		char b[16];
-		double r = NAN, l = NAN;
+		char b[16], w[16];
+		double r = NAN, l = NAN, ra = NAN, la = NAN;
 		uint64_t bytes = caches[i].bytes / line * line;
+		unsigned ways = caches[i].ways;
 		if (bytes == 0)
 			bytes = line;
-		if (lomas_model_miss_ratio(p, LOMAS_POLICY_RANDOM, bytes, 0, flags, &r) !=
-		        LOMAS_OK ||
-		    lomas_model_miss_ratio(p, LOMAS_POLICY_LRU, bytes, 0, flags, &l) != LOMAS_OK)
-			return demo_fail_lomas("report", LOMAS_EINVAL, "cannot model %s",
-			                       caches[i].name);
-		if (demo_check_ratios("report", "the profile", &r, 1) ||
-		    demo_check_ratios("report", "the profile", &l, 1))
+		if (ways && bytes % ((uint64_t)ways * line))
+			ways = 0;
+		if (cache_ratio(p, &caches[i], LOMAS_POLICY_RANDOM, bytes, 0, flags, &r) ||
+		    cache_ratio(p, &caches[i], LOMAS_POLICY_LRU, bytes, 0, flags, &l) ||
+		    (ways &&
+		     (cache_ratio(p, &caches[i], LOMAS_POLICY_RANDOM, bytes, ways, flags, &ra) ||
+		      cache_ratio(p, &caches[i], LOMAS_POLICY_LRU, bytes, ways, flags, &la))))
 			return EXIT_USAGE;
 		demo_format_bytes(caches[i].bytes, b, sizeof b);
-		printf("  %-6s %10s %9.2f%% %9.2f%%\n", caches[i].name, b, 100 * r, 100 * l);
+		snprintf(w, sizeof w, "%u", ways);
+		printf("  %-6s %8s %5s %8.2f%% %8.2f%%", caches[i].name, b, ways ? w : "-", 100 * r,
+		       100 * l);
+		if (ways)
+			printf(" %8.2f%% %8.2f%%\n", 100 * ra, 100 * la);
+		else
+			printf(" %9s %9s\n", "-", "-");
 	}
 	return 0;
 }

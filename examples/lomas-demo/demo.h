@@ -86,6 +86,7 @@ int demo_check_ratios(const char *cmd, const char *path, const double *ratios, s
 struct cache_level {
 	char name[8]; /* "L1d", "L2", ... */
 	uint64_t bytes;
+	unsigned ways; /* ways_of_associativity from sysfs; 0 when unknown */
 };
 
 /*
@@ -156,5 +157,6 @@ int cmd_record(int argc, char **argv);
 int cmd_hot(int argc, char **argv);
 int cmd_annotate(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_bounds(int argc, char **argv);
 
 #endif /* LOMAS_DEMO_H */

@@ -1,5 +1,6 @@
 /* This machine's caches, from sysfs (for report, hot, plot and compare). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "demo.h"
@@ -22,7 +23,7 @@ size_t machine_caches(struct cache_level *out, size_t cap)
 {
 	size_t n = 0;
 	for (int i = 0; i < 32 && n < cap; i++) {
-		char path[128], level[16], type[32], size[32];
+		char path[128], level[16], type[32], size[32], ways[32];
 		uint64_t bytes;
 		bool dup = false;
 		int len =
@@ -45,7 +46,15 @@ size_t machine_caches(struct cache_level *out, size_t cap)
 			continue;
 		snprintf(out[n].name, sizeof out[n].name, "L%.3s%s", level,
 		         strcmp(type, "Data") == 0 ? "d" : "");
-		out[n++].bytes = bytes;
+		out[n].bytes = bytes;
+		/* A set-associative cache's ways (sysfs gives 0 for fully associative). */
+		strcpy(path + len, "ways_of_associativity");
+		out[n].ways = 0;
+		if (read_line(path, ways, sizeof ways)) {
+			unsigned long w = strtoul(ways, NULL, 10);
+			out[n].ways = w < 65536 ? (unsigned)w : 0;
+		}
+		n++;
 	}
 	/* Insertion sort by size: sysfs order is by index, usually but not surely by size. */
 	for (size_t i = 1; i < n; i++)

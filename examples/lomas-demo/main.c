@@ -34,9 +34,13 @@ const struct demo_cmd demo_cmds[] = {
      "                           Poisson bootstrap of the samples (sampling noise only)\n"
      "  --ci-level L             its level (default 0.95; implies --ci)\n"
      "  --ci-resamples N         bootstrap replicates (default 200; implies --ci)\n"
-     "  --seed S                 the bootstrap's seed (default 1): same seed, same bounds\n",
+     "  --seed S                 the bootstrap's seed (default 1): same seed, same bounds\n"
+     "  --ways W                 W-way set-associative caches (0: fully associative, the\n"
+     "                           default); sizes whole sets (the default sizes rounded\n"
+     "                           up); a line's set is its line number modulo the sets\n",
      "lomas-demo curve [--sizes B1,B2,...] [--cold] [--json] [--policy random|lru|both]\n"
-     "                        [--ci] [--ci-level L] [--ci-resamples N] [--seed S] PROFILE",
+     "                        [--ci] [--ci-level L] [--ci-resamples N] [--seed S]\n"
+     "                        [--ways W] PROFILE",
      cmd_curve},
     {"report", "summary and working-set graph of a profile",
      "Summarize a profile and draw its working-set graph (miss ratio against cache\n"
@@ -75,11 +79,15 @@ const struct demo_cmd demo_cmds[] = {
      cmd_compare},
     {"hot", "the instructions that miss most, with source lines",
      "Attribute the misses of one cache size to the instructions that miss (each\n"
-     "sampled reuse's miss probability, from the model, belongs to the instruction\n"
-     "that made the reuse) and print them as CSV, most misses first:\n"
+     "sampled reuse's miss probability, from the model `curve` uses, belongs to the\n"
+     "instruction that made the reuse) and print them as CSV, most misses first:\n"
      "pc,function,location,misses,miss_ratio,share (location is file:line, or\n"
      "module+0xOFFSET without line information; misses are estimated references;\n"
-     "miss_ratio is the instruction's own, share its part of all misses).\n\n"
+     "miss_ratio is the instruction's own, share its part of all misses).\n"
+     "The delinquent set (--json: each entry's \"delinquent\", and\n"
+     "\"delinquent_pcs\") is the fewest instructions that cover 90% of the\n"
+     "misses (\"cover90_pcs\") and every other one with 1% of them or more\n"
+     "(UMI's threshold for a delinquent load).\n\n"
      "  --cache-size B      the cache size (default: this machine's L1d, from sysfs)\n"
      "  --policy random|lru replacement policy of the model (default random)\n"
      "  --top N             print the N largest (default 20; 0 = all)\n"
@@ -106,17 +114,28 @@ const struct demo_cmd demo_cmds[] = {
     {"plot", "the working-set graph as an SVG document",
      "Draw the working-set graph of one or more profiles as SVG: miss ratio against\n"
      "cache size (log scale, binary units), random replacement solid and LRU dashed,\n"
-     "one colour per profile with a legend, this machine's caches marked (sysfs),\n"
-     "and a shaded confidence band around a curve where the model gives one.\n\n"
+     "one colour per profile with a legend below the graph, this machine's caches\n"
+     "marked (sysfs), and a shaded 95% confidence band around each curve where the\n"
+     "model gives one (100 bootstrap replicates: about 100 curves' work each).\n\n"
      "  -o, --output FILE   the SVG file to write ('-' for standard output; required)\n"
      "  --sizes B1,B2,...   cache sizes (default: 1 KiB to 1 GiB, 4 per octave)\n"
      "  --policy random|lru|both  the curves to draw (default both)\n"
      "  --cold              count cold misses (excluded by default)\n"
      "  --title TEXT        the graph's title\n"
-     "  --no-bands          no confidence bands\n",
+     "  --no-bands          no confidence bands (faster on large profiles)\n",
      "lomas-demo plot [--sizes B1,...] [--policy P] [--cold] [--title T] -o FILE.svg\n"
      "                      PROFILE [PROFILE...]",
      cmd_plot},
+    {"bounds", "LRU miss ratio bounds when the cache is time-shared",
+     "Bound the miss ratio of an LRU cache shared with other programs that empty it\n"
+     "of this program's lines every scheduling quantum: lower = the warm cache,\n"
+     "upper = a cache flushed every quantum (each flush costs the misses of filling\n"
+     "it again, from the profile's stack distances). CSV quantum_refs,lower,upper;\n"
+     "a table over quanta of 10^3 to 10^9 references unless --quantum is given.\n\n"
+     "  --cache-size B   the cache (default: this machine's L1d, from sysfs)\n"
+     "  --quantum N      one quantum of N of the program's references\n"
+     "  --cold           count cold misses (excluded by default)\n",
+     "lomas-demo bounds [--cache-size B] [--quantum N] [--cold] PROFILE", cmd_bounds},
     {"record", "run or attach to a program under a live clock",
      "Run a program (or attach to a running one) under a live clock and save its\n"
      "profile. Exits with the program's own status (128+N if signal N killed it),\n"

@@ -66,7 +66,7 @@ static void print_rows(const lomas_hot_list *l, const struct demo_hot_row *rows,
 int report_delinquent(const char *path, const lomas_profile *p, const struct cache_level *caches,
                       size_t ncaches, uint32_t line, unsigned flags)
 {
-	struct cache_level fallback = {"cache", 32 * 1024}; /* no sysfs here */
+	struct cache_level fallback = {"cache", 32 * 1024, 0}; /* no sysfs here */
 	size_t levels = ncaches < 2 ? ncaches : 2;
 	if (levels == 0) {
 		caches = &fallback;
@@ -100,8 +100,11 @@ int report_delinquent(const char *path, const lomas_profile *p, const struct cac
 			printf("no misses\n");
 		} else {
 			printf("%zu of %zu pcs\n", info.delinquent, info.count);
-			printf("(90%% of %.0f estimated misses, and each pc with 1%%)%s\n",
-			       info.misses, show < info.delinquent ? "; the largest:" : ":");
+			/* The definition (lomas.h): the fewest covering 90 %, and any with 1 %. */
+			printf("(the first %zu: 90%% of %.0f estimated misses; then each pc "
+			       "with 1%% or more)%s\n",
+			       info.cover90, info.misses,
+			       show < info.delinquent ? "; the largest:" : ":");
 		}
 		print_rows(l, rows, show);
 		free(rows);

@@ -281,6 +281,43 @@ LOMAS_API lomas_status lomas_model_curve_ci(const lomas_profile *p, lomas_policy
                                             double *lo, double *hi);
 
 /*
+ * lomas_model_curve for set-associative caches of `ways` ways (0 = fully
+ * associative: exactly lomas_model_curve), each size a whole number of sets
+ * (cache_bytes a multiple of ways x line size); a line's set is its line
+ * number modulo the number of sets. LRU: a reuse misses when at least
+ * `ways` of the distinct lines touched since the last touch of its line
+ * map to its set; random replacement: each miss in its set evicts it with
+ * probability 1/ways. How lines spread over sets is measured from the
+ * samples (a power-of-two stride that folds an array onto a few sets shows
+ * its conflict misses), the rest is lomas_model_curve's model. flags:
+ * LOMAS_MODEL_COLD. Errors as lomas_model_curve's, and EINVAL for a size
+ * that is not a whole number of sets.
+ */
+LOMAS_API lomas_status lomas_model_curve_assoc(const lomas_profile *p, lomas_policy policy,
+                                               const uint64_t *cache_bytes, size_t n,
+                                               uint32_t line_bytes, unsigned ways, unsigned flags,
+                                               double *ratios);
+
+/*
+ * Miss-ratio bounds for an LRU cache of cache_bytes shared with other
+ * programs (the stochastic thrashing model): *lower is the warm cache's miss
+ * ratio (lomas_model_miss_ratio, LRU); upper[i] that of a cache emptied of
+ * this program's lines every quantum_refs[i] of its references: after each
+ * flush the distinct lines touched since (the active span) grow as a
+ * pure-birth Markov chain leaving span s with the probability that a
+ * reference's stack distance is at least s, every reference of a new line
+ * misses, and once the span fills the cache misses come at the warm rate.
+ * The expected misses per quantum come from the chain's phase-type fill
+ * times (gamma-approximated), q from the model's LRU curve. flags:
+ * LOMAS_MODEL_COLD (cold misses counted in both bounds; without it they are
+ * left out of both). EINVAL for a quantum of 0 or a bad size.
+ */
+LOMAS_API lomas_status lomas_model_thrash_bounds(const lomas_profile *p, uint64_t cache_bytes,
+                                                 uint32_t line_bytes, const uint64_t *quantum_refs,
+                                                 size_t n, unsigned flags, double *lower,
+                                                 double *upper);
+
+/*
  * The default working-set-graph sizes: 1 KiB to 1 GiB, 4 points per octave,
  * each rounded to a multiple of line_bytes (81 sizes for 64-byte lines).
  * Writes at most cap sizes into sizes and the total count into *n.
@@ -294,31 +331,41 @@ LOMAS_API lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *
  * Which instructions miss (UMI's "delinquent loads", done the model's way).
  * Each sample is a reference and the next touch of its line (its reuse,
  * made by the sample's end pc). For a fully associative cache of
- * cache_bytes the model gives each reuse a miss probability: under random
- * replacement f_L(R_w d) = 1 - (1 - 1/L)^(R_w d), with L the cache's lines,
- * d the reuse distance and R_w the miss ratio of the sample's window (the
- * StatCache root); under LRU 1 when the window's expected stack distance of
- * d reaches L, else 0 (StatStack). A miss belongs to the instruction that
- * missed: the sample's end pc. Where the reusing instruction is unknown the
- * miss goes to the start pc, the last instruction seen to touch the line,
- * and is also counted in lomas_hot_pc.unseen_misses: censored samples (a
- * reuse too far to watch: a miss in every cache, as the curves count it)
+ * cache_bytes the model of lomas_model_curve (the same one, time-aware:
+ * DESIGN.md section 5) gives each reuse a miss probability: under random
+ * replacement f_L(M) = 1 - (1 - 1/L)^M, with L the cache's lines and M the
+ * expected misses between the reference and its reuse (the StatCache miss
+ * ratios and cold-miss rates of the program's phases that its interval
+ * crosses, each for its share: R d for a reuse of distance d inside one
+ * phase of miss ratio R); under LRU 1 when its expected stack distance
+ * (StatStack, over the phases it crosses, corrected for its reuse class
+ * where the model corrects it) reaches L, else 0. A miss belongs to the
+ * instruction that missed: the sample's end pc. Where the reusing
+ * instruction is unknown the miss goes to the start pc, the last
+ * instruction seen to touch the line, and is also counted in
+ * lomas_hot_pc.unseen_misses: censored samples (a reuse too far to watch:
+ * a miss in every cache, as the curves count it)
  * and, only with LOMAS_MODEL_COLD, dangling ones (never reused: each
  * stands for a line's cold miss; in a stream the instruction that touched
  * a line last is the one that touched it first). Without LOMAS_MODEL_COLD
  * dangling samples carry no miss.
  *
  * Per instruction (pc): estimated misses = sum of weight x probability over
- * the samples it ended, scaled per window as the curves weigh windows, so
- * that the misses of all pcs divided by lomas_hot_info.refs is exactly
- * lomas_model_miss_ratio for the same arguments; its references = the
- * weights of the samples it started (same scaling); its miss ratio and its
- * share of all misses. The delinquent set is the smallest set of pcs that
- * covers 90 % of the estimated misses, extended to every pc that carries at
- * least 1 % of them (UMI's threshold: where three loads cover 90 %, a fourth
- * with 8 % is still worth a look): the first lomas_hot_info.delinquent
- * entries of the list, which is ordered by misses, largest first (then by
- * pc).
+ * the samples it ended, scaled as the curves weigh the program's phases
+ * (and, under random replacement, by the footprint bound as the curves
+ * apply it), so that the misses of all pcs divided by lomas_hot_info.refs
+ * is lomas_model_miss_ratio for the same arguments (to rounding; a curve
+ * of many sizes at once solves StatCache on a grid, within 2e-5 of that);
+ * its references = the weights of the samples it started (same scaling);
+ * its miss ratio and its share of all misses.
+ *
+ * The list is ordered by misses, largest first (then by pc). The delinquent
+ * set is its first lomas_hot_info.delinquent entries: the smallest set of
+ * pcs that covers 90 % of the estimated misses (the first
+ * lomas_hot_info.cover90 entries), and with it every pc that carries at
+ * least 1 % of them. The second rule is UMI's threshold for a delinquent
+ * load, which its recall is measured against: where three loads cover 90 %,
+ * a fourth with 8 % is no less worth a look. cover90 <= delinquent.
  *
  * Symbols come from the memory maps recorded in the profile (the inline,
  * step and trace-of-lackey clocks record them; a profile without maps gets
@@ -383,10 +430,11 @@ typedef struct lomas_hot_info {
 	lomas_policy policy;
 	unsigned flags;
 	size_t count;      /* pcs in the list */
-	size_t delinquent; /* the delinquent set: the first `delinquent` pcs */
+	size_t delinquent; /* the delinquent set: the first `delinquent` pcs (>= cover90) */
 	double misses;     /* all estimated misses */
 	double refs;       /* the references they are a share of (misses / refs: the miss ratio) */
 	int has_maps;      /* 1 if the profile records memory maps */
+	size_t cover90;    /* the fewest pcs covering 90 % of the misses: the first cover90 */
 } lomas_hot_info;
 
 /*

@@ -1,30 +1,48 @@
 /*
  * Per-sample miss probabilities (DESIGN.md section 5, "Per-instruction
- * attribution"): the model's curves, taken apart sample by sample. Each
- * sample is a reference r and its reuse r' (the next touch of the line,
- * made by the sample's end pc); the probability that r' misses in a cache
- * of L lines is
- *   random (StatCache)  f_L(R_w d) = 1 - (1 - 1/L)^(R_w d), with R_w the
- *                       root of the sample's window w (statcache.c): r'
- *                       misses when the line was evicted by one of the
- *                       R_w d misses between r and r';
- *   LRU (StatStack)     1 when SD_w(d) >= L, else 0, with SD_w the
- *                       window's expected stack distance (statstack.c).
+ * attribution"): the curves of lomas_model_curve, taken apart sample by
+ * sample with the same model and options (model_default_opts: segments,
+ * time-aware, reuse classes, footprint bound). Each sample is a reference
+ * r and its reuse r' (the next touch of the line, made by the sample's end
+ * pc); the probability that r' misses in a cache of L lines is
+ *   random (StatCache)  f_L(M), M the expected misses that may evict the
+ *                       line between r and r': (R_g + c_g) d for a reuse
+ *                       inside its group g, and for one that crosses
+ *                       groups the misses of every group it crosses, each
+ *                       for its share (statcache_time.c), with the solved
+ *                       ratios R and cold rates c of the curve;
+ *   LRU (StatStack)     1 when its expected stack distance, rounded
+ *                       (MODEL_SD_ROUND), reaches L, else 0: the SD of its
+ *                       group for a reuse inside one, the time-aware SD
+ *                       (model_reuse_sd) for one that crosses, the class
+ *                       estimate blended in where its reuse class is
+ *                       corrected (model_fix_sds), capped at the footprint
+ *                       bound as the curve caps it.
  * Censored samples (reuse too far to measure) miss in every cache, and
  * dangling ones (never reused) are the cold misses: 1 with
- * LOMAS_MODEL_COLD, else 0 -- exactly what the curves count. So within a
- * window sum_s w_s p_s = R_w S_w: summed per window the probabilities give
- * the curve's misses (test_attribution checks this against the curve).
+ * LOMAS_MODEL_COLD, else 0 -- exactly what the curves count.
  *
- * This is the one place that turns the model into per-sample
- * probabilities; the per-window model here is the stationary form of the
- * equations, and a time-aware model replaces the body of
- * model_sample_miss_probs without changing its callers.
+ * The curves weigh each miss by the references its group stands for
+ * (model_mean: refs_g / S_g) and, under random replacement, keep a share of
+ * a thread's capacity misses by the footprint bound (model_footprint_keep);
+ * mscale carries both per sample, so that
+ *   sum_i w_i prob_i mscale_i / total = the curve's miss ratio.
+ * StatStack counts a reuse in its start group, StatCache in its end group
+ * (the miss happens there: R_g S_g sums the reuses that end in g).
+ *
+ * Summed over the reuses that end in group g, the StatCache probabilities
+ * are R_g S_g - C_g, the group's equation, and they are scaled per group
+ * to make that exact: the fixed point is solved to a tolerance (1e-7 per
+ * ratio, statcache_time.c: the residual, model_attr.resid, is of that
+ * order), and a group whose equation asks for more misses than it has
+ * references (more reuses end in it than samples start there: the end of
+ * a sweep whose reuses span other phases) has its ratio capped at 1 by the
+ * solver, and so its reuses' probabilities by the same factor
+ * (model_attr.capped). So the list and the curve never disagree.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <gsl/gsl_roots.h>
 
 #include "model.h"
 
@@ -41,42 +59,114 @@ static size_t first_at_least(const double *d, size_t lo, size_t hi, double v)
 	return lo;
 }
 
-/*
- * The StatCache root R_w of every window (group) into root: censored
- * reuses miss whatever the size (the extra), and first touches evict lines
- * like any miss (the cold rate c_w, model_cold_rates), as in the curves.
- */
-static lomas_status window_roots(const model_data *m, double lines, double *root)
+/* The references one unit of sample weight in group g stands for in the curves' mean. */
+static double group_scale(const model_data *m, const model_mean *mean, uint32_t g)
 {
-	double *c = malloc((m->ngroups ? m->ngroups : 1) * sizeof *c);
-	gsl_root_fsolver *s = gsl_root_fsolver_alloc(gsl_root_fsolver_brent);
-	lomas_status st = LOMAS_OK;
-	if (!s || !c) {
-		st = error_set(LOMAS_ENOMEM, "out of memory allocating the root solver");
+	const model_group *gr = &m->groups[g];
+	double wt = model_mean_weight(mean, gr);
+	return gr->S > 0.0 && wt > 0.0 ? wt / gr->S : 0.0;
+}
+
+/* StatCache: prob of the reused samples, and mscale of every sample but the dangling ones. */
+static lomas_status random_probs(const lomas_profile *p, model_data *m, double lines, bool bound,
+                                 const model_mean *mean, model_attr *at)
+{
+	double *prob = at->prob, *mscale = at->mscale;
+	size_t ng = m->ngroups;
+	double *R = malloc((ng ? ng : 1) * sizeof *R), *c = malloc((ng ? ng : 1) * sizeof *c);
+	double *P = malloc((ng + 1) * sizeof *P), *A = calloc(ng + 1, sizeof *A);
+	double *keep = malloc((m->nthreads + 1) * sizeof *keep);
+	double *corr = malloc((ng ? ng : 1) * sizeof *corr);
+	const double lg = lines >= 2.0 ? log1p(-1.0 / lines) : 0.0;
+	lomas_status st;
+	if (!R || !c || !P || !A || !keep || !corr) {
+		st = error_set(LOMAS_ENOMEM, "out of memory attributing misses");
 		goto out;
 	}
-	if ((st = model_cold_rates(m, c)))
+	if ((st = statcache_solve_time(m, &lines, 1, false, R, c)))
 		goto out;
-	for (size_t g = 0; g < m->ngroups; g++) {
-		/* root + c: the misses that evict, per reference */
-		root[g] = statcache_group_ratio(m, g, lines, m->groups[g].C, c[g], 1.0, s) + c[g];
+	/* P[k]: the expected misses of k's thread before group k (statcache_time.c). */
+	for (size_t t = 0; t < m->nthreads; t++) {
+		for (size_t g = m->thread_first[t]; g < m->thread_first[t + 1]; g++) {
+			const model_group *gr = &m->groups[g];
+			P[g] =
+			    g == m->thread_first[t]
+			        ? 0.0
+			        : P[g - 1] + (R[g - 1] + c[g - 1]) * (double)(gr[-1].b - gr[-1].a);
+		}
+		keep[t] = bound ? model_footprint_keep(m, t, lines) : 1.0;
 	}
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const lomas_sample *s = &p->samples.items[i];
+		uint32_t g0 = m->sample_g0[i], g1 = m->sample_g1[i];
+		const model_group *G0 = &m->groups[g0], *G1 = &m->groups[g1];
+		double d, M, pr;
+		if (s->state == LOMAS_SAMPLE_DANGLING)
+			continue;
+		mscale[i] = group_scale(m, mean, g1) * keep[G0->thread];
+		if (s->state == LOMAS_SAMPLE_CENSORED) {
+			prob[i] = 1.0;
+			continue;
+		}
+		d = (double)sample_distance(s);
+		if (g1 == g0) {
+			M = (R[g0] + c[g0]) * d;
+		} else {
+			double in0 = (double)(G0->b - s->start - 1), in1 = (double)(s->end - G1->a);
+			M = P[g1] - P[g0 + 1] + (R[g0] + c[g0]) * in0 + (R[g1] + c[g1]) * in1;
+		}
+		/* One line: every other reference in between evicts it (statcache.c). */
+		pr = lines < 2.0 ? (d > 0.0 ? 1.0 : 0.0) : model_f(M, lg);
+		prob[i] = pr;
+		A[g1] += s->weight * pr;
+	}
+	/* Scale each end group's reuses to its solved ratio: R_g S_g = their sum + C_g. */
+	for (size_t g = 0; g < ng; g++) {
+		const model_group *gr = &m->groups[g];
+		double want = R[g] * gr->S - gr->C;
+		corr[g] = A[g] > 0.0 ? (want > 0.0 ? want / A[g] : 0.0) : 1.0;
+		if (corr[g] < 1.0 && R[g] >= 1.0)
+			at->capped++;
+		else if (gr->S > 0.0)
+			at->resid = fmax(at->resid, fabs(A[g] - want) / gr->S);
+	}
+	for (size_t i = 0; i < p->samples.n; i++)
+		if (p->samples.items[i].state == LOMAS_SAMPLE_REUSED)
+			prob[i] *= corr[m->sample_g1[i]];
 out:
-	if (s)
-		gsl_root_fsolver_free(s);
+	free(R);
 	free(c);
+	free(P);
+	free(A);
+	free(keep);
+	free(corr);
 	return st;
 }
 
-/* SD of each distinct distance of each group (statstack.c's recurrence) into sd. */
-static void stack_distances(const model_data *m, double *sd)
+/* StatStack: prob[i] of the reused samples (0 or 1), and mscale[i] of every sample. */
+static lomas_status lru_probs(const lomas_profile *p, model_data *m, double lines, bool bound,
+                              const model_mean *mean, double *prob, double *mscale)
 {
+	double *sd = malloc((m->n ? m->n : 1) * sizeof *sd);
+	double *fix = malloc((m->nfix ? m->nfix : 1) * sizeof *fix);
+	double *top = malloc((m->nthreads + 1) * sizeof *top);
+	size_t k = 0;
+	lomas_status st = LOMAS_OK;
+	if (!sd || !fix || !top) {
+		st = error_set(LOMAS_ENOMEM, "out of memory attributing misses");
+		goto out;
+	}
+	if (m->nfix && (st = model_fix_sds(m, fix)))
+		goto out;
+	/* The footprint cap of statstack_curve. */
+	for (size_t t = 0; t < m->nthreads; t++)
+		top[t] = bound ? model_footprint_upper(m, t, 0.025) - 1.0 : INFINITY;
+	/* Each group's SD at its distinct distances, as statstack_curve sums them. */
 	for (size_t gi = 0; gi < m->ngroups; gi++) {
 		const model_group *g = &m->groups[gi];
 		double acc = 0.0, prev = 0.0;
 		if (!(g->S > 0.0))
 			continue;
-		/* P(RD > k) is constant between consecutive distinct distances. */
 		for (size_t i = 0; i < g->n; i++) {
 			double d = m->d[g->off + i];
 			acc += (d - prev) * (g->S - m->pw[g->pre + i]) / g->S;
@@ -84,106 +174,75 @@ static void stack_distances(const model_data *m, double *sd)
 			prev = d;
 		}
 	}
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const lomas_sample *s = &p->samples.items[i];
+		uint32_t g0 = m->sample_g0[i], g1 = m->sample_g1[i];
+		const model_group *g = &m->groups[g0];
+		double v;
+		mscale[i] = group_scale(m, mean, g0);
+		if (s->state == LOMAS_SAMPLE_CENSORED)
+			prob[i] = 1.0;
+		if (s->state != LOMAS_SAMPLE_REUSED)
+			continue;
+		if (m->sample_fixed[i]) {
+			v = fix[k++]; /* m->fix is in sample order */
+		} else if (g1 != g0) {
+			v = model_reuse_sd(m, s->start, s->end, g0, g1);
+		} else {
+			size_t j =
+			    first_at_least(m->d, g->off, g->off + g->n, (double)sample_distance(s));
+			v = j < g->off + g->n ? sd[j] : 0.0;
+		}
+		prob[i] = lines - MODEL_SD_ROUND <= fmin(v, top[g->thread]) ? 1.0 : 0.0;
+	}
+	if (k != m->nfix)
+		st = error_set(LOMAS_EFORMAT, "reuse classes and samples disagree");
+out:
+	free(sd);
+	free(fix);
+	free(top);
+	return st;
 }
 
 lomas_status model_sample_miss_probs(const lomas_profile *p, lomas_policy policy, double lines,
-                                     unsigned flags, double *prob)
+                                     unsigned flags, model_attr *out)
 {
 	model_data m;
+	model_opts o;
+	model_mean mean;
 	lomas_status st;
 	bool cold = (flags & LOMAS_MODEL_COLD) != 0;
-	double *aux = NULL;
-	if (!p || !prob)
+	size_t ns;
+	if (!p || !out || !out->prob || !out->mscale || !out->rscale)
 		return error_set(LOMAS_EINVAL, "model_sample_miss_probs: NULL argument");
 	if (policy != LOMAS_POLICY_RANDOM && policy != LOMAS_POLICY_LRU)
 		return error_set(LOMAS_EINVAL, "unknown replacement policy %d", (int)policy);
 	if (!(lines >= 1.0))
 		return error_set(LOMAS_EINVAL, "a cache of %g lines cannot be modelled", lines);
-	/* One group per window: group g is window g, in window order. */
-	model_opts o = {.grouping = MODEL_GROUP_WINDOW,
-	                .lru = policy == LOMAS_POLICY_LRU,
-	                .moments = policy == LOMAS_POLICY_RANDOM}; /* Brent needs the moments */
+	/* The curve's model (model_curve_opts for one size), keeping each sample's groups. */
+	o = model_default_opts(policy);
+	o.lru = policy == LOMAS_POLICY_LRU;
+	o.moments = policy == LOMAS_POLICY_RANDOM;
+	o.per_sample = true;
 	if ((st = model_data_build(p, &o, &m)))
 		return st;
-	if (m.ngroups != p->windows.n) {
-		model_data_free(&m);
-		return error_set(LOMAS_EFORMAT, "windows and model groups disagree");
+	ns = p->samples.n;
+	mean = model_mean_of(&m);
+	out->total = mean.total;
+	out->resid = 0.0;
+	out->capped = 0;
+	for (size_t i = 0; i < ns; i++) {
+		const lomas_sample *s = &p->samples.items[i];
+		out->rscale[i] = group_scale(&m, &mean, m.sample_g0[i]);
+		/* Dangling: a cold miss, in its start group (model_group_misses, statstack_curve).
+		 */
+		out->prob[i] = s->state == LOMAS_SAMPLE_DANGLING && cold ? 1.0 : 0.0;
+		out->mscale[i] = out->rscale[i];
 	}
 	if (policy == LOMAS_POLICY_RANDOM)
-		aux = malloc((m.ngroups ? m.ngroups : 1) * sizeof *aux);
+		st = random_probs(p, &m, lines, o.footprint, &mean, out);
 	else
-		aux = malloc((m.n ? m.n : 1) * sizeof *aux);
-	if (!aux) {
-		model_data_free(&m);
-		return error_set(LOMAS_ENOMEM, "out of memory attributing misses");
-	}
-	if (policy == LOMAS_POLICY_RANDOM)
-		st = window_roots(&m, lines, aux);
-	else
-		stack_distances(&m, aux);
-	if (st)
-		goto out;
-	{
-		const double lg = lines >= 2.0 ? log1p(-1.0 / lines) : 0.0;
-		for (size_t i = 0; i < p->samples.n; i++) {
-			const lomas_sample *s = &p->samples.items[i];
-			const model_group *g = &m.groups[s->window];
-			double d, pr;
-			if (s->state == LOMAS_SAMPLE_CENSORED) {
-				prob[i] = 1.0;
-				continue;
-			}
-			if (s->state == LOMAS_SAMPLE_DANGLING) {
-				prob[i] = cold ? 1.0 : 0.0;
-				continue;
-			}
-			d = (double)sample_distance(s);
-			if (policy == LOMAS_POLICY_RANDOM) {
-				if (lines < 2.0) /* one line: any other reference between evicts */
-					pr = d > 0.0 ? 1.0 : 0.0;
-				else
-					pr = model_f(aux[s->window] * d, lg);
-			} else {
-				size_t k = first_at_least(m.d, g->off, g->off + g->n, d);
-				pr = k < g->off + g->n && aux[k] >= lines ? 1.0 : 0.0;
-			}
-			prob[i] = pr;
-		}
-	}
-out:
-	free(aux);
+		st = lru_probs(p, &m, lines, o.footprint, &mean, out->prob, out->mscale);
 	model_data_free(&m);
 	return st;
-}
-
-lomas_status model_window_scales(const lomas_profile *p, double *scale, double *total)
-{
-	double *S = calloc(p->windows.n ? p->windows.n : 1, sizeof *S);
-	double refs = 0.0, sw = 0.0;
-	bool by_refs;
-	if (!S)
-		return error_set(LOMAS_ENOMEM, "out of memory attributing misses");
-	for (size_t i = 0; i < p->samples.n; i++) {
-		const lomas_sample *s = &p->samples.items[i];
-		if (s->window < p->windows.n)
-			S[s->window] += s->weight;
-	}
-	/* The same mean as the curves' (model_mean_of): by the windows'
-	 * references when any window with samples has some, else by weight. */
-	for (size_t w = 0; w < p->windows.n; w++) {
-		if (S[w] > 0.0) {
-			refs += (double)p->windows.items[w].refs;
-			sw += S[w];
-		}
-	}
-	by_refs = refs > 0.0;
-	for (size_t w = 0; w < p->windows.n; w++) {
-		if (!(S[w] > 0.0))
-			scale[w] = 0.0;
-		else
-			scale[w] = by_refs ? (double)p->windows.items[w].refs / S[w] : 1.0;
-	}
-	*total = by_refs ? refs : sw;
-	free(S);
-	return LOMAS_OK;
 }

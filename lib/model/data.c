@@ -114,6 +114,9 @@ void model_data_free(model_data *m)
 	free(m->pwdi);
 	free(m->pwd2i);
 	free(m->cross);
+	free(m->sample_g0);
+	free(m->sample_g1);
+	free(m->sample_fixed);
 	memset(m, 0, sizeof *m);
 }
 
@@ -434,6 +437,13 @@ out:
 			st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 		for (size_t t = 0; st == LOMAS_OK && t <= m->nthreads; t++)
 			m->distinct[t] = -1.0;
+	}
+	if (!st && o->per_sample) {
+		m->sample_g0 = start_group;
+		m->sample_g1 = end_group;
+		m->sample_fixed = fixed;
+		start_group = end_group = NULL;
+		fixed = NULL;
 	}
 	free(sample_piece);
 	free(sample_bin);

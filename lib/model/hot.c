@@ -62,7 +62,8 @@ void model_hot_free(model_hot *h)
 lomas_status model_hot_build(const lomas_profile *p, lomas_policy policy, double lines,
                              unsigned flags, model_hot *out)
 {
-	double *prob = NULL, *scale = NULL, total = 0.0, cum = 0.0;
+	model_attr at = {0};
+	double cum = 0.0;
 	pc_table t = {0};
 	size_t cap = 0;
 	lomas_status st;
@@ -72,20 +73,20 @@ lomas_status model_hot_build(const lomas_profile *p, lomas_policy policy, double
 		return error_set(LOMAS_ERANGE, "too many samples to attribute (%zu)", p->samples.n);
 	for (t.cap = 64; t.cap < 4 * p->samples.n; t.cap *= 2)
 		;
-	prob = malloc((p->samples.n ? p->samples.n : 1) * sizeof *prob);
-	scale = malloc((p->windows.n ? p->windows.n : 1) * sizeof *scale);
+	at.prob = malloc((p->samples.n ? p->samples.n : 1) * sizeof *at.prob);
+	at.mscale = malloc((p->samples.n ? p->samples.n : 1) * sizeof *at.mscale);
+	at.rscale = malloc((p->samples.n ? p->samples.n : 1) * sizeof *at.rscale);
 	t.keys = malloc(t.cap * sizeof *t.keys);
 	t.vals = calloc(t.cap, sizeof *t.vals);
-	if (!prob || !scale || !t.keys || !t.vals) {
+	if (!at.prob || !at.mscale || !at.rscale || !t.keys || !t.vals) {
 		st = error_set(LOMAS_ENOMEM, "out of memory attributing misses");
 		goto out;
 	}
-	if ((st = model_sample_miss_probs(p, policy, lines, flags, prob)) ||
-	    (st = model_window_scales(p, scale, &total)))
+	if ((st = model_sample_miss_probs(p, policy, lines, flags, &at)))
 		goto out;
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
-		double w = s->weight * scale[s->window];
+		double w = s->weight * at.rscale[i], mw = s->weight * at.mscale[i] * at.prob[i];
 		bool reused = s->state == LOMAS_SAMPLE_REUSED;
 		model_hot_pc *a = entry_of(out, &cap, &t, s->start_pc), *b;
 		if (!a) {
@@ -96,22 +97,22 @@ lomas_status model_hot_build(const lomas_profile *p, lomas_policy policy, double
 		a->started++;
 		if (!reused) {
 			/* Cold or censored: the reusing instruction is not known. */
-			a->misses += w * prob[i];
-			a->unseen += w * prob[i];
+			a->misses += mw;
+			a->unseen += mw;
 			continue;
 		}
 		if (!(b = entry_of(out, &cap, &t, s->end_pc))) {
 			st = error_set(LOMAS_ENOMEM, "out of memory attributing misses");
 			goto out;
 		}
-		b->misses += w * prob[i];
+		b->misses += mw;
 		b->reuses += w;
 		b->ended++;
 	}
 	qsort(out->pcs, out->n, sizeof *out->pcs, by_misses);
 	for (size_t i = 0; i < out->n; i++)
 		out->misses += out->pcs[i].misses;
-	out->refs = total;
+	out->refs = at.total;
 	/* The smallest set covering 90 %: the largest first until they do. The
 	 * relative slack keeps rounding in the sums from adding one more pc. */
 	for (size_t i = 0; i < out->n && out->misses > 0.0; i++) {
@@ -120,6 +121,7 @@ lomas_status model_hot_build(const lomas_profile *p, lomas_policy policy, double
 		cum += out->pcs[i].misses;
 		out->delinquent = i + 1;
 	}
+	out->cover90 = out->delinquent;
 	/* And every pc with 1 % of the misses (UMI's threshold): where three
 	 * loads cover 90 %, a fourth with 8 % is no less worth looking at. */
 	while (out->delinquent < out->n &&
@@ -128,8 +130,9 @@ lomas_status model_hot_build(const lomas_profile *p, lomas_policy policy, double
 		out->delinquent++;
 	st = LOMAS_OK;
 out:
-	free(prob);
-	free(scale);
+	free(at.prob);
+	free(at.mscale);
+	free(at.rscale);
 	free(t.keys);
 	free(t.vals);
 	if (st)

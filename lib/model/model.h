@@ -109,6 +109,7 @@ typedef struct model_opts {
 	bool classes;    /* reuse classes for StatStack's correction (classes.c) */
 	bool footprint;  /* the footprint bound (footprint.c) */
 	bool lru;        /* for StatStack (w, wl, pw, pwd), else StatCache (wi) */
+	bool per_sample; /* keep each sample's groups in model_data (attribution.c) */
 	/* Pieces and groups taken from base (a bootstrap keeps the original's). */
 	const struct model_data *base;
 } model_opts;
@@ -146,6 +147,14 @@ typedef struct model_data {
 	uint32_t *piece_group;        /* each piece's group */
 	const lomas_profile *profile; /* the samples (the footprint floor reads them) */
 	double *distinct;             /* per thread: distinct sampled lines, -1 until counted */
+	/*
+	 * Only with model_opts.per_sample (else NULL), per sample of the
+	 * profile: the groups of its start and of its end (the start's for
+	 * samples not reused), and 1 if its reuse class is corrected (it is
+	 * then in fix, in sample order).
+	 */
+	uint32_t *sample_g0, *sample_g1;
+	uint8_t *sample_fixed;
 } model_data;
 
 /*
@@ -236,6 +245,13 @@ lomas_status model_cold_rates(const model_data *m, double *c);
  */
 lomas_status statcache_curve_time(const model_data *m, const double *lines, size_t n, bool grid,
                                   double *cap, double *cold);
+/*
+ * Its solution: R[g * n + j], group g's (non-cold) miss ratio at size j,
+ * the fixed point above; c[g], the cold-miss rates it used
+ * (model_cold_rates). statcache_curve_time is this and model_group_misses.
+ */
+lomas_status statcache_solve_time(const model_data *m, const double *lines, size_t n, bool grid,
+                                  double *R, double *c);
 #define MODEL_GRID_MIN 8
 
 /* Per-group ratios R[g * n + j] into cap and cold (footprint.c). */
@@ -293,6 +309,23 @@ void sc_tables_free(sc_tables *T);
 void sc_table_solve(const sc_tables *T, const model_data *m, size_t gi, const double *lines,
                     const double *lams, size_t n, const double *extra, double c, double *R);
 
+/*
+ * The exact stack distance is an integer: the estimate is rounded to the
+ * nearest one before it is compared with L (a reuse whose estimate is 255.6
+ * lines misses in 256). Cyclic walks over 2^k lines put whole classes of
+ * reuses at exactly L - 1 or L, where the unrounded comparison is a coin
+ * toss for an estimate that is right to half a line. A reuse with expected
+ * stack distance sd misses in L lines when L - MODEL_SD_ROUND <= sd.
+ */
+#define MODEL_SD_ROUND 0.5
+
+/*
+ * The stack distance of each reuse of the corrected classes, m->fix[i],
+ * into sd[i]: its time-aware SD blended with its class's ratio estimate
+ * (statstack.c), before the footprint cap.
+ */
+lomas_status model_fix_sds(const model_data *m, double *sd);
+
 /* The LRU model (StatStack, statstack.c) for n sizes in lines (ascending). */
 lomas_status statstack_curve(model_data *m, const double *lines, size_t n, bool bound, double *cap,
                              double *cold);
@@ -329,23 +362,32 @@ lomas_status model_run(model_data *m, lomas_policy policy, const double *lines, 
 /* ------------------------------------------ per-instruction attribution */
 
 /*
- * Each sample's probability that its reuse misses in a fully associative
- * cache of `lines` lines (>= 1) under policy, into prob[i] for sample i of
- * p (attribution.c): random f_L(R_w d) with the window's StatCache root,
- * LRU [SD_w(d) >= L]; censored samples 1, dangling ones 1 with
- * LOMAS_MODEL_COLD, else 0. Per window, sum w_s prob_s = R_w S_w: the
- * curve's misses. flags: LOMAS_MODEL_COLD only.
+ * Per-sample miss probabilities (attribution.c), with the curves' model
+ * (model_default_opts). The caller gives prob, mscale and rscale, one entry
+ * per sample of the profile.
+ */
+typedef struct model_attr {
+	double *prob;   /* the probability that the sample's reuse misses (censored:
+	                   1; dangling: 1 with LOMAS_MODEL_COLD, else 0) */
+	double *mscale; /* the references a unit of its weight stands for among the
+	                   curve's misses (its group's refs / S, and under random
+	                   replacement the footprint bound's share kept) */
+	double *rscale; /* ... among the references (its start group's refs / S) */
+	double total;   /* the curve's denominator (model_mean_of) */
+	/* Random only (attribution.c): the largest |sum of a group's reuses'
+	 * probabilities - (R_g S_g - C_g)| / S_g before they are scaled to it,
+	 * over the groups whose ratio is below 1; the groups capped at 1. */
+	double resid;
+	size_t capped;
+} model_attr;
+
+/*
+ * For a fully associative cache of `lines` lines (>= 1) under policy:
+ * sum_i w_i prob_i mscale_i / total is lomas_model_miss_ratio's ratio for
+ * the same size and flags (LOMAS_MODEL_COLD only).
  */
 lomas_status model_sample_miss_probs(const lomas_profile *p, lomas_policy policy, double lines,
-                                     unsigned flags, double *prob);
-/*
- * The factor turning a window's sample weights into its references, as the
- * curves weigh windows (model_mean_of): refs_w / S_w, or 1 when the profile
- * has no window references; 0 for windows without samples. scale has one
- * entry per window; *total gets the curves' denominator (references of the
- * windows with samples, or their sample weight).
- */
-lomas_status model_window_scales(const lomas_profile *p, double *scale, double *total);
+                                     unsigned flags, model_attr *out);
 
 /* One instruction's share of the misses (hot.c). */
 typedef struct model_hot_pc {
@@ -360,7 +402,8 @@ typedef struct model_hot_pc {
 typedef struct model_hot {
 	model_hot_pc *pcs; /* by misses, largest first (then by pc) */
 	size_t n;
-	size_t delinquent; /* the first `delinquent` pcs: >= 90 % of the misses */
+	size_t cover90;    /* the fewest pcs covering 90 % of the misses: the first cover90 */
+	size_t delinquent; /* those and every pc with 1 % of the misses: the first `delinquent` */
 	double misses;     /* all estimated misses */
 	double refs;       /* the curves' denominator: misses / refs = the miss ratio */
 } model_hot;
@@ -370,9 +413,9 @@ typedef struct model_hot {
  * reused sample's miss to its end pc (the instruction that touched the line
  * again and missed); a dangling (with LOMAS_MODEL_COLD) or censored
  * sample's to its start pc (the last instruction seen to touch the line:
- * the one that reuses it is not known). Per window the probabilities are
- * scaled by model_window_scales, so out->misses / out->refs is the curve's
- * miss ratio.
+ * the one that reuses it is not known). The probabilities are scaled as
+ * the curves weigh them (model_attr), so out->misses / out->refs is the
+ * curve's miss ratio.
  */
 lomas_status model_hot_build(const lomas_profile *p, lomas_policy policy, double lines,
                              unsigned flags, model_hot *out);

@@ -158,15 +158,15 @@ static void solve_group(const model_data *m, size_t g, bool grid, const sc_table
 	}
 }
 
-lomas_status statcache_curve_time(const model_data *m, const double *lines, size_t n, bool grid,
-                                  double *cap, double *cold)
+lomas_status statcache_solve_time(const model_data *m, const double *lines, size_t n, bool grid,
+                                  double *R, double *c)
 {
 	size_t ng = m->ngroups, nn = ng * n;
-	double *R = calloc(nn ? nn : 1, sizeof *R), *X = calloc(nn ? nn : 1, sizeof *X);
+	double *X = calloc(nn ? nn : 1, sizeof *X);
 	double *moved = malloc((n ? n : 1) * sizeof *moved);
 	uint32_t *act = malloc((n ? n : 1) * sizeof *act);
 	size_t na = n;
-	double *P = malloc((nn ? nn : 1) * sizeof *P), *c = malloc((ng ? ng : 1) * sizeof *c);
+	double *P = malloc((nn ? nn : 1) * sizeof *P);
 	double *lams = malloc((n ? n : 1) * sizeof *lams), *lgs = malloc((n ? n : 1) * sizeof *lgs);
 	double *ex = malloc((n ? n : 1) * sizeof *ex), *prev = malloc((n ? n : 1) * sizeof *prev);
 	double *cur = malloc((n ? n : 1) * sizeof *cur);
@@ -175,8 +175,10 @@ lomas_status statcache_curve_time(const model_data *m, const double *lines, size
 	sc_tables T = {0};
 	lomas_status st = LOMAS_OK;
 
-	if (!R || !X || !P || !c || !lams || !lgs || !ex || !prev || !cur || !cstart || !moved ||
-	    !act || (!grid && !solver)) {
+	for (size_t i = 0; i < nn; i++)
+		R[i] = 0.0;
+	if (!X || !P || !lams || !lgs || !ex || !prev || !cur || !cstart || !moved || !act ||
+	    (!grid && !solver)) {
 		st = error_set(LOMAS_ENOMEM, "out of memory solving StatCache");
 		goto out;
 	}
@@ -249,15 +251,12 @@ lomas_status statcache_curve_time(const model_data *m, const double *lines, size
 			na = k;
 		}
 	}
-	model_group_misses(m, R, n, cap, cold);
 out:
 	sc_tables_free(&T);
 	if (solver)
 		gsl_root_fsolver_free(solver);
-	free(R);
 	free(X);
 	free(P);
-	free(c);
 	free(lams);
 	free(lgs);
 	free(ex);
@@ -266,5 +265,21 @@ out:
 	free(cstart);
 	free(moved);
 	free(act);
+	return st;
+}
+
+lomas_status statcache_curve_time(const model_data *m, const double *lines, size_t n, bool grid,
+                                  double *cap, double *cold)
+{
+	size_t nn = m->ngroups * n;
+	double *R = malloc((nn ? nn : 1) * sizeof *R);
+	double *c = malloc((m->ngroups ? m->ngroups : 1) * sizeof *c);
+	lomas_status st;
+	if (!R || !c)
+		st = error_set(LOMAS_ENOMEM, "out of memory solving StatCache");
+	else if (!(st = statcache_solve_time(m, lines, n, grid, R, c)))
+		model_group_misses(m, R, n, cap, cold);
+	free(R);
+	free(c);
 	return st;
 }

@@ -20,15 +20,6 @@
 
 #include "model.h"
 
-/*
- * The exact stack distance is an integer: the estimate is rounded to the
- * nearest one before it is compared with L (a reuse whose estimate is 255.6
- * lines misses in 256). Cyclic walks over 2^k lines put whole classes of
- * reuses at exactly L - 1 or L, where the unrounded comparison is a coin
- * toss for an estimate that is right to half a line.
- */
-#define MODEL_SD_ROUND 0.5
-
 /* Expected stack distance of the reuse (s, e) from group k0 to group k1 (time-aware). */
 double model_reuse_sd(const model_data *m, uint64_t s, uint64_t e_, uint32_t k0, uint32_t k1)
 {
@@ -110,22 +101,19 @@ static size_t cg_slot(cg_acc *t, size_t mask, uint32_t cls, uint32_t group)
  * bias differs between groups) and its standard error se: the ratio
  * estimate wins where it differs from the model by more than its noise.
  */
-static int fix_classes(const model_data *m, const model_mean *mean, const double *lines, size_t n,
-                       const double *top, double *bucket)
+lomas_status model_fix_sds(const model_data *m, double *sd)
 {
 	size_t cap = 16;
 	while (cap < 2 * m->nfix)
 		cap *= 2;
-	double *sd = malloc(m->nfix * sizeof *sd);
-	uint32_t *slot = malloc(m->nfix * sizeof *slot);
+	uint32_t *slot = malloc((m->nfix ? m->nfix : 1) * sizeof *slot);
 	cls_acc *acc = calloc(m->nclass + 1, sizeof *acc);
 	cg_acc *cg = malloc(cap * sizeof *cg);
-	if (!sd || !slot || !acc || !cg) {
-		free(sd);
+	if (!slot || !acc || !cg) {
 		free(slot);
 		free(acc);
 		free(cg);
-		return -1;
+		return error_set(LOMAS_ENOMEM, "out of memory building stack distances");
 	}
 	for (size_t i = 0; i < cap; i++)
 		cg[i] = (cg_acc){.cls = UINT32_MAX};
@@ -190,18 +178,34 @@ static int fix_classes(const model_data *m, const model_mean *mean, const double
 	}
 	for (size_t i = 0; i < m->nfix; i++) {
 		const model_fix *x = &m->fix[i];
-		const model_group *g = &m->groups[x->g0];
 		const cls_acc *a = &acc[x->cls];
-		double wt = model_mean_weight(mean, g), v;
-		if (!(g->S > 0.0) || !(wt > 0.0))
-			continue;
-		v = fmin(sd[i] + a->lambda * (a->rho * x->d - sd[i]), top[g->thread]);
-		bucket[g->thread * (n + 1) + sizes_missed(lines, n, v)] += x->w * wt / g->S;
+		sd[i] = sd[i] + a->lambda * (a->rho * x->d - sd[i]);
 	}
-	free(sd);
 	free(slot);
 	free(acc);
 	free(cg);
+	return LOMAS_OK;
+}
+
+/* The corrected classes' reuses into bucket, their SD capped at top; -1 when out of memory. */
+static int fix_classes(const model_data *m, const model_mean *mean, const double *lines, size_t n,
+                       const double *top, double *bucket)
+{
+	double *sd = malloc(m->nfix * sizeof *sd);
+	if (!sd || model_fix_sds(m, sd)) {
+		free(sd);
+		return -1;
+	}
+	for (size_t i = 0; i < m->nfix; i++) {
+		const model_fix *x = &m->fix[i];
+		const model_group *g = &m->groups[x->g0];
+		double wt = model_mean_weight(mean, g), v;
+		if (!(g->S > 0.0) || !(wt > 0.0))
+			continue;
+		v = fmin(sd[i], top[g->thread]);
+		bucket[g->thread * (n + 1) + sizes_missed(lines, n, v)] += x->w * wt / g->S;
+	}
+	free(sd);
 	return 0;
 }
 

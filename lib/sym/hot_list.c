@@ -187,7 +187,8 @@ lomas_status lomas_profile_hot_pcs(const lomas_profile *p, lomas_policy policy,
 	                           .delinquent = h.delinquent,
 	                           .misses = h.misses,
 	                           .refs = h.refs,
-	                           .has_maps = sym_profile_has_maps(p)};
+	                           .has_maps = sym_profile_has_maps(p),
+	                           .cover90 = h.cover90};
 	for (size_t i = 0; i < h.n; i++) {
 		const model_hot_pc *m = &h.pcs[i];
 		lomas_hot_pc *e = &l->pcs[i];

@@ -141,7 +141,9 @@ static void build_cus(sym_file *f)
 			f->cus[f->ncus++] = (sym_cu){lo + bias, hi + bias, *cu, bias};
 		}
 	}
-	qsort(f->cus, f->ncus, sizeof *f->cus, cu_cmp);
+	/* No units (no DWARF: a stripped file): f->cus is NULL, which qsort may not take. */
+	if (f->ncus > 1)
+		qsort(f->cus, f->ncus, sizeof *f->cus, cu_cmp);
 }
 
 /* The unit holding addr: of the ranges starting at or below it, the nearest

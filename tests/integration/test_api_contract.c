@@ -176,6 +176,16 @@ static void test_every_success_clears_the_message(void **state)
 	CLEARS(lomas_model_curve_ci,
 	       (q, LOMAS_POLICY_RANDOM, sizes, 3, 0, 0, 0.9, 20, 7, ratios, lo, hi));
 	CLEARS(lomas_model_miss_ratio, (q, LOMAS_POLICY_LRU, cache, 64, 0, &ratio));
+	CLEARS(lomas_model_curve_assoc, (q, LOMAS_POLICY_LRU, sizes, 3, 0, 0, 0, ratios));
+	{
+		const uint64_t quanta[2] = {1000, 100000};
+		double lower, upper[2];
+		CLEARS(lomas_model_thrash_bounds, (q, cache, 0, quanta, 2, 0, &lower, upper));
+	}
+	{
+		const uint64_t sa[2] = {32768, 65536};
+		CLEARS(lomas_model_curve_assoc, (q, LOMAS_POLICY_RANDOM, sa, 2, 0, 8, 0, ratios));
+	}
 	{
 		lomas_hot_list *hl;
 		lomas_hot_pc e;

@@ -35,6 +35,7 @@ int main(void)
 	F(lomas_hot_info, cache_bytes) F(lomas_hot_info, line_bytes) F(lomas_hot_info, policy)
 	F(lomas_hot_info, flags) F(lomas_hot_info, count) F(lomas_hot_info, delinquent)
 	F(lomas_hot_info, misses) F(lomas_hot_info, refs) F(lomas_hot_info, has_maps)
+	F(lomas_hot_info, cover90)
 	F(lomas_hot_frame, function) F(lomas_hot_frame, file) F(lomas_hot_frame, line)
 	F(lomas_hot_frame, column)
 	return 0;
@@ -62,7 +63,7 @@ def test_layouts_match_c(tmp_path):
         else:
             assert getattr(types[t], field).offset == int(value), (t, field)
         checked += 1
-    assert checked == 3 + 18 + 9 + 4
+    assert checked == 3 + 18 + 10 + 4
 
 
 STREAM_PC, HOT_PC = 0x401000, 0x402000
@@ -91,7 +92,7 @@ def test_hot_pcs_records():
         assert h.misses / h.refs == pytest.approx(p.miss_ratio(65536, policy="lru"), rel=1e-9)
         assert [r.pc for r in h] == [STREAM_PC, HOT_PC]
         top, hot = h
-        assert h.delinquent == 1 and top.delinquent and not hot.delinquent
+        assert h.delinquent == 1 and h.cover90 == 1 and top.delinquent and not hot.delinquent
         # Exactly: the stream's reuses (all but its first 4096 loads) all miss.
         assert top.misses == pytest.approx(steps - 4096, rel=0.1)
         assert top.share == pytest.approx(1.0)

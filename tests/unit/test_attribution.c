@@ -354,7 +354,7 @@ static lomas_profile *misses_of(const double *w, size_t ns)
 	return p;
 }
 
-static size_t delinquent_of(const lomas_profile *p, uint64_t bytes)
+static size_t delinquent_of(const lomas_profile *p, uint64_t bytes, size_t *cover90)
 {
 	lomas_hot_list *l;
 	lomas_hot_info info;
@@ -368,14 +368,15 @@ static size_t delinquent_of(const lomas_profile *p, uint64_t bytes)
 		assert_int_equal(e.delinquent, i < info.delinquent);
 	}
 	lomas_hot_list_free(l);
+	*cover90 = info.cover90;
 	return info.delinquent;
 }
 
 /*
- * The delinquent set: the fewest pcs covering 90 % of the misses, and every
- * pc with 1 % of them. 60+25+8 of 100 cover 90 %, and 6.3 % is still 1 %
- * or more: 4 pcs, not the 0.5 and 0.2 ones. 200 pcs of 0.5 % each: the
- * first 180 cover 90 %.
+ * The delinquent set: the fewest pcs covering 90 % of the misses (cover90),
+ * and every pc with 1 % of them. 60+25+8 of 100 cover 90 % (3 pcs), and
+ * 6.3 % is still 1 % or more: 4 pcs, not the 0.5 and 0.2 ones. 200 pcs of
+ * 0.5 % each: the first 180 cover 90 %, and no other has 1 %.
  */
 static void test_delinquent_set(void **state)
 {
@@ -383,8 +384,10 @@ static void test_delinquent_set(void **state)
 	double flat[200];
 	lomas_profile *p = misses_of(w, 6);
 	lomas_hot_list *l;
+	size_t cover90;
 	(void)state;
-	assert_int_equal(delinquent_of(p, 64), 4);
+	assert_int_equal(delinquent_of(p, 64, &cover90), 4);
+	assert_int_equal(cover90, 3);
 	assert_int_equal(
 	    lomas_profile_hot_pcs(p, LOMAS_POLICY_LRU, 64, 0, LOMAS_HOT_NO_SYMBOLS, &l), LOMAS_OK);
 	for (size_t i = 0; i < 6; i++) {
@@ -395,12 +398,14 @@ static void test_delinquent_set(void **state)
 	}
 	lomas_hot_list_free(l);
 	/* A cache that holds everything: no misses, an empty delinquent set. */
-	assert_int_equal(delinquent_of(p, 1 << 20), 0);
+	assert_int_equal(delinquent_of(p, 1 << 20, &cover90), 0);
+	assert_int_equal(cover90, 0);
 	lomas_profile_free(p);
 	for (int i = 0; i < 200; i++)
 		flat[i] = 1.0;
 	p = misses_of(flat, 200);
-	assert_int_equal(delinquent_of(p, 64), 180);
+	assert_int_equal(delinquent_of(p, 64, &cover90), 180);
+	assert_int_equal(cover90, 180);
 	lomas_profile_free(p);
 }
 

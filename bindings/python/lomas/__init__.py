@@ -21,8 +21,8 @@ ABI, which ctypes follows for natural alignment):
     lomas_profile_info  72 bytes  (uint32 + 4 bytes padding, 7 x uint64, double)
     lomas_hot_pc       128 bytes  (uint64, 5 x double, 2 x uint64, 2 x int, 2 x char *,
                                    uint64, 2 x char *, 2 x uint32, size_t)
-    lomas_hot_info      64 bytes  (uint64, uint32, int, unsigned + 4 bytes padding,
-                                   2 x size_t, 2 x double, int + 4 bytes padding)
+    lomas_hot_info      72 bytes  (uint64, uint32, int, unsigned + 4 bytes padding,
+                                   2 x size_t, 2 x double, int + 4 bytes padding, size_t)
     lomas_hot_frame     24 bytes  (2 x char *, 2 x uint32)
 
 The sizes are checked when this module is imported (see ``_LAYOUT``), and the
@@ -169,6 +169,7 @@ class _CHotInfo(ctypes.Structure):
         ("misses", ctypes.c_double),
         ("refs", ctypes.c_double),
         ("has_maps", ctypes.c_int),
+        ("cover90", ctypes.c_size_t),
     ]
 
 
@@ -183,7 +184,7 @@ class _CHotFrame(ctypes.Structure):
 
 # The C sizes (x86-64): a mismatch means this file and lomas.h disagree.
 _LAYOUT = {_CSample: 64, _CWindow: 24, _CThread: 16, _CProfileInfo: 72, _CHotPC: 128,
-           _CHotInfo: 64, _CHotFrame: 24}
+           _CHotInfo: 72, _CHotFrame: 24}
 for _t, _size in _LAYOUT.items():
     if ctypes.sizeof(_t) != _size:  # pragma: no cover - a broken port
         raise ImportError("lomas: ctypes layout of %s is %d bytes, C has %d"
@@ -264,6 +265,12 @@ _model_curve_ci = _proto("lomas_model_curve_ci", _status, _vp, ctypes.c_int,
                          ctypes.POINTER(_u64), _size, _u32, ctypes.c_uint, ctypes.c_double,
                          ctypes.c_uint, _u64, ctypes.POINTER(ctypes.c_double),
                          ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double))
+_model_curve_assoc = _proto("lomas_model_curve_assoc", _status, _vp, ctypes.c_int,
+                            ctypes.POINTER(_u64), _size, _u32, ctypes.c_uint, ctypes.c_uint,
+                            ctypes.POINTER(ctypes.c_double))
+_model_thrash_bounds = _proto("lomas_model_thrash_bounds", _status, _vp, _u64, _u32,
+                              ctypes.POINTER(_u64), _size, ctypes.c_uint,
+                              ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double))
 _model_default_sizes = _proto("lomas_model_default_sizes", _status, _u32,
                               ctypes.POINTER(_u64), _size, ctypes.POINTER(_size))
 _profile_hot_pcs = _proto("lomas_profile_hot_pcs", _status, _vp, ctypes.c_int, _u64, _u32,
@@ -559,9 +566,13 @@ class Profile(_Handle):
         return r.value
 
     def curve(self, sizes=None, policy="random", cold=False, line_bytes=0, ci=False,
-              level=0.95, resamples=200, seed=1):
+              level=0.95, resamples=200, seed=1, ways=0):
         """Miss ratios for a list of cache sizes (default: default_sizes of
         the profile's line size) as a list of floats.
+
+        ways: the caches' associativity (lomas_model_curve_assoc; 0, the
+        default, is fully associative); each size then a whole number of
+        sets (ways x line size). Not with ci=True.
 
         With ci=True, a list of (ratio, lo, hi) tuples instead: [lo, hi] is
         the level (default 95 %) confidence interval of each ratio from a
@@ -575,6 +586,13 @@ class Profile(_Handle):
         out = (ctypes.c_double * max(n, 1))()
         flags = MODEL_COLD if cold else 0
         line_bytes = _u32_value(line_bytes, "line_bytes")
+        ways = _u32_value(ways, "ways")
+        if ways and ci:
+            raise ValueError("ci is for fully associative caches: not with ways")
+        if ways:
+            _check(_model_curve_assoc(self._handle(), _policy(policy), arr, n, line_bytes,
+                                      ways, flags, out))
+            return list(out[:n])
         if not ci:
             _check(_model_curve(self._handle(), _policy(policy), arr, n, line_bytes, flags,
                                 out))
@@ -590,6 +608,23 @@ class Profile(_Handle):
         _check(_model_curve_ci(self._handle(), _policy(policy), arr, n, line_bytes, flags,
                                float(level), resamples, _u64_value(seed, "seed"), out, lo, hi))
         return [(out[i], lo[i], hi[i]) for i in range(n)]
+
+    def thrash_bounds(self, cache_bytes, quanta, cold=False, line_bytes=0):
+        """Miss-ratio bounds of an LRU cache of cache_bytes shared with other
+        programs (lomas_model_thrash_bounds): (lower, [upper per quantum]),
+        lower the warm cache's miss ratio, upper that of a cache emptied of
+        this program's lines every quantum of its references (quanta: one
+        count or a list)."""
+        single = isinstance(quanta, int) and not isinstance(quanta, bool)
+        qs = [_u64_value(q, "quantum") for q in ([quanta] if single else quanta)]
+        n = len(qs)
+        arr = (_u64 * max(n, 1))(*qs)
+        up = (ctypes.c_double * max(n, 1))()
+        lo = ctypes.c_double()
+        _check(_model_thrash_bounds(self._handle(), _u64_value(cache_bytes, "cache_bytes"),
+                                    _u32_value(line_bytes, "line_bytes"), arr, n,
+                                    MODEL_COLD if cold else 0, ctypes.byref(lo), up))
+        return lo.value, (up[0] if single else list(up[:n]))
 
     def hot_pcs(self, cache_bytes, policy="random", cold=False, line_bytes=0, symbols=True,
                 debug_path=None):
@@ -636,8 +671,10 @@ class HotPCs(list):
     """The HotPC records of Profile.hot_pcs, with the list's totals:
     cache_bytes, line_bytes, policy ('random' or 'lru'), cold, misses (all
     estimated misses), refs (misses / refs is the model's miss ratio),
-    delinquent (the first `delinquent` records cover 90 % of the misses) and
-    has_maps (False when the profile records no memory maps)."""
+    cover90 (the first `cover90` records are the fewest that cover 90 % of the
+    misses), delinquent (the delinquent set, the first `delinquent` records:
+    those and every record with 1 % of the misses or more) and has_maps
+    (False when the profile records no memory maps)."""
 
 
 def _hot_list(lst):
@@ -668,6 +705,7 @@ def _hot_list(lst):
     out.misses = info.misses
     out.refs = info.refs
     out.delinquent = info.delinquent
+    out.cover90 = info.cover90
     out.has_maps = bool(info.has_maps)
     return out
 

@@ -1,0 +1,235 @@
+/*
+ * Set-associative caches (lomas_model_curve_assoc) against exact
+ * set-associative LRU and random-replacement simulators written here: a
+ * line's set is its line number modulo the number of sets, as the model
+ * assumes. Traces: uniform random lines (where the binomial associativity
+ * model holds), cyclic walks with power-of-two strides that fold onto a few
+ * sets, a column walk of a matrix with 4 KiB rows, and a mix of a strided
+ * walk and random reads. Cold misses excluded on both sides.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+
+#include "exact_sim.h"
+#include "lomas/lomas.h"
+
+/* Non-cold misses of an A-way cache of S sets, LRU (lru = 1) or random, simulated. */
+static double sim_assoc_misses(const sim_trace *tr, uint64_t S, unsigned A, int lru, uint64_t seed)
+{
+	uint32_t *way = malloc(S * A * sizeof *way); /* per set: lines, most recent first */
+	unsigned *fill = calloc(S, sizeof *fill);
+	uint8_t *seen = calloc(tr->k, 1);
+	uint64_t misses = 0, x = seed;
+	assert_non_null(way);
+	assert_non_null(fill);
+	assert_non_null(seen);
+	for (size_t i = 0; i < tr->n; i++) {
+		uint32_t id = tr->t[i];
+		uint32_t *set = way + (id % S) * A;
+		unsigned f = fill[id % S], at = f;
+		for (unsigned k = 0; k < f; k++)
+			if (set[k] == id) {
+				at = k;
+				break;
+			}
+		if (at == f) {
+			misses += seen[id];
+			seen[id] = 1;
+			if (f < A) {
+				at = fill[id % S]++;
+			} else if (lru) {
+				at = A - 1; /* the least recently used */
+			} else {
+				set[sm_below(&x, A)] = id;
+				continue;
+			}
+		} else if (!lru) {
+			continue;
+		}
+		/* LRU: move to the front. */
+		for (unsigned k = at; k > 0; k--)
+			set[k] = set[k - 1];
+		set[0] = id;
+	}
+	free(way);
+	free(fill);
+	free(seen);
+	return (double)misses / (double)tr->n;
+}
+
+typedef struct geom {
+	uint64_t bytes;
+	unsigned ways;
+} geom;
+
+/*
+ * Sample tr at period into a profile; for every geometry compare both
+ * policies with the exact simulation: within tol. Returns the largest
+ * error of the fully associative model over the strided cases (fa_err).
+ */
+static void check(const char *name, const sim_trace *tr, double period, const geom *g, size_t ng,
+                  double tol_lru, double tol_random, double *fa_err)
+{
+	lomas_profile *p = NULL;
+	int bad = 0;
+	assert_int_equal(lomas_profile_new(SIM_LINE, &p), LOMAS_OK);
+	sim_sample(p, 0, tr, period, 77, NULL);
+	for (size_t i = 0; i < ng; i++) {
+		uint64_t S = g[i].bytes / SIM_LINE / g[i].ways;
+		for (int lru = 0; lru < 2; lru++) {
+			lomas_policy pol = lru ? LOMAS_POLICY_LRU : LOMAS_POLICY_RANDOM;
+			double exact = sim_assoc_misses(tr, S, g[i].ways, lru, 5), model = -1,
+			       fa = -1;
+			assert_int_equal(lomas_model_curve_assoc(p, pol, &g[i].bytes, 1, 0,
+			                                         g[i].ways, 0, &model),
+			                 LOMAS_OK);
+			assert_int_equal(lomas_model_curve(p, pol, &g[i].bytes, 1, 0, 0, &fa),
+			                 LOMAS_OK);
+			printf("%-10s %8llu B %2u-way %-6s exact %7.3f%%  model %7.3f%%  "
+			       "(fully assoc. %7.3f%%)\n",
+			       name, (unsigned long long)g[i].bytes, g[i].ways,
+			       lru ? "lru" : "random", 100 * exact, 100 * model, 100 * fa);
+			double tol = lru ? tol_lru : tol_random;
+			if (fabs(model - exact) > tol) {
+				printf("  ^ more than %.1f pp off\n", 100 * tol);
+				bad++;
+			}
+			if (fa_err && fabs(fa - exact) > *fa_err)
+				*fa_err = fabs(fa - exact);
+		}
+	}
+	lomas_profile_free(p);
+	assert_int_equal(bad, 0);
+}
+
+static const geom uniform_geoms[] = {
+    {64 << 10, 8},  {128 << 10, 8},  {256 << 10, 8},  {512 << 10, 8},
+    {64 << 10, 16}, {128 << 10, 16}, {256 << 10, 16}, {512 << 10, 16},
+};
+
+/* Uniformly random lines: the binomial placement the statistical model assumes. */
+static void test_uniform_random(void **state)
+{
+	(void)state;
+	for (uint32_t F = 2048; F <= 8192; F *= 4) {
+		sim_trace tr = {0};
+		uint64_t x = F;
+		for (size_t i = 0; i < 3000000; i++)
+			sim_push(&tr, (uint32_t)sm_below(&x, F));
+		check(F == 2048 ? "random2k" : "random8k", &tr, 20, uniform_geoms,
+		      sizeof uniform_geoms / sizeof *uniform_geoms, 0.01, 0.01, NULL);
+		free(tr.t);
+	}
+}
+
+static const geom strided_geoms[] = {
+    {32 << 10, 8}, {64 << 10, 16}, {256 << 10, 8}, {512 << 10, 16}, {1 << 20, 8},
+};
+
+/* Cyclic walks over K lines, stride lines apart (a power of two). */
+static void test_strided_walks(void **state)
+{
+	(void)state;
+	static const struct {
+		uint32_t stride, K;
+	} walks[] = {{64, 256}, {16, 128}, {16, 40}, {8, 300}, {128, 24}};
+	double fa_err = 0.0;
+	for (size_t w = 0; w < sizeof walks / sizeof *walks; w++) {
+		sim_trace tr = {0};
+		char name[32];
+		for (size_t i = 0; tr.n < 1500000; i++)
+			sim_push(&tr, (uint32_t)(i % walks[w].K) * walks[w].stride);
+		snprintf(name, sizeof name, "s%ux%u", walks[w].stride, walks[w].K);
+		check(name, &tr, 20, strided_geoms, sizeof strided_geoms / sizeof *strided_geoms,
+		      0.01, 0.025, &fa_err);
+		free(tr.t);
+	}
+	/* What the fully associative model misses here: tens of points. */
+	printf("fully associative model's largest error on strided walks: %.1f pp\n", 100 * fa_err);
+	assert_true(fa_err > 0.3);
+}
+
+/* A matrix of 256 rows of 4 KiB walked column by column: each column in one set. */
+static void test_column_walk(void **state)
+{
+	(void)state;
+	sim_trace tr = {0};
+	double fa_err = 0.0;
+	for (int pass = 0; pass < 8; pass++)
+		for (uint32_t c = 0; c < 512; c++)
+			for (uint32_t r = 0; r < 256; r++)
+				sim_push(&tr, r * 64 + c / 8);
+	check("columns", &tr, 20, strided_geoms, sizeof strided_geoms / sizeof *strided_geoms, 0.01,
+	      0.01, &fa_err);
+	assert_true(fa_err > 0.3);
+	free(tr.t);
+}
+
+/* A strided walk interleaved with random reads of a small table. */
+static void test_mixed(void **state)
+{
+	(void)state;
+	sim_trace tr = {0};
+	uint64_t x = 3;
+	for (size_t i = 0; tr.n < 2000000; i++) {
+		sim_push(&tr, (uint32_t)(i % 96) * 32);
+		sim_push(&tr, (uint32_t)(1 << 20) + (uint32_t)sm_below(&x, 256));
+	}
+	/*
+	 * Random replacement is 13 points low at 64 KiB 16-way: the misses
+	 * crowd into the strided walk's four sets, so a line there is evicted
+	 * faster than its set's share of the lines says (the model takes the
+	 * share of lines for the share of misses). A known limit, not hidden.
+	 */
+	check("mixed", &tr, 20, strided_geoms, sizeof strided_geoms / sizeof *strided_geoms, 0.01,
+	      0.15, NULL);
+	free(tr.t);
+}
+
+/* ways 0 is lomas_model_curve; a size that is not whole sets is refused. */
+static void test_arguments(void **state)
+{
+	(void)state;
+	sim_trace tr = {0};
+	lomas_profile *p = NULL;
+	uint64_t x = 9, sizes[2] = {32768, 65536}, bad = 3 * 64 * 8 + 64;
+	double a[2], b[2];
+	for (size_t i = 0; i < 200000; i++)
+		sim_push(&tr, (uint32_t)sm_below(&x, 1000));
+	assert_int_equal(lomas_profile_new(SIM_LINE, &p), LOMAS_OK);
+	sim_sample(p, 0, &tr, 10, 1, NULL);
+	for (int pol = 0; pol < 2; pol++) {
+		assert_int_equal(lomas_model_curve_assoc(p, (lomas_policy)pol, sizes, 2, 0, 0,
+		                                         LOMAS_MODEL_COLD, a),
+		                 LOMAS_OK);
+		assert_int_equal(
+		    lomas_model_curve(p, (lomas_policy)pol, sizes, 2, 0, LOMAS_MODEL_COLD, b),
+		    LOMAS_OK);
+		assert_true(a[0] == b[0] && a[1] == b[1]);
+	}
+	assert_int_equal(lomas_model_curve_assoc(p, LOMAS_POLICY_LRU, &bad, 1, 0, 8, 0, a),
+	                 LOMAS_EINVAL);
+	assert_non_null(strstr(lomas_error_message(), "sets"));
+	assert_int_equal(lomas_model_curve_assoc(NULL, LOMAS_POLICY_LRU, sizes, 1, 0, 8, 0, a),
+	                 LOMAS_EINVAL);
+	assert_int_equal(lomas_model_curve_assoc(p, (lomas_policy)7, sizes, 1, 0, 8, 0, a),
+	                 LOMAS_EINVAL);
+	lomas_profile_free(p);
+	free(tr.t);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_arguments),     cmocka_unit_test(test_uniform_random),
+	    cmocka_unit_test(test_strided_walks), cmocka_unit_test(test_column_walk),
+	    cmocka_unit_test(test_mixed),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
