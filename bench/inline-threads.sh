@@ -5,7 +5,7 @@
 # against the same program without it: peak RSS (the process's whole life,
 # exit path and profile included) and wall time, medians of REPS runs.
 # An exited thread's sampler is given back and its samples kept compactly
-# (lib/inline/exited.c), so the inline build's peak RSS should stay a few
+# (lib/sampler/exited.c), so the inline build's peak RSS should stay a few
 # MiB above the plain build's whatever the number of threads.
 #   bench/inline-threads.sh [BUILD_DIR] [REPS] [COUNTS...]   (default build 3 20000 60000)
 set -eu

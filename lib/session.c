@@ -118,20 +118,28 @@ lomas_status lomas_session_start(const lomas_config *cfg, char *const argv[], lo
 		st = inline_backend_start(cfg, path, argv, &ops, &impl);
 		break;
 	case CLOCK_STEP: st = monitor_backend_start(cfg, path, argv, &ops, &impl); break;
+	case CLOCK_DBI: st = dbi_backend_start(cfg, path, argv, &ops, &impl); break;
 	case CLOCK_PMU:
-		st = error_set(LOMAS_ENOTSUP,
-		               "the pmu clock is not built yet; use --clock=inline (target built "
-		               "with the lomas-inline hooks) or --clock=step");
+		st = error_set(
+		    LOMAS_ENOTSUP,
+		    "the pmu clock is not built yet; use --clock=dbi (any program, under "
+		    "Valgrind), --clock=inline (target built with the lomas-inline hooks) "
+		    "or --clock=step");
 		break;
 	case CLOCK_AUTO:
 	default:
 		if (inline_backend_detect(path)) {
 			st = inline_backend_start(cfg, path, argv, &ops, &impl);
+		} else if (dbi_backend_available() &&
+		           (st = dbi_backend_start(cfg, path, argv, &ops, &impl)) !=
+		               LOMAS_ENOTSUP) {
+			/* started under Valgrind, or failed for a reason step would share */
 		} else {
-			log_msg(LOMAS_LOG_WARN,
-			        "%s has no lomas-inline hooks: using the step clock "
-			        "(single-stepping, slow)",
-			        path);
+			log_msg(
+			    LOMAS_LOG_WARN,
+			    "%s has no lomas-inline hooks and the dbi clock cannot run it (%s): "
+			    "using the step clock (single-stepping, slow)",
+			    path, st ? lomas_error_message() : "Valgrind is not available");
 			st = monitor_backend_start(cfg, path, argv, &ops, &impl);
 		}
 		break;
@@ -159,6 +167,8 @@ lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lomas_sessio
 	if (cfg->clock == CLOCK_INLINE)
 		return error_set(LOMAS_ENOTSUP, "the inline clock cannot attach to a running "
 		                                "process; use --clock=step");
+	if (cfg->clock == CLOCK_DBI)
+		return dbi_backend_attach();
 	if ((st = monitor_backend_attach(cfg, pid, &ops, &impl)))
 		return st;
 	return session_new(ops, impl, t0, out);

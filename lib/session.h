@@ -39,6 +39,13 @@ bool inline_backend_detect(const char *program_path);
 lomas_status inline_backend_start(const struct lomas_config *cfg, const char *program_path,
                                   char *const argv[], const session_ops **ops, void **impl);
 
+/* lib/dbi: run any program under the dbi clock's Valgrind tool. */
+bool dbi_backend_available(void);
+lomas_status dbi_backend_start(const struct lomas_config *cfg, const char *program_path,
+                               char *const argv[], const session_ops **ops, void **impl);
+/* The dbi clock cannot attach: always an error (LOMAS_ENOTSUP) with the reason. */
+lomas_status dbi_backend_attach(void);
+
 /* lib/monitor: ptrace supervisor with the step clock (and later pmu). */
 lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *program_path,
                                    char *const argv[], const session_ops **ops, void **impl);

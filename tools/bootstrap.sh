@@ -6,6 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# valgrind: the launcher, its core's files, and (in the same Debian package)
+# the tool headers (/usr/include/valgrind/pub_tool_*.h), the static archives
+# and valgrind.pc the dbi clock's tool is built from.
 PKGS=(meson ninja-build pkg-config gcc g++ libc6-dev
       libgsl-dev libjansson-dev libcmocka-dev libcapstone-dev libdw-dev binutils
       clang-16 lld-16 llvm-16 llvm-16-dev libclang-rt-16-dev clang-format-16

@@ -93,7 +93,9 @@ LOMAS_API void lomas_set_log_callback(lomas_log_fn fn, void *user);
  *   window     window length in references, or "auto" (= 256 x mean period)
  *   max_samples_live  capacity of the watch table (default 0 = unlimited for
  *              the trace clock); samples beyond it are recorded as censored
- *   clock      auto | inline | step | pmu (live sessions; default auto)
+ *   clock      auto | inline | dbi | step | pmu (live sessions; default auto:
+ *              inline when the program carries the lomas-inline hooks, else
+ *              dbi when Valgrind and the dbi tool are installed, else step)
  *   watch      auto | mprotect | debugreg (watchpoint engine; default auto)
  *   max_skid   references a simulated (step) or real (pmu) overflow may land
  *              late; the planner compensates (default 0 for step)
@@ -506,8 +508,11 @@ LOMAS_API lomas_status lomas_trace_analyze_lackey_stream(const lomas_config *cfg
 /*
  * A live session: run (or attach to) a target program under a clock and
  * collect its profile. The clock is chosen by the config key "clock":
- * inline (the target was built with the lomas-inline hooks), step (ptrace
- * single-stepping, any binary, slow), pmu (hardware counters), or auto.
+ * inline (the target was built with the lomas-inline hooks), dbi (any
+ * x86-64 program, unmodified, run under Valgrind with liblomas's tool: a few
+ * times slower; it cannot attach, and programs the target executes run
+ * natively), step (ptrace single-stepping, any binary, slow), pmu (hardware
+ * counters), or auto.
  */
 typedef struct lomas_session lomas_session;
 
@@ -546,7 +551,9 @@ LOMAS_API lomas_status lomas_session_wait(lomas_session *s, int *wait_status);
 /*
  * Detach: remove every watchpoint, restore protections, leave the target
  * running. The profile and stats collected so far stay available. Nothing
- * to do (LOMAS_OK) after the target ended or a first stop.
+ * to do (LOMAS_OK) after the target ended or a first stop. With the dbi
+ * clock the program runs on under Valgrind (it cannot leave it), no longer
+ * sampled; the profile holds what was collected.
  */
 LOMAS_API lomas_status lomas_session_stop(lomas_session *s);
 /* lomas_session_interrupt flag: the target got the signal too (a terminal's
@@ -560,7 +567,8 @@ LOMAS_API lomas_status lomas_session_stop(lomas_session *s);
  * else the session looks for it pending, and passes it on if the target is
  * still running a second later), and the session runs on (poll, wait) until
  * the target ends; then lomas_session_profile has its profile.
- * LOMAS_ENOTSUP for a clock that keeps the profile itself (step): detach with
+ * LOMAS_ENOTSUP for a clock that keeps the profile itself (step; dbi, whose
+ * tool hands over what it has when the session detaches): detach with
  * lomas_session_stop instead.
  */
 LOMAS_API lomas_status lomas_session_interrupt(lomas_session *s, int sig, int flags);

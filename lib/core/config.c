@@ -19,12 +19,13 @@ void config_defaults(struct lomas_config *cfg)
 	cfg->max_skid = 0;
 }
 
-static const char *const clock_names[] = {"auto", "inline", "step", "pmu"};
+static const char *const clock_names[] = {"auto", "inline", "step", "pmu", "dbi"};
+#define NCLOCKS (sizeof clock_names / sizeof clock_names[0])
 static const char *const watch_names[] = {"auto", "mprotect", "debugreg"};
 
 const char *config_clock_name(config_clock c)
 {
-	return (unsigned)c < 4 ? clock_names[c] : "?";
+	return (unsigned)c < NCLOCKS ? clock_names[c] : "?";
 }
 
 const char *config_watch_name(config_watch w)
@@ -130,10 +131,10 @@ lomas_status lomas_config_set(lomas_config *cfg, const char *key, const char *va
 			                 value);
 		cfg->max_samples_live = v;
 	} else if (strcmp(key, "clock") == 0) {
-		int i = name_index(clock_names, 4, value);
+		int i = name_index(clock_names, (int)NCLOCKS, value);
 		if (i < 0)
 			return error_set(LOMAS_EINVAL,
-			                 "clock: '%s' is not one of auto, inline, step, pmu",
+			                 "clock: '%s' is not one of auto, inline, dbi, step, pmu",
 			                 value);
 		cfg->clock = (config_clock)i;
 	} else if (strcmp(key, "watch") == 0) {

@@ -65,6 +65,7 @@ typedef enum config_clock {
 	CLOCK_INLINE,
 	CLOCK_STEP,
 	CLOCK_PMU,
+	CLOCK_DBI,
 } config_clock;
 
 typedef enum config_watch {

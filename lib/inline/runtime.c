@@ -273,10 +273,7 @@ void rt_thread_to_level(inline_thread *t, uint32_t level)
 	if (t->level >= level)
 		return;
 	t->level = (uint8_t)level;
-	while (t->done.level < rt_auto_floor(level)) {
-		wt_thin(&t->wt, &t->thin, (uint8_t)(t->done.level + 1));
-		store_thin(&t->done, &rt_map_alloc);
-	}
+	sampler_thin_to(&t->done, &t->wt, &t->thin, level, &rt_map_alloc);
 }
 
 /* After a level change: sampling is memoryless, so draw the next gap afresh at the new rate. */
@@ -285,13 +282,6 @@ static void redraw_gap(inline_thread *t, uint64_t clock)
 	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
 	t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
 	t->next_gap = rng_gap_with(&t->gaps, t->gap_log);
-}
-
-/* The period's level once all threads together have taken n samples. */
-static uint32_t auto_level_at(uint64_t n)
-{
-	uint64_t l = n < AUTO_FIRST ? 0 : 1 + (n - AUTO_FIRST) / AUTO_STEP;
-	return l > AUTO_MAX_LEVEL ? AUTO_MAX_LEVEL : (uint32_t)l;
 }
 
 /*
@@ -518,19 +508,13 @@ uint64_t rt_thread_refs(const inline_thread *t)
 	return t->fast->zero_clock - t->fast->countdown + 1;
 }
 
-/* The lowest level period auto keeps samples at, with the period at level. */
-uint32_t rt_auto_floor(uint32_t level)
-{
-	return level < AUTO_LEVELS ? 0 : level - (AUTO_LEVELS - 1);
-}
-
 /*
  * The thread is exiting: its samples (the open ones dangling from now on)
  * go to the exited threads' arena, compactly, and everything else it held
  * (its state, watch table, store and reserve, trace buffer) is given back
  * or kept for the next thread (rt.spare), so a program that runs threads
  * one after another holds its live threads' samplers plus samples, not a
- * sampler per thread it ever ran (exited.c).
+ * sampler per thread it ever ran (lib/sampler/exited.c).
  */
 void rt_key_destructor(void *arg)
 {
@@ -563,7 +547,7 @@ void rt_key_destructor(void *arg)
 		if (t->wt_mem && !wt_collect(&t->wt, &t->done, &rt_map_alloc))
 			info.lost += t->wt.live;
 		if (!exited_add(&rt.exited, &rt_map_alloc, &info, &t->done, level,
-		                t->adaptive ? rt_auto_floor(level) : 0)) {
+		                t->adaptive ? auto_floor(level) : 0)) {
 			/* No memory for its samples: the thread, at least. */
 			info.lost += t->done.n;
 			if (!exited_add(&rt.exited, &rt_map_alloc, &info, NULL, level, 0))

@@ -152,7 +152,7 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 	 * threads kept (other live threads read their tables without a lock:
 	 * leave them be). */
 	if (rt.set.period == 0)
-		exited_thin(&rt.exited, level, rt_auto_floor(level));
+		exited_thin(&rt.exited, level, auto_floor(level));
 	for (inline_thread *t = rt.threads; t; t = t->next)
 		if (t->epoch == epoch &&
 		    !entry_push(&list, &n, &cap, stack, (thread_entry){t->index, t, NULL}))

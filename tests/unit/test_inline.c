@@ -1,5 +1,5 @@
 /*
- * The inline clock's pure parts (lib/inline/table.c), driven with synthetic
+ * The sampler core (lib/sampler/table.c, assemble.c), driven with synthetic
  * references: the watch table and its filter, censoring when full, the
  * sample store and its thinning, window accounting and profile assembly.
  * Ground truth is a naive model written here (linear search over a list of

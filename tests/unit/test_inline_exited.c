@@ -1,5 +1,5 @@
 /*
- * The exited threads' arena (lib/inline/exited.c): a thread's samples
+ * The exited threads' arena (lib/sampler/exited.c): a thread's samples
  * copied into a compact record read back exactly as its store holds them,
  * and thinning a record (period auto, when the process level rises) keeps
  * exactly what thinning the store would have kept. Ground truth is the
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "inline/inline.h"
+#include "sampler/sampler.h"
 
 #define THREADS 12
 

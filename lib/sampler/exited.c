@@ -2,12 +2,13 @@
  * The samples of threads that have exited, kept compactly until the profile
  * is written: one record per thread in one growing allocation (the arena),
  * its store's non-empty streams copied in as they are (packed records, the
- * profile file's own encoding). A thread's sampler itself (its state, watch
- * table, store and the store's reserve) is given back when it exits, so a
- * program that runs threads one after another holds its live threads'
- * samplers plus the exited threads' samples, about 60 bytes of header and
- * 16 a stream besides the samples (it held ~20 KiB a thread: the state's
- * page and the pages of each stream's first allocation; 20k short threads
+ * profile file's own encoding). A clock that keeps its exited threads here
+ * gives back a thread's sampler itself (its state, watch table, store and
+ * the store's reserve) when the thread exits, so a program that runs
+ * threads one after another holds its live threads' samplers plus the
+ * exited threads' samples, about 60 bytes of header and 16 a stream besides
+ * the samples (the inline runtime held ~20 KiB a thread: the state's page
+ * and the pages of each stream's first allocation; 20k short threads
  * reached 430 MB).
  *
  * Period auto thins an exited thread's samples as it would the thread's
@@ -16,10 +17,13 @@
  * reads no sample. The arena thins every record to the process's level
  * before it grows, so it holds the budget, not every sample each thread
  * ever took.
+ *
+ * Part of the sampler core: no libc but memset, memcpy and memmove, memory
+ * from the allocator the caller passes (mmap in the inline runtime).
  */
 #include <string.h>
 
-#include "inline.h"
+#include "sampler.h"
 
 #define ALIGN8(x) (((x) + 7u) & ~(size_t)7u)
 #define ARENA_FIRST (64u * 1024u)
