@@ -322,6 +322,10 @@ static void test_session_step_stop_then_wait(void **state)
 		assert_int_equal(lomas_session_start(cfg, argv, &s), LOMAS_OK);
 		assert_string_equal(lomas_error_message(), "");
 		cover("lomas_session_start");
+		/* What auto or step chose; a getter that touches no message. */
+		assert_string_equal(lomas_session_clock(s), "step");
+		assert_null(lomas_session_clock(NULL));
+		cover("lomas_session_clock");
 		assert_int_equal(lomas_session_poll(s, 30, &running), LOMAS_OK);
 		assert_true(running);
 		expect_stopped(s);
