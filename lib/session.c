@@ -245,6 +245,7 @@ lomas_status lomas_session_stop(lomas_session *s)
 
 lomas_status lomas_session_interrupt(lomas_session *s, int sig, int flags)
 {
+	error_clear();
 	if (!s || sig <= 0 || sig >= 65)
 		return error_set(LOMAS_EINVAL,
 		                 "lomas_session_interrupt: NULL session or bad signal %d", sig);

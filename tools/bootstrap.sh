@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PKGS=(meson ninja-build pkg-config gcc g++ libc6-dev
-      libgsl-dev libjansson-dev libcmocka-dev libcapstone-dev
+      libgsl-dev libjansson-dev libcmocka-dev libcapstone-dev libdw-dev binutils
       clang-16 lld-16 llvm-16 llvm-16-dev libclang-rt-16-dev clang-format-16
       libpfm4-dev valgrind python3 python3-pytest)
 

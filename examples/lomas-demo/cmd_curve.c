@@ -1,4 +1,4 @@
-/* lomas-demo curve and compare: miss-ratio curves as CSV or JSON. */
+/* lomas-demo curve and compare --csv: miss-ratio curves as CSV or JSON. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -266,7 +266,7 @@ out:
 	return rc;
 }
 
-int cmd_compare(int argc, char **argv)
+int compare_csv(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 	    {"sizes", required_argument, NULL, OPT_SIZES},

@@ -24,13 +24,6 @@ enum { OPT_COLD = 256, OPT_COLOR, OPT_NO_COLOR, OPT_CI, OPT_NO_CI };
 #define GRAPH_W ((LOG_MAX - LOG_MIN) * COLS_PER_OCTAVE + 1) /* 61 */
 #define GRAPH_H 17                                          /* rows; labels every 4 */
 #define MARGIN 9 /* columns before the plot, plus one: "100.0% |" */
-#define MAX_CACHES 16
-
-struct cache_level {
-	char name[8]; /* "L1d", "L2", ... */
-	uint64_t bytes;
-};
-
 struct paint {
 	bool on;
 	const char *random, *lru, *both, *cache, *reset;
@@ -39,63 +32,6 @@ struct paint {
 
 /* 95 % confidence bands: [policy 0 random, 1 lru][0 lo, 1 hi], or NULL. */
 typedef double *const bands[2][2];
-
-/* Read one small sysfs file into buf without the trailing newline. */
-static bool read_line(const char *path, char *buf, size_t len)
-{
-	FILE *f = fopen(path, "r");
-	bool ok;
-	if (!f)
-		return false;
-	ok = fgets(buf, (int)len, f) != NULL;
-	fclose(f);
-	if (ok)
-		buf[strcspn(buf, "\r\n")] = '\0';
-	return ok;
-}
-
-/*
- * This machine's data and unified caches from sysfs (cpu0), smallest first.
- * Returns how many were found; 0 quietly where sysfs has none.
- */
-static size_t machine_caches(struct cache_level *out, size_t cap)
-{
-	size_t n = 0;
-	for (int i = 0; i < 32 && n < cap; i++) {
-		char path[128], level[16], type[32], size[32];
-		uint64_t bytes;
-		bool dup = false;
-		int len =
-		    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/", i);
-		if (len <= 0 || (size_t)len >= sizeof path - 8)
-			break;
-		strcpy(path + len, "level");
-		if (!read_line(path, level, sizeof level))
-			continue;
-		strcpy(path + len, "type");
-		if (!read_line(path, type, sizeof type) || strcmp(type, "Instruction") == 0)
-			continue;
-		strcpy(path + len, "size");
-		if (!read_line(path, size, sizeof size) || !demo_parse_bytes(size, &bytes) ||
-		    bytes == 0)
-			continue;
-		for (size_t k = 0; k < n; k++)
-			dup |= out[k].bytes == bytes;
-		if (dup)
-			continue;
-		snprintf(out[n].name, sizeof out[n].name, "L%.3s%s", level,
-		         strcmp(type, "Data") == 0 ? "d" : "");
-		out[n++].bytes = bytes;
-	}
-	/* Insertion sort by size: sysfs order is by index, usually but not surely by size. */
-	for (size_t i = 1; i < n; i++)
-		for (size_t k = i; k > 0 && out[k].bytes < out[k - 1].bytes; k--) {
-			struct cache_level t = out[k];
-			out[k] = out[k - 1];
-			out[k - 1] = t;
-		}
-	return n;
-}
 
 /* The column of a cache size on the graph's log2 axis, or -1 outside it. */
 static int column_of(uint64_t bytes)
@@ -424,6 +360,9 @@ int cmd_report(int argc, char **argv)
 		                             {ci ? lo[1] : NULL, ci ? hi[1] : NULL}};
 		print_graph(rnd, lru, shown, caches, ncaches, flags & LOMAS_MODEL_COLD, &pt);
 		rc = print_cache_table(p, caches, ncaches, info.line_size, flags);
+		if (rc == 0)
+			rc = report_delinquent(argv[optind], p, caches, ncaches, info.line_size,
+			                       flags);
 	}
 	if (rc == 0)
 		rc = demo_finish_stdout("report");

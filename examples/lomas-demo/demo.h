@@ -79,11 +79,82 @@ int demo_sizes(const char *cmd, const char *list, uint32_t line_bytes, uint64_t 
  */
 int demo_check_ratios(const char *cmd, const char *path, const double *ratios, size_t n);
 
+/* ----------------------------------------------------- this machine (machine.c) */
+
+#define MAX_CACHES 16
+
+struct cache_level {
+	char name[8]; /* "L1d", "L2", ... */
+	uint64_t bytes;
+};
+
+/*
+ * This machine's data and unified caches from sysfs (cpu0), smallest first,
+ * distinct sizes only. Returns how many were found; 0 quietly where sysfs
+ * has none.
+ */
+size_t machine_caches(struct cache_level *out, size_t cap);
+/* The L1 data cache's size, or 32 KiB when sysfs has none; *source says which. */
+uint64_t machine_l1d_bytes(const char **source);
+
+/* ------------------------------------- per-instruction attribution (hot_common.c) */
+
+enum demo_hot_by { DEMO_BY_PC, DEMO_BY_LINE, DEMO_BY_FUNCTION };
+
+/* One row of hot: a pc, or the pcs of one source line or function. */
+struct demo_hot_row {
+	uint64_t pc;          /* the pc (by line or function: the one with most misses) */
+	const char *function; /* NULL when unknown; strings live as long as the list */
+	const char *file;
+	uint32_t line; /* 0 when unknown, and by function */
+	const char *module;
+	uint64_t module_offset;
+	lomas_sym_status sym;
+	double misses, refs, miss_ratio, share, ratio_fallback;
+	size_t pcs;   /* pcs in the row */
+	size_t first; /* the list index of its first (largest) pc */
+	int delinquent;
+};
+
+/*
+ * The misses of profile p (read from path) at cache_bytes attributed to
+ * its pcs and symbolized (separate debug files under debug_dir, NULL for
+ * /usr/lib/debug); notes on stderr for what could not be symbolized unless
+ * quiet. Returns 0 or an exit status after reporting.
+ */
+int demo_hot_make(const char *cmd, const char *path, const lomas_profile *p, lomas_policy policy,
+                  uint64_t cache_bytes, unsigned flags, const char *debug_dir, bool quiet,
+                  lomas_hot_list **out);
+/* The list as rows by pc, source line or function, most misses first (a new array). */
+int demo_hot_rows(const lomas_hot_list *l, enum demo_hot_by by, struct demo_hot_row **rows,
+                  size_t *n);
+/* "file:line", or "module+0xOFFSET" without line information, or ""; escaped.
+ * shorten: paths under the current directory relative to it. */
+void demo_hot_location(const struct demo_hot_row *r, bool shorten, char *buf, size_t cap);
+/* The row's function, escaped ("" when unknown). */
+void demo_hot_function(const struct demo_hot_row *r, char *buf, size_t cap);
+bool demo_parse_by(const char *s, enum demo_hot_by *by);
+bool demo_parse_policy(const char *s, lomas_policy *policy);
+/* A decimal count (digits only). */
+bool demo_parse_count(const char *s, uint64_t *out);
+
+/*
+ * report's instructions section (report_hot.c): the delinquent instructions
+ * at the first two of the n caches (or 32K without any), with source lines.
+ */
+int report_delinquent(const char *path, const lomas_profile *p, const struct cache_level *caches,
+                      size_t ncaches, uint32_t line, unsigned flags);
+
 int cmd_analyze(int argc, char **argv);
 int cmd_curve(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
+/* compare --csv: both profiles' curves as CSV (cmd_curve.c). */
+int compare_csv(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_record(int argc, char **argv);
+int cmd_hot(int argc, char **argv);
+int cmd_annotate(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 #endif /* LOMAS_DEMO_H */

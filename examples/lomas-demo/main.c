@@ -53,12 +53,70 @@ const struct demo_cmd demo_cmds[] = {
      "  --json   one JSON document: metadata, threads, windows, samples\n"
      "  --csv    one row per sample, with a header line\n",
      "lomas-demo export --json|--csv PROFILE", cmd_export},
-    {"compare", "two profiles' curves side by side",
-     "Print two profiles' miss-ratio curves side by side as CSV:\n"
-     "size_bytes,random_a,random_b,lru_a,lru_b,random_diff,lru_diff (diff = b - a).\n\n"
+    {"compare", "what changed between two profiles: curves and source lines",
+     "Compare two runs of a program (after a code change, another input or build):\n"
+     "both working-set curves side by side with their difference, every other\n"
+     "octave and at each of this machine's caches, then the source lines whose\n"
+     "estimated misses changed most, matched by function and line (addresses move\n"
+     "between builds).\n\n"
+     "  --cache-size B      the cache of the line comparison (default: L1d, sysfs)\n"
+     "  --policy random|lru its replacement policy (default random)\n"
+     "  --top N             lines to show (default 10; 0 = all)\n"
+     "  --cold              count cold misses (excluded by default)\n"
+     "  --json              the same as one JSON object\n"
+     "  --debug-dir DIR     separate debug files under DIR (default /usr/lib/debug)\n"
+     "  --csv               only the curves, as CSV: size_bytes,random_a,random_b,\n"
+     "                      lru_a,lru_b,random_diff,lru_diff (diff = b - a)\n"
+     "  --sizes B1,B2,...   with --csv: cache sizes (default: 1 KiB to 1 GiB, 4 per\n"
+     "                      octave)\n",
+     "lomas-demo compare [--cache-size B] [--policy P] [--top N] [--json] [--cold]\n"
+     "                      A.lomas B.lomas\n"
+     "       lomas-demo compare --csv [--sizes B1,B2,...] [--cold] A.lomas B.lomas",
+     cmd_compare},
+    {"hot", "the instructions that miss most, with source lines",
+     "Attribute the misses of one cache size to the instructions that miss (each\n"
+     "sampled reuse's miss probability, from the model, belongs to the instruction\n"
+     "that made the reuse) and print them as CSV, most misses first:\n"
+     "pc,function,location,misses,miss_ratio,share (location is file:line, or\n"
+     "module+0xOFFSET without line information; misses are estimated references;\n"
+     "miss_ratio is the instruction's own, share its part of all misses).\n\n"
+     "  --cache-size B      the cache size (default: this machine's L1d, from sysfs)\n"
+     "  --policy random|lru replacement policy of the model (default random)\n"
+     "  --top N             print the N largest (default 20; 0 = all)\n"
+     "  --by pc|line|function  one row per instruction (default), per source line\n"
+     "                      (location,function,misses,miss_ratio,share,pcs) or per\n"
+     "                      function (function,location,...)\n"
+     "  --json              one JSON object with the totals and the entries\n"
+     "  --cold              count cold misses (excluded by default)\n"
+     "  --debug-dir DIR     separate debug files under DIR (default /usr/lib/debug)\n",
+     "lomas-demo hot [--cache-size B] [--policy random|lru] [--top N] [--json]\n"
+     "                      [--by pc|line|function] [--cold] [--debug-dir DIR] PROFILE",
+     cmd_hot},
+    {"annotate", "a source file with each line's estimated misses",
+     "Print a source file with each line's estimated misses at one cache size, its\n"
+     "share of all misses and the line's own miss ratio, as cg_annotate does for\n"
+     "Cachegrind. A line's misses are those of the instructions whose innermost\n"
+     "source line it is (from the debug info of the binaries the profile maps).\n\n"
+     "  --cache-size B      the cache size (default: this machine's L1d, from sysfs)\n"
+     "  --policy random|lru replacement policy of the model (default random)\n"
+     "  --cold              count cold misses (excluded by default)\n"
+     "  --debug-dir DIR     separate debug files under DIR (default /usr/lib/debug)\n",
+     "lomas-demo annotate [--cache-size B] [--policy random|lru] [--cold] PROFILE SOURCE",
+     cmd_annotate},
+    {"plot", "the working-set graph as an SVG document",
+     "Draw the working-set graph of one or more profiles as SVG: miss ratio against\n"
+     "cache size (log scale, binary units), random replacement solid and LRU dashed,\n"
+     "one colour per profile with a legend, this machine's caches marked (sysfs),\n"
+     "and a shaded confidence band around a curve where the model gives one.\n\n"
+     "  -o, --output FILE   the SVG file to write ('-' for standard output; required)\n"
      "  --sizes B1,B2,...   cache sizes (default: 1 KiB to 1 GiB, 4 per octave)\n"
-     "  --cold              count cold misses (excluded by default)\n",
-     "lomas-demo compare [--sizes B1,B2,...] [--cold] A.lomas B.lomas", cmd_compare},
+     "  --policy random|lru|both  the curves to draw (default both)\n"
+     "  --cold              count cold misses (excluded by default)\n"
+     "  --title TEXT        the graph's title\n"
+     "  --no-bands          no confidence bands\n",
+     "lomas-demo plot [--sizes B1,...] [--policy P] [--cold] [--title T] -o FILE.svg\n"
+     "                      PROFILE [PROFILE...]",
+     cmd_plot},
     {"record", "run or attach to a program under a live clock",
      "Run a program (or attach to a running one) under a live clock and save its\n"
      "profile. Exits with the program's own status (128+N if signal N killed it),\n"

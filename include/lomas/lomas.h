@@ -295,6 +295,144 @@ LOMAS_API lomas_status lomas_model_curve_ci(const lomas_profile *p, lomas_policy
 LOMAS_API lomas_status lomas_model_default_sizes(uint32_t line_bytes, uint64_t *sizes, size_t cap,
                                                  size_t *n);
 
+/* --------------------------------------------- per-instruction attribution */
+
+/*
+ * Which instructions miss (UMI's "delinquent loads", done the model's way).
+ * Each sample is a reference and the next touch of its line (its reuse,
+ * made by the sample's end pc). For a fully associative cache of
+ * cache_bytes the model gives each reuse a miss probability: under random
+ * replacement f_L(R_w d) = 1 - (1 - 1/L)^(R_w d), with L the cache's lines,
+ * d the reuse distance and R_w the miss ratio of the sample's window (the
+ * StatCache root); under LRU 1 when the window's expected stack distance of
+ * d reaches L, else 0 (StatStack). A miss belongs to the instruction that
+ * missed: the sample's end pc. Where the reusing instruction is unknown the
+ * miss goes to the start pc, the last instruction seen to touch the line,
+ * and is also counted in lomas_hot_pc.unseen_misses: censored samples (a
+ * reuse too far to watch: a miss in every cache, as the curves count it)
+ * and, only with LOMAS_MODEL_COLD, dangling ones (never reused: each
+ * stands for a line's cold miss; in a stream the instruction that touched
+ * a line last is the one that touched it first). Without LOMAS_MODEL_COLD
+ * dangling samples carry no miss.
+ *
+ * Per instruction (pc): estimated misses = sum of weight x probability over
+ * the samples it ended, scaled per window as the curves weigh windows, so
+ * that the misses of all pcs divided by lomas_hot_info.refs is exactly
+ * lomas_model_miss_ratio for the same arguments; its references = the
+ * weights of the samples it started (same scaling); its miss ratio and its
+ * share of all misses. The delinquent set is the smallest set of pcs that
+ * covers 90 % of the estimated misses, extended to every pc that carries at
+ * least 1 % of them (UMI's threshold: where three loads cover 90 %, a fourth
+ * with 8 % is still worth a look): the first lomas_hot_info.delinquent
+ * entries of the list, which is ordered by misses, largest first (then by
+ * pc).
+ *
+ * Symbols come from the memory maps recorded in the profile (the inline,
+ * step and trace-of-lackey clocks record them; a profile without maps gets
+ * LOMAS_SYM_NO_MAPS) and the files they name, read when the list is made:
+ * the run's program need not be alive, but its binaries must still be
+ * where the maps say. A file whose GNU build id differs from the one
+ * recorded at the run is not symbolized (LOMAS_SYM_CHANGED). Stripped
+ * files give the function from the symbol table only; separate debug files
+ * are found by build id (DIR/.build-id/xx/rest.debug) or .gnu_debuglink
+ * (next to the binary, in its .debug/, or under DIR/<its directory>), DIR
+ * being /usr/lib/debug or the directories given to
+ * lomas_hot_list_symbolize. The inline clock records the return address of
+ * its hook call as a reference's pc: for its profiles pc - 1 is looked up.
+ */
+typedef struct lomas_hot_list lomas_hot_list;
+
+/* A flag of lomas_profile_hot_pcs: attribute only, do not read any file. */
+#define LOMAS_HOT_NO_SYMBOLS 0x100u
+
+typedef enum lomas_sym_status {
+	LOMAS_SYM_OK = 0,        /* a function (and, with debug info, file:line) */
+	LOMAS_SYM_NONE = 1,      /* not symbolized: LOMAS_HOT_NO_SYMBOLS, or pc 0 (unknown) */
+	LOMAS_SYM_NO_MAPS = 2,   /* the profile records no memory maps (e.g. a lackey trace) */
+	LOMAS_SYM_NO_MAP = 3,    /* no recorded file mapping holds the pc ([vdso], JIT code) */
+	LOMAS_SYM_NO_FILE = 4,   /* the mapped file cannot be read now (gone, not ELF) */
+	LOMAS_SYM_CHANGED = 5,   /* the file's build id is not the run's: it was rebuilt */
+	LOMAS_SYM_NO_SYMBOL = 6, /* in the file, but no symbol or line information covers it */
+} lomas_sym_status;
+
+/* One call site of an inlined-at chain. */
+typedef struct lomas_hot_frame {
+	const char *function; /* the function holding the call site, or NULL */
+	const char *file;     /* NULL if unknown */
+	uint32_t line, column;
+} lomas_hot_frame;
+
+/* One instruction. Strings live as long as the list; NULL when unknown. */
+typedef struct lomas_hot_pc {
+	uint64_t pc;
+	double misses;            /* estimated misses (references, like lomas_hot_info.refs) */
+	double unseen_misses;     /* the part of misses from censored or dangling samples */
+	double refs;              /* estimated references the instruction made */
+	double miss_ratio;        /* misses / refs (0..1), or misses / its reuses when it
+	                             started no sample (its references are then unknown) */
+	double share;             /* misses / all misses (0..1) */
+	uint64_t samples_started; /* samples taken at this pc */
+	uint64_t samples_ended;   /* samples whose reuse this pc made */
+	int delinquent;           /* 1 if in the delinquent set */
+	lomas_sym_status sym;
+	const char *sym_detail; /* why sym is not LOMAS_SYM_OK, for people ("" if it is) */
+	const char *module;     /* the mapped file holding pc */
+	uint64_t module_offset; /* pc as an address of that file (as nm shows it) */
+	const char *function;   /* innermost function; an inlined one when inlined */
+	const char *file;       /* source file of the instruction (needs debug info) */
+	uint32_t line, column;  /* 0 if unknown */
+	size_t inlined;         /* call sites in the inlined-at chain (lomas_hot_list_frame) */
+} lomas_hot_pc;
+
+typedef struct lomas_hot_info {
+	uint64_t cache_bytes;
+	uint32_t line_bytes;
+	lomas_policy policy;
+	unsigned flags;
+	size_t count;      /* pcs in the list */
+	size_t delinquent; /* the delinquent set: the first `delinquent` pcs */
+	double misses;     /* all estimated misses */
+	double refs;       /* the references they are a share of (misses / refs: the miss ratio) */
+	int has_maps;      /* 1 if the profile records memory maps */
+} lomas_hot_info;
+
+/*
+ * Attribute the misses of a fully associative cache of cache_bytes (a
+ * positive multiple of the line size) with lines of line_bytes (0 = the
+ * profile's; any other value must equal it) under policy to instructions,
+ * and symbolize them (unless flags has LOMAS_HOT_NO_SYMBOLS; debug files
+ * under /usr/lib/debug). flags: LOMAS_MODEL_COLD | LOMAS_HOT_NO_SYMBOLS.
+ * On success *out is a new list for lomas_hot_list_free. Errors: EINVAL
+ * (a NULL argument, unknown policy or flags, a bad size), ERANGE (a
+ * profile without samples), ENOMEM; *out is then NULL. Files that cannot
+ * be symbolized are not errors: their pcs carry a lomas_sym_status.
+ */
+LOMAS_API lomas_status lomas_profile_hot_pcs(const lomas_profile *p, lomas_policy policy,
+                                             uint64_t cache_bytes, uint32_t line_bytes,
+                                             unsigned flags, lomas_hot_list **out);
+/* The number of pcs in the list (0 for NULL). */
+LOMAS_API size_t lomas_hot_list_count(const lomas_hot_list *l);
+/* Copy entry i (0-based, largest misses first) into *out; EINVAL out of range. */
+LOMAS_API lomas_status lomas_hot_list_get(const lomas_hot_list *l, size_t i, lomas_hot_pc *out);
+/*
+ * Call site j (0 = where the innermost function was inlined, then outward)
+ * of entry i's inlined-at chain into *out; EINVAL out of range.
+ */
+LOMAS_API lomas_status lomas_hot_list_frame(const lomas_hot_list *l, size_t i, size_t j,
+                                            lomas_hot_frame *out);
+/* Totals and the arguments the list was made with. */
+LOMAS_API lomas_status lomas_hot_list_info(const lomas_hot_list *l, lomas_hot_info *out);
+/*
+ * Symbolize (again) every entry of l from p's maps (p: the profile l was
+ * made from), looking for separate debug files in debug_path (directories
+ * separated by ':'; NULL = "/usr/lib/debug"). Strings of earlier entries
+ * copied out of the list are invalidated.
+ */
+LOMAS_API lomas_status lomas_hot_list_symbolize(lomas_hot_list *l, const lomas_profile *p,
+                                                const char *debug_path);
+/* Free the list and its strings; NULL is a no-op. */
+LOMAS_API void lomas_hot_list_free(lomas_hot_list *l);
+
 /* ------------------------------------------------------------------ trace */
 
 /*

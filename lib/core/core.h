@@ -122,11 +122,18 @@ typedef struct prof_calib {
 	double value;
 } prof_calib;
 
+#define PROF_BUILD_ID_MAX 64 /* bytes of a GNU build id we keep (SHA-1 ids are 20) */
+
 typedef struct prof_map {
 	uint64_t start, end, offset;
 	uint32_t prot; /* PROT_* bits */
 	uint32_t reserved;
 	char *path; /* may be "" for anonymous */
+	/* The GNU build id (NT_GNU_BUILD_ID) of the file at path when the run
+	 * mapped it, so that a file rebuilt since is told apart (lib/sym); 0
+	 * bytes: unknown (no note, not a file, or a profile older than 2.1). */
+	uint8_t build_id_len;
+	uint8_t build_id[PROF_BUILD_ID_MAX];
 } prof_map;
 
 /* Growable array: items, count n, capacity cap. */
@@ -157,6 +164,32 @@ lomas_status profile_add_window(struct lomas_profile *p, const lomas_window *w);
 lomas_status profile_add_thread(struct lomas_profile *p, const lomas_thread *t);
 lomas_status profile_set_calib(struct lomas_profile *p, const char *key, double value);
 lomas_status profile_add_map(struct lomas_profile *p, const prof_map *m);
+/*
+ * The memory maps a profile needs for symbolization (lib/core/elf_id.c).
+ * elf_build_id_fd: the GNU build id of the ELF file open at fd (from its
+ * PT_NOTE segments) into id (cap bytes); returns its length, 0 when the
+ * file is not a 64-bit little-endian ELF file or has no build id.
+ * profile_add_proc_maps: add the file-backed mappings listed in a
+ * /proc/PID/maps file (e.g. "/proc/self/maps") to p, with the build id of
+ * each file as it is now. profile_fill_build_ids: read the build id of each
+ * map of p that has none from the file at its path.
+ */
+size_t elf_build_id_fd(int fd, uint8_t *id, size_t cap);
+/* One PT_LOAD segment of an ELF file. */
+typedef struct elf_segment {
+	uint64_t vaddr, memsz, offset, filesz;
+	uint32_t flags; /* PF_R | PF_W | PF_X */
+} elf_segment;
+/*
+ * The ELF type (ET_EXEC, ET_DYN, ...) and up to cap PT_LOAD segments of the
+ * 64-bit little-endian ELF file open at fd; *n gets how many there are.
+ * false when it is not such a file.
+ */
+bool elf_load_segments(int fd, unsigned *type, elf_segment *segs, size_t cap, size_t *n);
+size_t elf_build_id_path(const char *path, uint8_t *id, size_t cap);
+lomas_status profile_add_proc_maps(struct lomas_profile *p, const char *maps_path);
+void profile_fill_build_ids(struct lomas_profile *p);
+
 /* Metadata setter with printf format for the value. */
 lomas_status profile_meta_setf(struct lomas_profile *p, const char *key, const char *fmt, ...)
     LOMAS_PRINTF(3, 4);

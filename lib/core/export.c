@@ -212,9 +212,14 @@ static json_t *window_json(const lomas_window *w)
 static json_t *map_json(const prof_map *m)
 {
 	json_t *o = json_object();
+	char id[2 * PROF_BUILD_ID_MAX + 1];
+	for (unsigned i = 0; i < m->build_id_len && i < PROF_BUILD_ID_MAX; i++)
+		snprintf(id + 2 * i, 3, "%02x", m->build_id[i]);
+	id[2 * (m->build_id_len < PROF_BUILD_ID_MAX ? m->build_id_len : PROF_BUILD_ID_MAX)] = '\0';
 	if (o && put(o, "start", jhex(m->start)) && put(o, "end", jhex(m->end)) &&
 	    put(o, "offset", jhex(m->offset)) && put(o, "prot", json_integer(m->prot)) &&
-	    put(o, "path", jstr(m->path)))
+	    put(o, "path", jstr(m->path)) &&
+	    put(o, "build_id", m->build_id_len ? json_string(id) : json_null()))
 		return o;
 	json_decref(o);
 	return NULL;

@@ -19,7 +19,8 @@
 #define PF_MAGIC "LOMASPRF"
 #define PF_MAJOR 2u
 #define PF_MINOR 0u
-#define PF_OLDEST_MAJOR 1u /* 1.x files (SAMPLES only) still load */
+#define PF_MINOR_BUILDIDS 1u /* 2.1: files with a BUILDIDS section */
+#define PF_OLDEST_MAJOR 1u   /* 1.x files (SAMPLES only) still load */
 #define PF_HEADER_SIZE 32u
 #define PF_ENTRY_SIZE 32u
 #define PF_PROFILE_SIZE 8u
@@ -39,11 +40,13 @@ enum {
 	SEC_SAMPLES = 6,
 	SEC_MAPS = 7,
 	SEC_PSAMPLES = 8, /* format 2.0 */
-	SEC_KNOWN = 9,    /* one past the last known type */
+	SEC_BUILDIDS = 9, /* format 2.1 */
+	SEC_KNOWN = 10,   /* one past the last known type */
 };
 
 static const char *const sec_names[SEC_KNOWN] = {
-    "?", "META", "PROFILE", "CALIB", "THREADS", "WINDOWS", "SAMPLES", "MAPS", "PSAMPLES",
+    "?",       "META",    "PROFILE", "CALIB",    "THREADS",
+    "WINDOWS", "SAMPLES", "MAPS",    "PSAMPLES", "BUILDIDS",
 };
 
 /* ------------------------------------------------------ little-endian access */
@@ -472,6 +475,9 @@ static lomas_status layout(const encoder *e, const lomas_profile *p, size_t size
 		if (!str_size(p->maps.items[i].path, &size[SEC_MAPS]))
 			return error_set(LOMAS_ERANGE, "map %zu path is too long", i);
 	}
+	size[SEC_BUILDIDS] = 4;
+	for (size_t i = 0; i < p->maps.n; i++)
+		size[SEC_BUILDIDS] += 1 + p->maps.items[i].build_id_len;
 	/* The arrays already live in memory at >= these sizes, so no overflow;
 	 * samples from a source need not. */
 	if (nsamples > (SIZE_MAX / 2 - 8) / PF_SAMPLE_SIZE ||
@@ -611,6 +617,16 @@ static void enc_section(encoder *e, const lomas_profile *p, int t)
 			enc_str(e, m->path);
 		}
 		break;
+	case SEC_BUILDIDS:
+		enc_u32(e, (uint32_t)p->maps.n);
+		for (size_t i = 0; i < p->maps.n; i++) {
+			const prof_map *m = &p->maps.items[i];
+			uint8_t *q = enc_room(e, 1);
+			q[0] = m->build_id_len;
+			enc_done(e, 1);
+			enc_bytes(e, m->build_id, m->build_id_len);
+		}
+		break;
 	}
 }
 
@@ -618,14 +634,24 @@ static lomas_status encode_sections(encoder *e, const lomas_profile *p, const si
                                     const size_t *off, const int *order, size_t nsec, size_t total,
                                     uint32_t *crc, uint8_t *head, size_t head_len);
 
+static bool any_build_id(const lomas_profile *p)
+{
+	for (size_t i = 0; i < p->maps.n; i++)
+		if (p->maps.items[i].build_id_len)
+			return true;
+	return false;
+}
+
 /* The whole file through e: the sections at their offsets, then the header and table. */
 static lomas_status encode(encoder *e, const lomas_profile *p, size_t *len)
 {
 	size_t size[SEC_KNOWN] = {0}, off[SEC_KNOWN] = {0};
 	uint32_t crc[SEC_KNOWN] = {0};
 	int order[] = {SEC_PROFILE, SEC_META,     SEC_CALIB, SEC_THREADS,
-	               SEC_WINDOWS, SEC_PSAMPLES, SEC_MAPS};
-	const size_t nsec = sizeof order / sizeof order[0];
+	               SEC_WINDOWS, SEC_PSAMPLES, SEC_MAPS,  SEC_BUILDIDS};
+	/* BUILDIDS (and format 2.1) only when some map has a build id: a file
+	 * without one is exactly the 2.0 file it was before. */
+	const size_t nsec = sizeof order / sizeof order[0] - !any_build_id(p);
 	uint8_t head[PF_HEADER_SIZE + sizeof order / sizeof order[0] * PF_ENTRY_SIZE];
 	size_t total = 0;
 	uint8_t *own = NULL;
@@ -643,7 +669,8 @@ static lomas_status encode(encoder *e, const lomas_profile *p, size_t *len)
 	}
 	st = layout(e, p, size, off, order, nsec, &total);
 	if (!st)
-		st = encode_sections(e, p, size, off, order, nsec, total, crc, head, sizeof head);
+		st = encode_sections(e, p, size, off, order, nsec, total, crc, head,
+		                     PF_HEADER_SIZE + nsec * PF_ENTRY_SIZE);
 	free(own);
 	e->own = NULL;
 	if (st)
@@ -680,7 +707,9 @@ static lomas_status encode_sections(encoder *e, const lomas_profile *p, const si
 		wr32(q + 24, crc[t]);
 	}
 	memcpy(head, PF_MAGIC, 8);
-	wr32(head + 8, PF_MAJOR << 16 | PF_MINOR);
+	wr32(head + 8,
+	     PF_MAJOR << 16 |
+	         (nsec > 0 && order[nsec - 1] == SEC_BUILDIDS ? PF_MINOR_BUILDIDS : PF_MINOR));
 	wr32(head + 16, (uint32_t)nsec);
 	wr32(head + 20, crc32_update(0, head + PF_HEADER_SIZE, nsec * PF_ENTRY_SIZE));
 	wr64(head + 24, PF_HEADER_SIZE);
@@ -912,6 +941,7 @@ static lomas_status decode_maps(const reader *r, const section *s, lomas_profile
 		m->offset = rd64(r->b + pos + 16);
 		m->prot = rd32(r->b + pos + 24);
 		m->reserved = 0;
+		m->build_id_len = 0;
 		pos += 28;
 		if ((st = get_str(r, &pos, end, "map path", false, &m->path)))
 			return st;
@@ -919,6 +949,45 @@ static lomas_status decode_maps(const reader *r, const section *s, lomas_profile
 	}
 	if (pos != end)
 		return bad(r, pos, "%" PRIu64 " unused bytes at the end of section MAPS",
+		           end - pos);
+	return LOMAS_OK;
+}
+
+/*
+ * BUILDIDS (2.1): u32 count, equal to the number of maps, then for each map
+ * in order a u8 length (0 = unknown, at most PROF_BUILD_ID_MAX) and that
+ * many bytes of its file's GNU build id. Decoded after MAPS.
+ */
+static lomas_status decode_buildids(const reader *r, const section *s, lomas_profile *p)
+{
+	uint64_t pos = s->off + 4, end = s->off + s->len;
+	uint32_t count;
+	if (s->len < 4)
+		return bad(r, s->off,
+		           "section BUILDIDS length %" PRIu64 " is shorter than its count", s->len);
+	count = rd32(r->b + s->off);
+	if (count != p->maps.n)
+		return bad(r, s->off, "section BUILDIDS has %" PRIu32 " entries for %zu maps",
+		           count, p->maps.n);
+	for (uint32_t i = 0; i < count; i++) {
+		prof_map *m = &p->maps.items[i];
+		uint8_t n;
+		if (end - pos < 1)
+			return bad(r, pos,
+			           "build id %" PRIu32 " runs past the end of section BUILDIDS", i);
+		n = r->b[pos];
+		if (n > PROF_BUILD_ID_MAX)
+			return bad(r, pos, "build id %" PRIu32 " of %u bytes is longer than %u", i,
+			           n, PROF_BUILD_ID_MAX);
+		if (end - pos - 1 < n)
+			return bad(r, pos,
+			           "build id %" PRIu32 " runs past the end of section BUILDIDS", i);
+		memcpy(m->build_id, r->b + pos + 1, n);
+		m->build_id_len = n;
+		pos += 1 + (uint64_t)n;
+	}
+	if (pos != end)
+		return bad(r, pos, "%" PRIu64 " unused bytes at the end of section BUILDIDS",
 		           end - pos);
 	return LOMAS_OK;
 }
@@ -1205,7 +1274,7 @@ static lomas_status read_table(const reader *r, section *secs)
 		return bad(r, 8,
 		           "format version %u.%u is newer than this reader (%u.%u); "
 		           "a newer liblomas is needed",
-		           version >> 16, version & 0xffff, PF_MAJOR, PF_MINOR);
+		           version >> 16, version & 0xffff, PF_MAJOR, PF_MINOR_BUILDIDS);
 	if (version >> 16 < PF_OLDEST_MAJOR)
 		return bad(r, 8, "unsupported format version %u.%u", version >> 16,
 		           version & 0xffff);
@@ -1241,7 +1310,8 @@ static lomas_status read_table(const reader *r, section *secs)
 			           nm, type, off, len, r->len);
 		if (crc32_update(0, r->b + off, (size_t)len) != scrc)
 			return bad(r, off, "section %s (type %" PRIu32 ") CRC mismatch", nm, type);
-		if (type == 0 || type >= SEC_KNOWN || (major < 2 && type == SEC_PSAMPLES))
+		if (type == 0 || type >= SEC_KNOWN || (major < 2 && type == SEC_PSAMPLES) ||
+		    (type == SEC_BUILDIDS && (version < (2u << 16 | PF_MINOR_BUILDIDS))))
 			continue; /* unknown: skipped (a newer minor version's addition) */
 		if (sflags != 0)
 			return bad(r, e + 4, "section %s has unknown flags 0x%" PRIx32, nm, sflags);
@@ -1306,7 +1376,8 @@ lomas_status profile_load_buffer(const void *data, size_t len, const char *name,
 	    (secs[SEC_PSAMPLES].present && (st = decode_psamples(&r, &secs[SEC_PSAMPLES], p))) ||
 	    (secs[SEC_META].present && (st = decode_meta(&r, &secs[SEC_META], p))) ||
 	    (secs[SEC_CALIB].present && (st = decode_calib(&r, &secs[SEC_CALIB], p))) ||
-	    (secs[SEC_MAPS].present && (st = decode_maps(&r, &secs[SEC_MAPS], p))))
+	    (secs[SEC_MAPS].present && (st = decode_maps(&r, &secs[SEC_MAPS], p))) ||
+	    (secs[SEC_BUILDIDS].present && (st = decode_buildids(&r, &secs[SEC_BUILDIDS], p))))
 		goto fail;
 	/* The decoders already made these checks; this backstop keeps the two in step. */
 	if ((st = profile_validate(p))) {

@@ -278,6 +278,10 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 	if (rt.threads_lost)
 		profile_meta_setf(p, "threads_lost", "%llu exited threads (out of memory)",
 		                  (unsigned long long)rt.threads_lost);
+	/* The mapped files and their build ids, for symbolization (lib/sym); best
+	 * effort: a profile without maps is still a profile. */
+	if (profile_add_proc_maps(p, "/proc/self/maps"))
+		profile_meta_setf(p, "maps_error", "%s", lomas_error_message());
 	st = profile_validate(p);
 	goto done;
 nomem:

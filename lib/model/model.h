@@ -326,4 +326,59 @@ lomas_status model_sort_sizes(const uint64_t *cache_bytes, size_t n, uint32_t li
 lomas_status model_run(model_data *m, lomas_policy policy, const double *lines, size_t n,
                        unsigned flags, bool bound, double *out);
 
+/* ------------------------------------------ per-instruction attribution */
+
+/*
+ * Each sample's probability that its reuse misses in a fully associative
+ * cache of `lines` lines (>= 1) under policy, into prob[i] for sample i of
+ * p (attribution.c): random f_L(R_w d) with the window's StatCache root,
+ * LRU [SD_w(d) >= L]; censored samples 1, dangling ones 1 with
+ * LOMAS_MODEL_COLD, else 0. Per window, sum w_s prob_s = R_w S_w: the
+ * curve's misses. flags: LOMAS_MODEL_COLD only.
+ */
+lomas_status model_sample_miss_probs(const lomas_profile *p, lomas_policy policy, double lines,
+                                     unsigned flags, double *prob);
+/*
+ * The factor turning a window's sample weights into its references, as the
+ * curves weigh windows (model_mean_of): refs_w / S_w, or 1 when the profile
+ * has no window references; 0 for windows without samples. scale has one
+ * entry per window; *total gets the curves' denominator (references of the
+ * windows with samples, or their sample weight).
+ */
+lomas_status model_window_scales(const lomas_profile *p, double *scale, double *total);
+
+/* One instruction's share of the misses (hot.c). */
+typedef struct model_hot_pc {
+	uint64_t pc;
+	double misses; /* estimated misses: sum of weight x probability x scale */
+	double unseen; /* the part of misses from dangling (cold) or censored samples */
+	double refs;   /* estimated references: weight x scale of the samples it started */
+	double reuses; /* estimated reuses it made: weight x scale of samples it ended */
+	uint64_t started, ended; /* samples started and ended here */
+} model_hot_pc;
+
+typedef struct model_hot {
+	model_hot_pc *pcs; /* by misses, largest first (then by pc) */
+	size_t n;
+	size_t delinquent; /* the first `delinquent` pcs: >= 90 % of the misses */
+	double misses;     /* all estimated misses */
+	double refs;       /* the curves' denominator: misses / refs = the miss ratio */
+} model_hot;
+
+/*
+ * Attribute the misses of a cache of `lines` lines to instructions: a
+ * reused sample's miss to its end pc (the instruction that touched the line
+ * again and missed); a dangling (with LOMAS_MODEL_COLD) or censored
+ * sample's to its start pc (the last instruction seen to touch the line:
+ * the one that reuses it is not known). Per window the probabilities are
+ * scaled by model_window_scales, so out->misses / out->refs is the curve's
+ * miss ratio.
+ */
+lomas_status model_hot_build(const lomas_profile *p, lomas_policy policy, double lines,
+                             unsigned flags, model_hot *out);
+void model_hot_free(model_hot *h);
+
+#define MODEL_DELINQUENT_COVER 0.9  /* the delinquent set's share of the misses */
+#define MODEL_DELINQUENT_SHARE 0.01 /* and the share that makes any pc delinquent */
+
 #endif

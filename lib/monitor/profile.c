@@ -92,6 +92,9 @@ lomas_status step_profile(monitor *m, lomas_profile **out)
 		if ((st = profile_add_map(p, &pm)))
 			goto fail;
 	}
+	/* The build id of each mapped file, so that symbolization can tell a
+	 * binary rebuilt since the run from the one that ran. */
+	profile_fill_build_ids(p);
 	free(first);
 	if ((st = profile_validate(p))) {
 		lomas_profile_free(p);

@@ -37,6 +37,9 @@ typedef struct lackey {
 	const char *name;
 	uint64_t lineno; /* 1-based number of the line being parsed */
 	uint64_t pc;     /* address of the last I line */
+	/* What Valgrind's own lines say about the traced program (lackey_maps.c). */
+	char command[LACKEY_MAX_LINE + 1]; /* "==PID== Command: ..." */
+	char syms[LACKEY_MAX_LINE + 1];    /* the first "--PID-- Reading syms from PATH" (-v) */
 } lackey;
 
 /* EFORMAT "name:line: what (text)", quoting at most SHOW_MAX printable characters. */
@@ -77,6 +80,23 @@ static bool is_valgrind_line(const char *s, size_t len)
 	return d > 0 && i + 1 < len && s[i] == m && s[i + 1] == m;
 }
 
+/* Keep the text after `key` in a Valgrind line s (len bytes) into out, once. */
+static void note(const char *s, size_t len, const char *key, char *out)
+{
+	size_t k = strlen(key);
+	const char *at;
+	if (out[0] || len > LACKEY_MAX_LINE)
+		return;
+	for (at = s; at + k <= s + len; at++) {
+		if (memcmp(at, key, k) == 0) {
+			size_t n = (size_t)(s + len - at - k);
+			memcpy(out, at + k, n);
+			out[n] = '\0';
+			return;
+		}
+	}
+}
+
 /* Parse one line (without its '\n') and feed its references to the clock. */
 static lomas_status parse_line(lackey *lk, const char *s, size_t len)
 {
@@ -98,8 +118,11 @@ static lomas_status parse_line(lackey *lk, const char *s, size_t len)
 		i++;
 	if (i == len)
 		return LOMAS_OK; /* blank */
-	if (is_valgrind_line(s, len))
+	if (is_valgrind_line(s, len)) {
+		note(s, len, "== Command: ", lk->command);
+		note(s, len, "-- Reading syms from ", lk->syms);
 		return LOMAS_OK;
+	}
 	op = s[i++];
 	if (op != 'I' && op != 'L' && op != 'S' && op != 'M')
 		return bad_line(lk, "not a lackey line (expected I, L, S, M or ==PID==)", line,
@@ -218,7 +241,9 @@ lomas_status lackey_read_stream(const lomas_config *cfg, FILE *in, const char *n
 	if (!st)
 		st = lomas_trace_finish(lk.t, &p);
 	lomas_trace_free(lk.t);
-	if (!st && (st = lomas_profile_meta_set(p, "source", lk.name))) {
+	if (!st && (st = lomas_profile_meta_set(p, "source", lk.name)) == LOMAS_OK)
+		st = lackey_record_maps(p, lk.syms, lk.command);
+	if (st && p) {
 		lomas_profile_free(p);
 		p = NULL;
 	}

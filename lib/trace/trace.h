@@ -102,4 +102,13 @@ lomas_status trace_ref_fast(struct lomas_trace *t, uint64_t thread, uint64_t add
 lomas_status lackey_read_stream(const lomas_config *cfg, FILE *in, const char *name,
                                 size_t buf_bytes, lomas_profile **out);
 
+/*
+ * The traced program's map, rebuilt from the log's "Command:" line (or,
+ * with valgrind -v, its first "Reading syms from" path) and Valgrind's
+ * placement of executables, recorded in p only when the sampled pcs agree
+ * with it; the metadata key "maps" says what was recorded or why nothing
+ * was (lackey_maps.c). Fails only for lack of memory.
+ */
+lomas_status lackey_record_maps(lomas_profile *p, const char *syms, const char *command);
+
 #endif

@@ -176,6 +176,22 @@ static void test_every_success_clears_the_message(void **state)
 	CLEARS(lomas_model_curve_ci,
 	       (q, LOMAS_POLICY_RANDOM, sizes, 3, 0, 0, 0.9, 20, 7, ratios, lo, hi));
 	CLEARS(lomas_model_miss_ratio, (q, LOMAS_POLICY_LRU, cache, 64, 0, &ratio));
+	{
+		lomas_hot_list *hl;
+		lomas_hot_pc e;
+		lomas_hot_info hinfo;
+		lomas_hot_frame fr;
+		CLEARS(lomas_profile_hot_pcs, (q, LOMAS_POLICY_RANDOM, cache, 0, 0, &hl));
+		CLEARS_VOID(lomas_hot_list_count, (hl));
+		CLEARS(lomas_hot_list_get, (hl, 0, &e));
+		CLEARS(lomas_hot_list_info, (hl, &hinfo));
+		CLEARS(lomas_hot_list_symbolize, (hl, q, NULL));
+		/* These pcs have no inlined-at chain: the call fails here, and
+		 * tests/unit/test_sym.c walks its success (which clears) on a real one. */
+		assert_int_equal(lomas_hot_list_frame(hl, 0, 0, &fr), LOMAS_EINVAL);
+		cover("lomas_hot_list_frame");
+		KEEPS(lomas_hot_list_free, (hl));
+	}
 
 	KEEPS(lomas_profile_free, (r));
 	CLEARS(lomas_profile_new, (128, &r));
@@ -356,6 +372,13 @@ static void test_session_ended_then_stop(void **state)
 	assert_string_equal(lomas_error_message(), "");
 	cover("lomas_session_wait");
 	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* interrupt: a bad signal is refused; after the end it is a no-op that clears */
+	assert_int_equal(lomas_session_interrupt(s, 0, 0), LOMAS_EINVAL);
+	assert_non_null(strstr(lomas_error_message(), "bad signal"));
+	provoke();
+	assert_int_equal(lomas_session_interrupt(s, SIGINT, 0), LOMAS_OK);
+	assert_string_equal(lomas_error_message(), "");
+	cover("lomas_session_interrupt");
 	assert_int_equal(lomas_session_stop(s), LOMAS_OK);
 	status = -1;
 	assert_int_equal(lomas_session_wait(s, &status), LOMAS_OK);

@@ -280,7 +280,7 @@ def test_compare(chase_profile, traces, tmp_path):
     r = demo("analyze", "--lackey", traces.get("chase"), "-o", other, "--period", 400,
              "--seed", 9)
     assert r.returncode == 0, r.stderr
-    r = demo("compare", prof, other)
+    r = demo("compare", "--csv", prof, other)
     assert r.returncode == 0, r.stderr
     header, rows = parse_csv(r.stdout)
     assert header[:5] == ["size_bytes", "random_a", "random_b", "lru_a", "lru_b"]
@@ -291,7 +291,7 @@ def test_compare(chase_profile, traces, tmp_path):
         s = int(row[0])
         assert row[1] == a[s][1] and row[2] == b[s][1]
         assert row[3] == a[s][2] and row[4] == b[s][2]
-    same = demo("compare", "--sizes", "4K,64K", prof, prof)
+    same = demo("compare", "--csv", "--sizes", "4K,64K", prof, prof)
     for row in parse_csv(same.stdout)[1]:
         assert row[1] == row[2] and row[3] == row[4]
     one_line_error(demo("compare", prof), "compare")

@@ -3,9 +3,15 @@
  * --trace-mem=yes trace, the ground truth the model is tested against. It is
  * deliberately independent of liblomas (it links nothing of it).
  *
- *   exactsim [--line-size B] [--sizes B1,B2,...] [--cold] [--seed S] [--runs K] FILE|-
+ *   exactsim [--line-size B] [--sizes B1,B2,...] [--cold] [--seed S] [--runs K]
+ *            [--per-pc] FILE|-
  *
  * Prints CSV "size_bytes,random,lru": miss ratios (misses per reference).
+ * With --per-pc, the misses attributed to instructions instead: each
+ * reference that misses is charged to its own pc (the address of the I
+ * line before it), as CSV "size_bytes,policy,pc,misses,refs" (random: the
+ * mean over the K runs), one row per size, policy and pc that made a
+ * reference.
  * LRU is exact via stack distances (a Fenwick tree over time); random
  * replacement is simulated directly per size and averaged over K seeds.
  * Cold misses (first touch of a line) are excluded unless --cold.
@@ -37,6 +43,8 @@ static void *xmalloc(size_t n)
 
 typedef struct {
 	uint32_t *ids;
+	uint64_t *pcs; /* per reference, with --per-pc */
+	bool want_pcs;
 	size_t n, cap;
 	uint64_t *keys; /* open-addressing map line -> id + 1 */
 	uint32_t *vals;
@@ -73,7 +81,7 @@ static void map_grow(trace *t)
 	t->mcap = ncap;
 }
 
-static void trace_ref(trace *t, uint64_t line)
+static void trace_ref(trace *t, uint64_t line, uint64_t pc)
 {
 	size_t h;
 	if ((t->distinct + 1) * 2 > t->mcap)
@@ -92,7 +100,11 @@ static void trace_ref(trace *t, uint64_t line)
 		t->ids = realloc(t->ids, t->cap * sizeof *t->ids);
 		if (!t->ids)
 			die("out of memory");
+		if (t->want_pcs && !(t->pcs = realloc(t->pcs, t->cap * sizeof *t->pcs)))
+			die("out of memory");
 	}
+	if (t->want_pcs)
+		t->pcs[t->n] = pc;
 	t->ids[t->n++] = t->vals[h] - 1;
 }
 
@@ -100,16 +112,22 @@ static void read_lackey(FILE *in, uint64_t line_size, trace *t)
 {
 	char buf[4096];
 	unsigned long lineno = 0;
+	uint64_t pc = 0;
 	while (fgets(buf, sizeof buf, in)) {
 		char *s = buf, *end;
 		char kind;
 		uint64_t addr;
 		lineno++;
-		if (!strncmp(buf, "==", 2) || !strncmp(buf, "--", 2) || !strncmp(buf, "**", 2))
+		if (!strncmp(buf, "==", 2) || !strncmp(buf, "--", 2) || !strncmp(buf, "**", 2) ||
+		    !strncmp(buf, "###", 3))
 			continue;
 		while (*s == ' ' || *s == '\t')
 			s++;
-		if (*s == '\n' || *s == '\0' || *s == 'I')
+		if (*s == 'I') {
+			pc = strtoull(s + 1, NULL, 16);
+			continue;
+		}
+		if (*s == '\n' || *s == '\0')
 			continue;
 		kind = *s++;
 		if (kind != 'L' && kind != 'S' && kind != 'M') {
@@ -124,9 +142,9 @@ static void read_lackey(FILE *in, uint64_t line_size, trace *t)
 			fprintf(stderr, "exactsim: line %lu: bad address\n", lineno);
 			exit(1);
 		}
-		trace_ref(t, addr / line_size);
+		trace_ref(t, addr / line_size, pc);
 		if (kind == 'M')
-			trace_ref(t, addr / line_size);
+			trace_ref(t, addr / line_size, pc);
 	}
 	if (ferror(in))
 		die("read error");
@@ -134,8 +152,12 @@ static void read_lackey(FILE *in, uint64_t line_size, trace *t)
 
 /* ---- LRU: stack distance histogram ---- */
 
-/* hist[k] = references with stack distance k (k < distinct); *cold = first touches. */
-static uint64_t *lru_histogram(const trace *t, uint64_t *cold)
+/*
+ * hist[k] = references with stack distance k (k < distinct); *cold = first
+ * touches. dist (n entries, or NULL): each reference's distance, UINT32_MAX
+ * for a first touch.
+ */
+static uint64_t *lru_histogram(const trace *t, uint64_t *cold, uint32_t *dist)
 {
 	size_t n = t->n;
 	uint64_t *hist = calloc(t->distinct + 1, sizeof *hist);
@@ -150,6 +172,8 @@ static uint64_t *lru_histogram(const trace *t, uint64_t *cold)
 		uint32_t id = t->ids[i];
 		if (last[id] < 0) {
 			(*cold)++;
+			if (dist)
+				dist[i] = UINT32_MAX;
 		} else {
 			/* Distinct lines touched strictly between: marks in (last, i). */
 			int64_t cnt = 0;
@@ -158,6 +182,8 @@ static uint64_t *lru_histogram(const trace *t, uint64_t *cold)
 			for (size_t k = (size_t)last[id] + 1; k > 0; k -= k & -k)
 				cnt -= fen[k];
 			hist[cnt]++;
+			if (dist)
+				dist[i] = (uint32_t)cnt;
 			for (size_t k = (size_t)last[id] + 1; k <= n; k += k & -k)
 				fen[k]--;
 		}
@@ -178,8 +204,11 @@ static uint64_t rng_next(void)
 	return mix64(rng_state += 0x9e3779b97f4a7c15ull);
 }
 
-/* Non-cold misses of a random-replacement cache of lines lines. */
-static uint64_t random_misses(const trace *t, uint64_t lines, uint64_t seed)
+/*
+ * Non-cold misses of a random-replacement cache of lines lines; with
+ * by_ref (n entries), also whether each reference missed (+1 per run).
+ */
+static uint64_t random_misses(const trace *t, uint64_t lines, uint64_t seed, uint32_t *by_ref)
 {
 	int32_t *slot_of = xmalloc(t->distinct * sizeof *slot_of);
 	uint32_t *slots = xmalloc(lines * sizeof *slots);
@@ -193,8 +222,11 @@ static uint64_t random_misses(const trace *t, uint64_t lines, uint64_t seed)
 		uint32_t id = t->ids[i];
 		if (slot_of[id] >= 0)
 			continue;
-		if (seen[id])
+		if (seen[id]) {
 			misses++;
+			if (by_ref)
+				by_ref[i]++;
+		}
 		seen[id] = true;
 		if (used < lines) {
 			slots[used] = id;
@@ -212,6 +244,75 @@ static uint64_t random_misses(const trace *t, uint64_t lines, uint64_t seed)
 	return misses;
 }
 
+/* ---- per-instruction attribution ---- */
+
+typedef struct {
+	uint64_t pc;
+	double misses, refs;
+} pc_count;
+
+static int pc_count_cmp(const void *a, const void *b)
+{
+	const pc_count *x = a, *y = b;
+	return (x->pc > y->pc) - (x->pc < y->pc);
+}
+
+/* Sum a per-reference miss weight per pc and print the rows of one size and policy. */
+static void print_pcs(const trace *t, uint64_t size, const char *policy, const double *miss,
+                      pc_count *tmp)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < t->n; i++)
+		tmp[i] = (pc_count){t->pcs[i], miss[i], 1.0};
+	qsort(tmp, t->n, sizeof *tmp, pc_count_cmp);
+	for (size_t i = 0; i < t->n; i++) {
+		if (n && tmp[n - 1].pc == tmp[i].pc) {
+			tmp[n - 1].misses += tmp[i].misses;
+			tmp[n - 1].refs += tmp[i].refs;
+		} else {
+			tmp[n++] = tmp[i];
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		printf("%" PRIu64 ",%s,0x%" PRIx64 ",%.6f,%.0f\n", size, policy, tmp[i].pc,
+		       tmp[i].misses, tmp[i].refs);
+}
+
+/*
+ * The exact misses of each instruction: LRU from each reference's stack
+ * distance (a miss when it is at least the cache's lines), random
+ * replacement simulated runs times; cold misses (first touches) only with
+ * cold. A reference's miss is charged to the instruction that made it.
+ */
+static void per_pc_report(const trace *t, const uint64_t *sizes, size_t nsizes, uint64_t line_size,
+                          bool cold, uint64_t seed, uint64_t runs)
+{
+	uint64_t cold_n;
+	uint32_t *dist = xmalloc(t->n * sizeof *dist), *by_ref = xmalloc(t->n * sizeof *by_ref);
+	double *miss = xmalloc(t->n * sizeof *miss);
+	pc_count *tmp = xmalloc(t->n * sizeof *tmp);
+	free(lru_histogram(t, &cold_n, dist));
+	printf("size_bytes,policy,pc,misses,refs\n");
+	for (size_t k = 0; k < nsizes; k++) {
+		uint64_t lines = sizes[k] / line_size;
+		for (size_t i = 0; i < t->n; i++)
+			miss[i] = dist[i] == UINT32_MAX ? (cold ? 1.0 : 0.0)
+			                                : (dist[i] >= lines ? 1.0 : 0.0);
+		print_pcs(t, sizes[k], "lru", miss, tmp);
+		memset(by_ref, 0, t->n * sizeof *by_ref);
+		for (uint64_t r = 0; r < runs; r++)
+			random_misses(t, lines, seed + r * 7919, by_ref);
+		for (size_t i = 0; i < t->n; i++)
+			miss[i] = dist[i] == UINT32_MAX ? (cold ? 1.0 : 0.0)
+			                                : (double)by_ref[i] / (double)runs;
+		print_pcs(t, sizes[k], "random", miss, tmp);
+	}
+	free(dist);
+	free(by_ref);
+	free(miss);
+	free(tmp);
+}
+
 static uint64_t parse_u64(const char *s, const char *what)
 {
 	char *end;
@@ -227,7 +328,7 @@ static uint64_t parse_u64(const char *s, const char *what)
 static void usage(void)
 {
 	fprintf(stderr, "usage: exactsim [--line-size B] [--sizes B1,B2,...] [--cold] "
-	                "[--seed S] [--runs K] FILE|-\n");
+	                "[--seed S] [--runs K] [--per-pc] FILE|-\n");
 	exit(2);
 }
 
@@ -237,7 +338,7 @@ int main(int argc, char **argv)
 	uint64_t *sizes = NULL;
 	size_t nsizes = 0;
 	const char *sizes_arg = NULL, *path = NULL;
-	bool cold = false;
+	bool cold = false, per_pc = false;
 	trace t = {0};
 	FILE *in;
 
@@ -252,6 +353,8 @@ int main(int argc, char **argv)
 			runs = parse_u64(argv[++i], "runs");
 		else if (!strcmp(argv[i], "--cold"))
 			cold = true;
+		else if (!strcmp(argv[i], "--per-pc"))
+			per_pc = true;
 		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
 			usage();
 		else if (argv[i][0] == '-' && argv[i][1] != '\0')
@@ -298,11 +401,21 @@ int main(int argc, char **argv)
 		fprintf(stderr, "exactsim: cannot open %s: %s\n", path, strerror(errno));
 		return 1;
 	}
+	t.want_pcs = per_pc;
 	read_lackey(in, line_size, &t);
 	if (in != stdin)
 		fclose(in);
 
-	uint64_t *hist = lru_histogram(&t, &cold_n);
+	if (per_pc) {
+		per_pc_report(&t, sizes, nsizes, line_size, cold, seed, runs);
+		free(sizes);
+		free(t.ids);
+		free(t.pcs);
+		free(t.keys);
+		free(t.vals);
+		return 0;
+	}
+	uint64_t *hist = lru_histogram(&t, &cold_n, NULL);
 	/* tail[k] = references with stack distance >= k. */
 	uint64_t *tail = xmalloc((t.distinct + 1) * sizeof *tail);
 	tail[t.distinct] = 0;
@@ -319,7 +432,8 @@ int main(int argc, char **argv)
 			if (lines < t.distinct) {
 				double sum = 0;
 				for (uint64_t r = 0; r < runs; r++)
-					sum += (double)random_misses(&t, lines, seed + r * 7919);
+					sum +=
+					    (double)random_misses(&t, lines, seed + r * 7919, NULL);
 				rnd = sum / (double)runs;
 			}
 			rnd = (rnd + (cold ? (double)cold_n : 0.0)) / (double)t.n;

@@ -19,6 +19,11 @@ ABI, which ctypes follows for natural alignment):
     lomas_window        24 bytes  (2 x uint64, 2 x uint32)
     lomas_thread        16 bytes  (2 x uint64)
     lomas_profile_info  72 bytes  (uint32 + 4 bytes padding, 7 x uint64, double)
+    lomas_hot_pc       128 bytes  (uint64, 5 x double, 2 x uint64, 2 x int, 2 x char *,
+                                   uint64, 2 x char *, 2 x uint32, size_t)
+    lomas_hot_info      64 bytes  (uint64, uint32, int, unsigned + 4 bytes padding,
+                                   2 x size_t, 2 x double, int + 4 bytes padding)
+    lomas_hot_frame     24 bytes  (2 x char *, 2 x uint32)
 
 The sizes are checked when this module is imported (see ``_LAYOUT``), and the
 test suite compares every field offset with a C compiler's ``offsetof``.
@@ -32,7 +37,8 @@ import os
 
 __all__ = [
     "LomasError", "Config", "Profile", "Trace", "Sample", "Window", "Thread",
-    "ProfileInfo", "analyze_lackey", "default_sizes", "version", "version_number",
+    "ProfileInfo", "HotPC", "HotFrame", "HotPCs", "analyze_lackey", "default_sizes", "plot",
+    "version", "version_number",
     "strerror", "OK", "EINVAL", "ENOMEM", "EIO", "EFORMAT", "ENOTSUP", "ENOENT",
     "EPERM", "ESTATE", "ERANGE", "ETARGET",
 ]
@@ -61,6 +67,9 @@ SAMPLE_CENSORED = 2
 SAMPLE_CROSS_THREAD = 0x1
 EXPORT_JSON = 0
 EXPORT_CSV = 1
+HOT_NO_SYMBOLS = 0x100
+_SYM_STATUS = {0: "ok", 1: "none", 2: "no_maps", 3: "no_map", 4: "no_file", 5: "changed",
+               6: "no_symbol"}
 
 _POLICIES = {"random": POLICY_RANDOM, "lru": POLICY_LRU}
 _KINDS = {"load": REF_LOAD, "store": REF_STORE}
@@ -126,8 +135,55 @@ class _CProfileInfo(ctypes.Structure):
     ]
 
 
+class _CHotPC(ctypes.Structure):
+    _fields_ = [
+        ("pc", ctypes.c_uint64),
+        ("misses", ctypes.c_double),
+        ("unseen_misses", ctypes.c_double),
+        ("refs", ctypes.c_double),
+        ("miss_ratio", ctypes.c_double),
+        ("share", ctypes.c_double),
+        ("samples_started", ctypes.c_uint64),
+        ("samples_ended", ctypes.c_uint64),
+        ("delinquent", ctypes.c_int),
+        ("sym", ctypes.c_int),
+        ("sym_detail", ctypes.c_char_p),
+        ("module", ctypes.c_char_p),
+        ("module_offset", ctypes.c_uint64),
+        ("function", ctypes.c_char_p),
+        ("file", ctypes.c_char_p),
+        ("line", ctypes.c_uint32),
+        ("column", ctypes.c_uint32),
+        ("inlined", ctypes.c_size_t),
+    ]
+
+
+class _CHotInfo(ctypes.Structure):
+    _fields_ = [
+        ("cache_bytes", ctypes.c_uint64),
+        ("line_bytes", ctypes.c_uint32),
+        ("policy", ctypes.c_int),
+        ("flags", ctypes.c_uint),
+        ("count", ctypes.c_size_t),
+        ("delinquent", ctypes.c_size_t),
+        ("misses", ctypes.c_double),
+        ("refs", ctypes.c_double),
+        ("has_maps", ctypes.c_int),
+    ]
+
+
+class _CHotFrame(ctypes.Structure):
+    _fields_ = [
+        ("function", ctypes.c_char_p),
+        ("file", ctypes.c_char_p),
+        ("line", ctypes.c_uint32),
+        ("column", ctypes.c_uint32),
+    ]
+
+
 # The C sizes (x86-64): a mismatch means this file and lomas.h disagree.
-_LAYOUT = {_CSample: 64, _CWindow: 24, _CThread: 16, _CProfileInfo: 72}
+_LAYOUT = {_CSample: 64, _CWindow: 24, _CThread: 16, _CProfileInfo: 72, _CHotPC: 128,
+           _CHotInfo: 64, _CHotFrame: 24}
 for _t, _size in _LAYOUT.items():
     if ctypes.sizeof(_t) != _size:  # pragma: no cover - a broken port
         raise ImportError("lomas: ctypes layout of %s is %d bytes, C has %d"
@@ -139,6 +195,20 @@ number (0 reused, 1 dangling, 2 censored); end is 2**64-1 for dangling samples."
 Window = collections.namedtuple("Window", ["start", "refs", "thread"])
 Thread = collections.namedtuple("Thread", ["tid", "refs"])
 ProfileInfo = collections.namedtuple("ProfileInfo", [f for f, _ in _CProfileInfo._fields_])
+HotFrame = collections.namedtuple("HotFrame", ["function", "file", "line", "column"])
+HotFrame.__doc__ = """One call site of an inlined-at chain: the function holding it, its
+file and line (None when unknown)."""
+HotPC = collections.namedtuple("HotPC", [
+    "pc", "misses", "unseen_misses", "refs", "miss_ratio", "share", "samples_started",
+    "samples_ended", "delinquent", "sym", "sym_detail", "module", "module_offset", "function",
+    "file", "line", "column", "inlined"])
+HotPC.__doc__ = """One instruction of Profile.hot_pcs (lomas_hot_pc): estimated misses,
+references, miss ratio and share of all misses; delinquent (bool); sym, the
+symbolization status ('ok', 'none', 'no_maps', 'no_map', 'no_file',
+'changed', 'no_symbol') and sym_detail; module and module_offset, function,
+file, line and column (None or 0 when unknown); inlined, the inlined-at chain
+as a list of HotFrame, innermost call site first. Paths are str, decoded as
+os.fsdecode does."""
 
 # ---------------------------------------------------------------- prototypes
 
@@ -196,6 +266,15 @@ _model_curve_ci = _proto("lomas_model_curve_ci", _status, _vp, ctypes.c_int,
                          ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double))
 _model_default_sizes = _proto("lomas_model_default_sizes", _status, _u32,
                               ctypes.POINTER(_u64), _size, ctypes.POINTER(_size))
+_profile_hot_pcs = _proto("lomas_profile_hot_pcs", _status, _vp, ctypes.c_int, _u64, _u32,
+                          ctypes.c_uint, _pp)
+_hot_list_count = _proto("lomas_hot_list_count", _size, _vp)
+_hot_list_get = _proto("lomas_hot_list_get", _status, _vp, _size, ctypes.POINTER(_CHotPC))
+_hot_list_frame = _proto("lomas_hot_list_frame", _status, _vp, _size, _size,
+                         ctypes.POINTER(_CHotFrame))
+_hot_list_info = _proto("lomas_hot_list_info", _status, _vp, ctypes.POINTER(_CHotInfo))
+_hot_list_symbolize = _proto("lomas_hot_list_symbolize", _status, _vp, _vp, _cp)
+_hot_list_free = _proto("lomas_hot_list_free", None, _vp)
 _trace_new = _proto("lomas_trace_new", _status, _vp, _pp)
 _trace_ref = _proto("lomas_trace_ref", _status, _vp, _u64, _u64, _u64, ctypes.c_int)
 _trace_finish = _proto("lomas_trace_finish", _status, _vp, _pp)
@@ -512,6 +591,25 @@ class Profile(_Handle):
                                float(level), resamples, _u64_value(seed, "seed"), out, lo, hi))
         return [(out[i], lo[i], hi[i]) for i in range(n)]
 
+    def hot_pcs(self, cache_bytes, policy="random", cold=False, line_bytes=0, symbols=True,
+                debug_path=None):
+        """The instructions that miss in a fully associative cache of
+        cache_bytes (lomas_profile_hot_pcs): a HotPCs list of HotPC records,
+        most misses first, the delinquent set (90 % of the misses) first.
+        symbols=False skips symbolization; debug_path: directories of separate
+        debug files (':'-separated; default /usr/lib/debug)."""
+        h = self._handle()
+        flags = (MODEL_COLD if cold else 0) | (0 if symbols else HOT_NO_SYMBOLS)
+        lst = ctypes.c_void_p()
+        _check(_profile_hot_pcs(h, _policy(policy), _u64_value(cache_bytes, "cache_bytes"),
+                                _u32_value(line_bytes, "line_bytes"), flags, ctypes.byref(lst)))
+        try:
+            if symbols and debug_path is not None:
+                _check(_hot_list_symbolize(lst, h, _bytes(debug_path, "debug_path")))
+            return _hot_list(lst)
+        finally:
+            _hot_list_free(lst)
+
     _free = staticmethod(_profile_free)
     _closed_message = "the profile is closed"
     _handle = _Handle._live
@@ -526,6 +624,66 @@ class Profile(_Handle):
             return "<lomas.Profile closed>"
         i = self.info
         return "<lomas.Profile %d samples, %d refs, line %d>" % (i.samples, i.refs, i.line_size)
+
+
+# ---------------------------------------------------------------- hot pcs
+
+def _path(b):
+    return os.fsdecode(b) if b is not None else None
+
+
+class HotPCs(list):
+    """The HotPC records of Profile.hot_pcs, with the list's totals:
+    cache_bytes, line_bytes, policy ('random' or 'lru'), cold, misses (all
+    estimated misses), refs (misses / refs is the model's miss ratio),
+    delinquent (the first `delinquent` records cover 90 % of the misses) and
+    has_maps (False when the profile records no memory maps)."""
+
+
+def _hot_list(lst):
+    info = _CHotInfo()
+    _check(_hot_list_info(lst, ctypes.byref(info)))
+    out = HotPCs()
+    e = _CHotPC()
+    f = _CHotFrame()
+    for i in range(_hot_list_count(lst)):
+        _check(_hot_list_get(lst, i, ctypes.byref(e)))
+        frames = []
+        for j in range(e.inlined):
+            _check(_hot_list_frame(lst, i, j, ctypes.byref(f)))
+            frames.append(HotFrame(
+                f.function.decode("utf-8", "replace") if f.function else None,
+                _path(f.file), f.line or None, f.column or None))
+        out.append(HotPC(
+            e.pc, e.misses, e.unseen_misses, e.refs, e.miss_ratio, e.share, e.samples_started,
+            e.samples_ended, bool(e.delinquent), _SYM_STATUS.get(e.sym, str(e.sym)),
+            e.sym_detail.decode("utf-8", "replace") if e.sym_detail else "",
+            _path(e.module), e.module_offset if e.module else None,
+            e.function.decode("utf-8", "replace") if e.function else None,
+            _path(e.file), e.line or None, e.column or None, frames))
+    out.cache_bytes = info.cache_bytes
+    out.line_bytes = info.line_bytes
+    out.policy = "lru" if info.policy == POLICY_LRU else "random"
+    out.cold = bool(info.flags & MODEL_COLD)
+    out.misses = info.misses
+    out.refs = info.refs
+    out.delinquent = info.delinquent
+    out.has_maps = bool(info.has_maps)
+    return out
+
+
+def plot(profiles, sizes=None, policies=("random", "lru"), cold=False, labels=None, ax=None,
+         caches=True):
+    """Draw working-set graphs with matplotlib (Debian: python3-matplotlib):
+    miss ratio against cache size on a log2 axis with binary units, random
+    replacement solid and LRU dashed, one colour per profile, this machine's
+    caches (sysfs) marked, bands where the model gives a confidence interval.
+    profiles: a Profile or a list of them; labels: their legend names.
+    Returns the matplotlib Axes. ImportError, saying what to install, when
+    matplotlib is missing."""
+    from . import _plot
+    return _plot.plot(profiles, sizes=sizes, policies=policies, cold=cold, labels=labels, ax=ax,
+                      caches=caches)
 
 
 # -------------------------------------------------------------------- trace
