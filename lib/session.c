@@ -281,6 +281,7 @@ lomas_status lomas_session_profile(lomas_session *s, lomas_profile **out)
 
 const char *lomas_session_clock(const lomas_session *s)
 {
+	error_clear();
 	return s && s->ops ? s->ops->name : NULL;
 }
 

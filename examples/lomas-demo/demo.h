@@ -156,5 +156,6 @@ int cmd_record(int argc, char **argv);
 int cmd_hot(int argc, char **argv);
 int cmd_annotate(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_info(int argc, char **argv);
 
 #endif /* LOMAS_DEMO_H */

@@ -536,6 +536,18 @@ LOMAS_API void lomas_session_free(lomas_session *s);
  */
 LOMAS_API const char *lomas_session_clock(const lomas_session *s);
 
+/*
+ * What this machine offers, as one JSON document (*json_out, freed with
+ * lomas_string_free): "clocks" (name, works, and why not), the perf settings
+ * (perf_event_paranoid, ptrace_scope, breakpoints), and "pmu": the detected
+ * core PMU's load/store events with their perf encodings. pmu names any
+ * libpfm4 PMU to show its tables instead ("nhm", "skl", "amd64_fam19h_zen3";
+ * LOMAS_EINVAL if unknown), "list" lists them; NULL for this machine's.
+ */
+LOMAS_API lomas_status lomas_machine_info(const char *pmu, char **json_out);
+/* Free a string the library returned. */
+LOMAS_API void lomas_string_free(char *s);
+
 #ifdef __cplusplus
 }
 #endif
