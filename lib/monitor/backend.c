@@ -165,6 +165,8 @@ lomas_status mon_detach(monitor *m)
 		m->detached = true;
 		return LOMAS_OK;
 	}
+	if (m->pmu_mode)
+		pmu_detach(m);
 	/* 2. A step report may still be queued behind an interrupt: collect it. */
 	for (size_t i = 0; i < m->threads.n; i++) {
 		mon_thread *t = &m->threads.items[i];

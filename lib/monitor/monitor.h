@@ -291,5 +291,7 @@ void pmu_sync(monitor *m, mon_thread *t);
 /* The pmu clock's metadata and calibration in the profile. */
 lomas_status pmu_profile_meta(monitor *m, lomas_profile *p);
 void pmu_clock_free(monitor *m);
+/* Before detaching (every thread stopped): counters closed, sent overflows taken. */
+void pmu_detach(monitor *m);
 
 #endif /* LOMAS_MONITOR_H */

@@ -25,7 +25,10 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/ptrace.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "monitor.h"
@@ -66,6 +69,63 @@ void pmu_clock_free(monitor *m)
 {
 	for (size_t i = 0; i < m->threads.n; i++)
 		pmu_thread_end(m, &m->threads.items[i]);
+}
+
+/* Is signal sig pending for thread tid and not blocked there (/proc status)? */
+static bool deliverable(pid_t pid, pid_t tid, int sig)
+{
+	char path[96], line[256];
+	unsigned long long pnd = 0, blk = 0, bit = 1ull << (sig - 1);
+	FILE *f;
+	snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	if (!(f = fopen(path, "re")))
+		return false;
+	while (fgets(line, sizeof line, f)) {
+		if (!strncmp(line, "SigPnd:", 7))
+			pnd = strtoull(line + 7, NULL, 16);
+		else if (!strncmp(line, "SigBlk:", 7))
+			blk = strtoull(line + 7, NULL, 16);
+	}
+	fclose(f);
+	return (pnd & bit) && !(blk & bit);
+}
+
+/*
+ * Before the monitor lets the target go: close every counter (no overflow
+ * may signal a program we no longer trace: its default action ends it),
+ * take the overflow signals already sent to stopped threads (a
+ * signal-delivery-stop, then nothing is delivered) and drop those kept from
+ * an injected call. A signal the thread blocks cannot be taken: it stays
+ * pending (README, pmu clock limits).
+ */
+void pmu_detach(monitor *m)
+{
+	pmu_clock_free(m);
+	for (size_t i = 0; i < m->threads.n; i++) {
+		mon_thread *t = &m->threads.items[i];
+		int status;
+		if (t->queued_sig && t->queued.si_signo == m->psig &&
+		    (t->queued.si_code <= 0 || t->queued.si_code == POLL_IN ||
+		     t->queued.si_code == POLL_HUP))
+			t->queued_sig = false;
+		if (t->state != MT_STOPPED || !deliverable(m->pid, t->tid, m->psig))
+			continue;
+		if (mon_ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0)
+			continue;
+		if (mon_wait_tid(m, t->tid, 2000, &status) != 1)
+			continue;
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			step_thread_gone(m, t);
+			mon_reap(m, t, status);
+		} else if (WSTOPSIG(status) != m->psig && (status >> 16) == 0 && !t->queued_sig) {
+			/* Another signal came first: delivered again at detach. */
+			siginfo_t si;
+			if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0) {
+				t->queued = si;
+				t->queued_sig = true;
+			}
+		}
+	}
 }
 
 /* Program the counter as the planner says (and the shadow with it). */

@@ -139,24 +139,27 @@ lomas_status pmu_probe(const pmu_table *t, pid_t tid, const char *alt)
 		case EOPNOTSUPP:
 		case ENODEV:
 			return error_set(LOMAS_ENOTSUP,
-			                 "no hardware PMU here: perf_event_open of %s (%s) fails "
-			                 "with %s%s",
+			                 "the pmu clock cannot run: no hardware PMU here "
+			                 "(perf_event_open of %s on %s: %s)%s",
 			                 t->ev[i].name, t->pmu, strerror(-fd), instead);
 		case EACCES:
 		case EPERM:
 			return error_set(LOMAS_EPERM,
-			                 "perf_event_open of %s: %s: kernel.perf_event_paranoid is "
-			                 "%d; lower it (sysctl kernel.perf_event_paranoid=2 or "
-			                 "less) or grant CAP_PERFMON%s",
+			                 "the pmu clock may not open counters: perf_event_open of "
+			                 "%s: %s: kernel.perf_event_paranoid is %d; lower it "
+			                 "(sysctl kernel.perf_event_paranoid=2 or less) or grant "
+			                 "CAP_PERFMON%s",
 			                 t->ev[i].name, strerror(-fd), pmu_paranoid(), instead);
 		case EINVAL:
 			return error_set(LOMAS_ENOTSUP,
-			                 "perf_event_open of %s (config %#llx) is refused: %s; "
-			                 "this kernel or CPU does not take it%s",
+			                 "the pmu clock cannot run: perf_event_open of %s (config "
+			                 "%#llx) is refused: %s; this kernel or CPU does not take "
+			                 "it%s",
 			                 t->ev[i].name, (unsigned long long)t->ev[i].attr.config,
 			                 strerror(-fd), instead);
 		default:
-			return error_set(LOMAS_ENOTSUP, "perf_event_open of %s: %s%s",
+			return error_set(LOMAS_ENOTSUP,
+			                 "the pmu clock cannot run: perf_event_open of %s: %s%s",
 			                 t->ev[i].name, strerror(-fd), instead);
 		}
 	}
