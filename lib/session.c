@@ -7,6 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pmu/pmu.h"
 #include "session.h"
 
 struct lomas_session {
@@ -72,6 +73,21 @@ lomas_status session_find_program(const char *argv0, char *buf, size_t len)
 	return error_set(LOMAS_ENOENT, "%s: command not found", argv0);
 }
 
+/*
+ * Can the pmu clock run here (its events known, counters opening)? LOMAS_OK,
+ * or the capability error in one line, naming the clock alt to use instead.
+ */
+static lomas_status pmu_available(const struct lomas_config *cfg, const char *alt)
+{
+	pmu_table t;
+	lomas_status st = pmu_table_get(NULL, cfg->events, &t);
+	if (st == LOMAS_ENOTSUP && alt)
+		return error_prefix(st, "the pmu clock cannot run here (use --clock=%s)", alt);
+	if (st)
+		return st;
+	return pmu_probe(&t, getpid(), alt);
+}
+
 static lomas_status session_new(const session_ops *ops, void *impl, uint64_t t0,
                                 lomas_session **out)
 {
@@ -120,15 +136,21 @@ lomas_status lomas_session_start(const lomas_config *cfg, char *const argv[], lo
 	case CLOCK_STEP: st = monitor_backend_start(cfg, path, argv, &ops, &impl); break;
 	case CLOCK_DBI: st = dbi_backend_start(cfg, path, argv, &ops, &impl); break;
 	case CLOCK_PMU:
-		st = error_set(
-		    LOMAS_ENOTSUP,
-		    "the pmu clock is not built yet; use --clock=dbi (any program, under "
-		    "Valgrind), --clock=inline (target built with the lomas-inline hooks) "
-		    "or --clock=step");
+		/* Refused before anything runs, naming the cause and the clock to use. */
+		if ((st = pmu_available(cfg, inline_backend_detect(path) ? "inline"
+		                             : dbi_backend_available()   ? "dbi"
+		                                                         : "step")))
+			return st;
+		st = monitor_backend_start(cfg, path, argv, &ops, &impl);
 		break;
 	case CLOCK_AUTO:
 	default:
-		if (inline_backend_detect(path)) {
+		/* DESIGN §3: pmu if its events open, else inline, else dbi, else step. */
+		if (pmu_available(cfg, NULL) == LOMAS_OK) {
+			struct lomas_config pc = *cfg;
+			pc.clock = CLOCK_PMU;
+			st = monitor_backend_start(&pc, path, argv, &ops, &impl);
+		} else if (error_clear(), inline_backend_detect(path)) {
 			st = inline_backend_start(cfg, path, argv, &ops, &impl);
 		} else if (dbi_backend_available() &&
 		           (st = dbi_backend_start(cfg, path, argv, &ops, &impl)) !=
@@ -169,6 +191,8 @@ lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lomas_sessio
 		                                "process; use --clock=step");
 	if (cfg->clock == CLOCK_DBI)
 		return dbi_backend_attach();
+	if (cfg->clock == CLOCK_PMU && (st = pmu_available(cfg, "step")))
+		return st;
 	if ((st = monitor_backend_attach(cfg, pid, &ops, &impl)))
 		return st;
 	return session_new(ops, impl, t0, out);
@@ -263,6 +287,12 @@ lomas_status lomas_session_profile(lomas_session *s, lomas_profile **out)
 	if (!s || !out)
 		return error_set(LOMAS_EINVAL, "lomas_session_profile: NULL argument");
 	return s->ops->profile(s->impl, out);
+}
+
+const char *lomas_session_clock(const lomas_session *s)
+{
+	error_clear();
+	return s && s->ops ? s->ops->name : NULL;
 }
 
 void lomas_session_free(lomas_session *s)

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 PKGS=(meson ninja-build pkg-config gcc g++ libc6-dev
       libgsl-dev libjansson-dev libcmocka-dev libcapstone-dev libdw-dev binutils
       clang-16 lld-16 llvm-16 llvm-16-dev libclang-rt-16-dev clang-format-16
-      valgrind python3 python3-pytest)
+      libpfm4-dev valgrind python3 python3-pytest)
 
 missing=()
 for p in "${PKGS[@]}"; do

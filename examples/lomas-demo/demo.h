@@ -158,5 +158,6 @@ int cmd_hot(int argc, char **argv);
 int cmd_annotate(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_bounds(int argc, char **argv);
+int cmd_info(int argc, char **argv);
 
 #endif /* LOMAS_DEMO_H */

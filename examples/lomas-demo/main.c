@@ -136,6 +136,15 @@ const struct demo_cmd demo_cmds[] = {
      "  --quantum N      one quantum of N of the program's references\n"
      "  --cold           count cold misses (excluded by default)\n",
      "lomas-demo bounds [--cache-size B] [--quantum N] [--cold] PROFILE", cmd_bounds},
+    {"info", "what this machine offers: clocks, PMU events, caches",
+     "Show the clocks that work here and, for each that does not, why (no PMU,\n"
+     "perf_event_paranoid, ptrace scope, no valgrind, no clang-16); the perf settings;\n"
+     "the detected PMU's load and store events with their perf encodings (libpfm4);\n"
+     "and this machine's caches.\n\n"
+     "  --json       the same as one JSON document\n"
+     "  --pmu NAME   the tables of any PMU libpfm4 knows (nhm, snb, skl, spr,\n"
+     "               amd64_fam19h_zen3, ...) instead of this machine's; 'list' names them\n",
+     "lomas-demo info [--json] [--pmu NAME|list]", cmd_info},
     {"record", "run or attach to a program under a live clock",
      "Run a program (or attach to a running one) under a live clock and save its\n"
      "profile. Exits with the program's own status (128+N if signal N killed it),\n"
@@ -145,10 +154,13 @@ const struct demo_cmd demo_cmds[] = {
      "/bin/sh. SIGINT/SIGTERM detach and save what was collected; a program\n"
      "stopped (SIGSTOP, SIGTSTP) stays stopped until SIGCONT, as without lomas.\n\n"
      "  -o, --output OUT        the profile to write (default lomas.lomas)\n"
-     "  --clock auto|inline|dbi|step|pmu  the clock (default auto: inline when the\n"
-     "                          program carries the lomas-inline hooks, else dbi\n"
-     "                          (under Valgrind, any x86-64 program) when Valgrind\n"
-     "                          is installed, else step); dbi cannot attach (-p)\n"
+     "  --clock auto|inline|dbi|step|pmu  the clock (default auto: pmu where the\n"
+     "                          counters open, else inline when the program carries\n"
+     "                          the lomas-inline hooks, else dbi (under Valgrind,\n"
+     "                          any x86-64 program) when Valgrind is installed,\n"
+     "                          else step; says which); dbi cannot attach (-p)\n"
+     "  --events LOAD,STORE     pmu: libpfm4 event names (default: the PMU's table)\n"
+     "  --watch auto|mprotect|debugreg  the watchpoint engine\n"
      "  --period N|auto         mean sampling period in references\n"
      "  --seed S                seed of the sampling generator (default 1)\n"
      "  --line-size B           cache line size in bytes (default 64)\n"

@@ -256,13 +256,15 @@ int record_main(int argc, char **argv)
 	    {"window", required_argument, NULL, 'w'},
 	    {"max-skid", required_argument, NULL, 'k'},
 	    {"pid", required_argument, NULL, 'p'},
+	    {"events", required_argument, NULL, 'e'},
+	    {"watch", required_argument, NULL, 'W'},
 	    {NULL, 0, NULL, 0},
 	};
 	static const struct {
 		int opt;
 		const char *key;
-	} keys[] = {{'c', "clock"},     {'P', "period"}, {'s', "seed"},
-	            {'l', "line_size"}, {'w', "window"}, {'k', "max_skid"}};
+	} keys[] = {{'c', "clock"},  {'P', "period"},   {'s', "seed"},   {'l', "line_size"},
+	            {'w', "window"}, {'k', "max_skid"}, {'e', "events"}, {'W', "watch"}};
 	const char *out = "lomas.lomas";
 	char program[PATH_MAX], *shargv[4096];
 	long pid = 0;
@@ -271,6 +273,7 @@ int record_main(int argc, char **argv)
 	struct sigaction sa, old_int, old_term;
 	int c, rc, running = 1, wait_status = 0, tty = isatty(2);
 	lomas_status st;
+	bool auto_clock = false;
 
 	if (lomas_config_new(&cfg))
 		return fail("config");
@@ -348,6 +351,11 @@ int record_main(int argc, char **argv)
 		return rc;
 	}
 
+	{
+		char clock[16] = "";
+		auto_clock = lomas_config_get(cfg, "clock", clock, sizeof clock) == LOMAS_OK &&
+		             !strcmp(clock, "auto");
+	}
 	if (pid)
 		st = lomas_session_attach(cfg, (int)pid, &s);
 	else
@@ -368,6 +376,10 @@ int record_main(int argc, char **argv)
 		return fail(pid ? "attach" : "start");
 	}
 
+	/* clock=auto: say which it chose (DESIGN section 3). */
+	if (auto_clock && lomas_session_clock(s))
+		fprintf(stderr, "lomas-demo: record: --clock auto: using the %s clock\n",
+		        lomas_session_clock(s));
 	memset(&sa, 0, sizeof sa);
 	sa.sa_sigaction = on_stop_signal;
 	sa.sa_flags = SA_SIGINFO;

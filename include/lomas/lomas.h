@@ -99,6 +99,15 @@ LOMAS_API void lomas_set_log_callback(lomas_log_fn fn, void *user);
  *   watch      auto | mprotect | debugreg (watchpoint engine; default auto)
  *   max_skid   references a simulated (step) or real (pmu) overflow may land
  *              late; the planner compensates (default 0 for step)
+ *   events     pmu clock: "LOAD,STORE" event names in libpfm4 syntax (or one
+ *              name counting both); default: the detected PMU's table
+ *   pmu_sample skid | precise | double_trap: how the pmu clock finds the
+ *              sampled reference (default skid: single-step from an early
+ *              overflow; precise: PEBS/IBS records; double_trap: the seed's)
+ *   period_semantics  auto | immediate | next_overflow: when the kernel
+ *              applies PERF_EVENT_IOC_PERIOD (auto: from the kernel version)
+ *   pmu_calibrate  yes | no: measure what steps, faults, traps and injected
+ *              calls add to the counters at start (default yes)
  * Unknown keys and bad values give LOMAS_EINVAL naming the key.
  */
 typedef struct lomas_config lomas_config;
@@ -577,6 +586,23 @@ LOMAS_API lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *
 LOMAS_API lomas_status lomas_session_profile(lomas_session *s, lomas_profile **out);
 /* Free the session; a target still attached is detached first, never left stopped. */
 LOMAS_API void lomas_session_free(lomas_session *s);
+/*
+ * The clock the session runs ("pmu", "inline", "step", ...): what clock=auto
+ * chose. NULL for a NULL session. Lives as long as the library.
+ */
+LOMAS_API const char *lomas_session_clock(const lomas_session *s);
+
+/*
+ * What this machine offers, as one JSON document (*json_out, freed with
+ * lomas_string_free): "clocks" (name, works, and why not), the perf settings
+ * (perf_event_paranoid, ptrace_scope, breakpoints), and "pmu": the detected
+ * core PMU's load/store events with their perf encodings. pmu names any
+ * libpfm4 PMU to show its tables instead ("nhm", "skl", "amd64_fam19h_zen3";
+ * LOMAS_EINVAL if unknown), "list" lists them; NULL for this machine's.
+ */
+LOMAS_API lomas_status lomas_machine_info(const char *pmu, char **json_out);
+/* Free a string the library returned. */
+LOMAS_API void lomas_string_free(char *s);
 
 #ifdef __cplusplus
 }

@@ -17,7 +17,14 @@ void config_defaults(struct lomas_config *cfg)
 	cfg->clock = CLOCK_AUTO;
 	cfg->watch = WATCH_AUTO;
 	cfg->max_skid = 0;
+	cfg->events[0] = 0;
+	cfg->pmu_sample = PMU_SAMPLE_SKID;
+	cfg->period_sem = PERIOD_SEM_AUTO;
+	cfg->pmu_calibrate = true;
 }
+
+static const char *const pmu_sample_names[] = {"skid", "precise", "double_trap"};
+static const char *const period_sem_names[] = {"auto", "immediate", "next_overflow"};
 
 static const char *const clock_names[] = {"auto", "inline", "step", "pmu", "dbi"};
 #define NCLOCKS (sizeof clock_names / sizeof clock_names[0])
@@ -149,6 +156,31 @@ lomas_status lomas_config_set(lomas_config *cfg, const char *key, const char *va
 			return error_set(LOMAS_EINVAL, "max_skid: '%s' is not an integer 0..4096",
 			                 value);
 		cfg->max_skid = (uint32_t)v;
+	} else if (strcmp(key, "events") == 0) {
+		if (strlen(value) >= sizeof cfg->events)
+			return error_set(LOMAS_EINVAL, "events: longer than %zu bytes",
+			                 sizeof cfg->events - 1);
+		strcpy(cfg->events, value);
+	} else if (strcmp(key, "pmu_sample") == 0) {
+		int i = name_index(pmu_sample_names, 3, value);
+		if (i < 0)
+			return error_set(
+			    LOMAS_EINVAL,
+			    "pmu_sample: '%s' is not one of skid, precise, double_trap", value);
+		cfg->pmu_sample = (uint8_t)i;
+	} else if (strcmp(key, "period_semantics") == 0) {
+		int i = name_index(period_sem_names, 3, value);
+		if (i < 0)
+			return error_set(LOMAS_EINVAL,
+			                 "period_semantics: '%s' is not one of auto, immediate, "
+			                 "next_overflow",
+			                 value);
+		cfg->period_sem = (uint8_t)i;
+	} else if (strcmp(key, "pmu_calibrate") == 0) {
+		if (strcmp(value, "yes") && strcmp(value, "no"))
+			return error_set(LOMAS_EINVAL, "pmu_calibrate: '%s' is not yes or no",
+			                 value);
+		cfg->pmu_calibrate = value[0] == 'y';
 	} else {
 		return error_set(LOMAS_EINVAL, "unknown config key '%s'", key);
 	}
@@ -181,6 +213,24 @@ lomas_status lomas_config_get(const lomas_config *cfg, const char *key, char *bu
 		return put_u64(buf, len, cfg->max_samples_live, false);
 	if (strcmp(key, "max_skid") == 0)
 		return put_u64(buf, len, cfg->max_skid, false);
+	{
+		const char *v = NULL;
+		if (strcmp(key, "events") == 0)
+			v = cfg->events;
+		else if (strcmp(key, "pmu_sample") == 0)
+			v = pmu_sample_names[cfg->pmu_sample % 3];
+		else if (strcmp(key, "period_semantics") == 0)
+			v = period_sem_names[cfg->period_sem % 3];
+		else if (strcmp(key, "pmu_calibrate") == 0)
+			v = cfg->pmu_calibrate ? "yes" : "no";
+		if (v) {
+			if (strlen(v) >= len)
+				return error_set(LOMAS_ERANGE,
+				                 "lomas_config_get: buffer too small");
+			strcpy(buf, v);
+			return LOMAS_OK;
+		}
+	}
 	if (strcmp(key, "clock") == 0 || strcmp(key, "watch") == 0) {
 		const char *name =
 		    key[0] == 'c' ? config_clock_name(cfg->clock) : config_watch_name(cfg->watch);

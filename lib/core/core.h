@@ -83,7 +83,24 @@ struct lomas_config {
 	config_clock clock;
 	config_watch watch;
 	uint32_t max_skid; /* references */
+	/* the pmu clock (issue 20) */
+	char events[256];   /* "LOAD,STORE" in libpfm4 names, or "" for the PMU's table */
+	uint8_t pmu_sample; /* config_pmu_sample */
+	uint8_t period_sem; /* config_period_sem */
+	bool pmu_calibrate; /* measure counter perturbations at start (default true) */
 };
+
+typedef enum config_pmu_sample {
+	PMU_SAMPLE_SKID = 0,    /* overflow early, single-step to the point (any PMU) */
+	PMU_SAMPLE_PRECISE,     /* PEBS / IBS records with ip and data address */
+	PMU_SAMPLE_DOUBLE_TRAP, /* the seed's int3 at the PEBS ip (biased: see README) */
+} config_pmu_sample;
+
+typedef enum config_period_sem {
+	PERIOD_SEM_AUTO = 0, /* from the kernel's version (3.14: immediate) */
+	PERIOD_SEM_IMMEDIATE,
+	PERIOD_SEM_NEXT_OVERFLOW,
+} config_period_sem;
 
 /* Names of the enum values ("auto", "inline", ...). */
 const char *config_clock_name(config_clock c);

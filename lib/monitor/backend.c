@@ -165,6 +165,8 @@ lomas_status mon_detach(monitor *m)
 		m->detached = true;
 		return LOMAS_OK;
 	}
+	if (m->pmu_mode)
+		pmu_detach(m);
 	/* 2. A step report may still be queued behind an interrupt: collect it. */
 	for (size_t i = 0; i < m->threads.n; i++) {
 		mon_thread *t = &m->threads.items[i];
@@ -280,6 +282,8 @@ static void mb_free(void *impl)
 		return;
 	if (m->pid > 0 && !m->ended && !m->detached)
 		mon_detach(m);
+	if (m->pmu_mode)
+		pmu_clock_free(m);
 	step_free(m);
 	maps_free(&m->maps);
 	free(m->threads.items);
@@ -289,6 +293,17 @@ static void mb_free(void *impl)
 
 static const session_ops monitor_ops = {
     .name = "step",
+    .poll = mb_poll,
+    .stop = mb_stop,
+    .stats = mb_stats,
+    .profile = mb_profile,
+    .wait_status = mb_wait_status,
+    .free = mb_free,
+};
+
+/* The same backend running the pmu clock. */
+static const session_ops pmu_ops = {
+    .name = "pmu",
     .poll = mb_poll,
     .stop = mb_stop,
     .stats = mb_stats,
@@ -318,17 +333,44 @@ static lomas_status new_monitor(const struct lomas_config *cfg, monitor **out)
 	lomas_status st;
 	if (!m)
 		return error_set(LOMAS_ENOMEM, "out of memory");
-	if (cfg->clock != CLOCK_STEP && cfg->clock != CLOCK_AUTO) {
+	if (cfg->clock != CLOCK_STEP && cfg->clock != CLOCK_AUTO && cfg->clock != CLOCK_PMU) {
 		free(m);
-		return error_set(LOMAS_ENOTSUP, "the monitor runs only the step clock here");
+		return error_set(LOMAS_ENOTSUP, "the monitor runs only the step and pmu clocks");
 	}
-	if ((st = step_init(m, cfg))) {
+	if ((st = step_init(m, cfg)) ||
+	    (cfg->clock == CLOCK_PMU && (st = pmu_clock_init(m, cfg)))) {
 		step_free(m);
 		free(m);
 		return st;
 	}
 	*out = m;
 	return LOMAS_OK;
+}
+
+/* The pmu clock's calibration, in the first stopped thread, before anything runs. */
+static lomas_status pmu_begin(monitor *m)
+{
+	if (!m->pmu_mode || !m->cfg.pmu_calibrate)
+		return LOMAS_OK;
+	for (size_t i = 0; i < m->threads.n; i++) {
+		mon_thread *t = &m->threads.items[i];
+		int status;
+		if (t->state != MT_STOPPED)
+			continue;
+		/*
+		 * A spawned target is in its exec stop, inside execve: the call's
+		 * return value (0) is stored into rax after this stop, over an
+		 * injected call's number (do_syscall_64). Its syscall-exit-stop
+		 * comes next under PTRACE_SYSCALL (ptrace(2)), and from there on
+		 * registers set are the ones user mode gets.
+		 */
+		if (m->spawned && (mon_ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL) < 0 ||
+		                   mon_waitpid(t->tid, &status, __WALL) != t->tid ||
+		                   !WIFSTOPPED(status) || WSTOPSIG(status) != (SIGTRAP | 0x80)))
+			return error_set(LOMAS_ETARGET, "the target did not finish its exec");
+		return pmu_calibrate(m, t);
+	}
+	return error_set(LOMAS_ETARGET, "no stopped thread to calibrate the counters in");
 }
 
 lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *program_path,
@@ -339,14 +381,15 @@ lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *p
 	if ((st = new_monitor(cfg, &m)))
 		return st;
 	m->command = join_argv(argv);
-	if ((st = mon_spawn(m, program_path, argv)) || (st = step_begin(m))) {
+	if ((st = mon_spawn(m, program_path, argv)) || (st = pmu_begin(m)) ||
+	    (st = step_begin(m)) || (m->error && (st = error_set(m->error, "%s", m->errmsg)))) {
 		if (m->pid > 0 && !m->ended)
 			mon_kill_reap(m->pid);
 		m->ended = true;
 		mb_free(m);
 		return st;
 	}
-	*ops = &monitor_ops;
+	*ops = m->pmu_mode ? &pmu_ops : &monitor_ops;
 	*impl = m;
 	return LOMAS_OK;
 }
@@ -370,7 +413,8 @@ lomas_status monitor_backend_attach(const struct lomas_config *cfg, int pid,
 		buf[n] = 0;
 		m->command = strdup(buf);
 	}
-	if ((st = mon_attach(m, pid)) || (st = step_begin(m))) {
+	if ((st = mon_attach(m, pid)) || (st = pmu_begin(m)) || (st = step_begin(m)) ||
+	    (m->error && (st = error_set(m->error, "%s", m->errmsg)))) {
 		lomas_status keep = st;
 		char msg[512];
 		snprintf(msg, sizeof msg, "%s", lomas_error_message());
@@ -378,7 +422,7 @@ lomas_status monitor_backend_attach(const struct lomas_config *cfg, int pid,
 		mb_free(m);
 		return error_set(keep, "%s", msg);
 	}
-	*ops = &monitor_ops;
+	*ops = m->pmu_mode ? &pmu_ops : &monitor_ops;
 	*impl = m;
 	return LOMAS_OK;
 }

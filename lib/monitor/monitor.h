@@ -17,6 +17,7 @@
 #include "clock/clock.h"
 #include "core/core.h"
 #include "decode/decode.h"
+#include "pmu/pmu.h"
 #include "watch/watch.h"
 
 /* ------------------------------------------------------- system call seam */
@@ -66,6 +67,35 @@ void maps_free(maps_shadow *m);
 /* The range holding addr, or NULL. */
 const map_range *maps_find(const maps_shadow *m, uint64_t addr);
 
+/* ------------------------------------------------------------- pmu clock */
+
+/* One sampling counter of a thread (pmu_clock.c). */
+typedef struct pmu_stream {
+	int fd;         /* -1: not open */
+	unsigned kinds; /* PMU_KIND_* */
+	rng gaps;
+	skid_planner plan;
+	skid_counter shadow; /* the kernel's counter as programmed, in raw counts */
+	ledger led;
+	uint64_t count; /* corrected count at the last read */
+	bool approaching;
+	void *ring; /* precise mode: the sample ring */
+	size_t ring_len;
+} pmu_stream;
+
+typedef struct pmu_thread {
+	pmu_stream s[PMU_MAX_EVENTS];
+	uint64_t injected_noted; /* injected calls already noted in the ledgers */
+	bool clock_step;         /* resumed by the clock with a single-step */
+} pmu_thread;
+
+typedef struct pmu_stats {
+	uint64_t overflows, stale, clock_steps, overshoots, mismatches, syncs, records;
+} pmu_stats;
+
+/* Injected system calls so far into tid, by any monitor of this process (ptrace.c). */
+uint64_t mon_injected_into(pid_t tid);
+
 /* ------------------------------------------------------------- supervisor */
 
 enum mon_thread_state {
@@ -84,6 +114,7 @@ typedef struct mon_thread {
 	/* the step clock */
 	uint64_t clock;
 	step_sampler sampler;
+	pmu_thread pmu;    /* the pmu clock */
 	bool have_pending; /* pending: decoded, resumed with a step, not yet retired */
 	decode_insn pending;
 	uint64_t pending_c0;
@@ -136,6 +167,16 @@ typedef struct monitor {
 	pid_t cur_tid;      /* the stopped thread injections run in */
 	bool sync_needed;   /* watches changed: bring protections in line at the next stop */
 	bool segv_ignored;  /* the process ignores SIGSEGV: holds one lift (sigstate.c) */
+	/* the pmu clock (pmu_clock.c) */
+	bool pmu_mode;
+	pmu_table ptab;
+	const pmu_sys_ops *psys;
+	int psig;         /* the overflow signal (F_SETSIG) */
+	uint32_t pmargin; /* the planner's max_skid: arm this many counts early */
+	skid_semantics psem;
+	int64_t pcalib[PMU_MAX_EVENTS][LEDGER_NKINDS];
+	bool pcalibrated;
+	pmu_stats pstats;
 	/* wait.c */
 	size_t wait_next;    /* the sweep starts after the thread that reported last */
 	bool wait_poll;      /* SIGCHLD cannot wake us: sleep in growing steps instead */
@@ -222,5 +263,35 @@ void step_thread_gone(monitor *m, mon_thread *t);
 lomas_status step_restore(monitor *m, mon_thread *t);
 /* The profile so far. */
 lomas_status step_profile(monitor *m, lomas_profile **out);
+
+/* ------------------------------------------------------- pmu clock hooks */
+
+/* Set up the pmu clock for cfg (tables, semantics): before spawn/attach. */
+lomas_status pmu_clock_init(monitor *m, const struct lomas_config *cfg);
+/* Measure the counters' perturbations in the stopped thread t (pmu_calib.c). */
+lomas_status pmu_calibrate(monitor *m, mon_thread *t);
+/* Open t's sampling counters (a new thread, or the first ones). */
+lomas_status pmu_thread_start(monitor *m, mon_thread *t);
+/* t is gone: close its counters. */
+void pmu_thread_end(monitor *m, mon_thread *t);
+/* The pending instruction retired (in, clock c0): sampled reference indices into idx. */
+unsigned pmu_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c0, unsigned *idx);
+/*
+ * A signal stop of t: 1 when it was the counter's overflow (swallowed, t
+ * resumed unless detaching), 0 when the monitor handles it as before, or
+ * a negative status.
+ */
+int pmu_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si, bool detaching);
+/* The same without resuming: true when si was the overflow (a signal kept for later). */
+bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si);
+/* Resume t (have_pending decoded) as the pmu clock wants, delivering sig. */
+int pmu_resume(monitor *m, mon_thread *t, int sig, bool must_step);
+/* Read t's counters and set its clock from them. */
+void pmu_sync(monitor *m, mon_thread *t);
+/* The pmu clock's metadata and calibration in the profile. */
+lomas_status pmu_profile_meta(monitor *m, lomas_profile *p);
+void pmu_clock_free(monitor *m);
+/* Before detaching (every thread stopped): counters closed, sent overflows taken. */
+void pmu_detach(monitor *m);
 
 #endif /* LOMAS_MONITOR_H */

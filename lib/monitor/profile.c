@@ -55,7 +55,7 @@ lomas_status step_profile(monitor *m, lomas_profile **out)
 		if ((st = profile_add_sample(p, &s)))
 			goto fail;
 	}
-	if ((st = profile_meta_setf(p, "clock", "step")) ||
+	if ((st = profile_meta_setf(p, "clock", m->pmu_mode ? "pmu" : "step")) ||
 	    (st = profile_meta_setf(p, "watch", "mprotect")) ||
 	    (st = profile_meta_setf(p, "period", "%.17g", m->period)) ||
 	    (st = profile_meta_setf(p, "seed", "%llu", (unsigned long long)m->cfg.seed)) ||
@@ -73,8 +73,10 @@ lomas_status step_profile(monitor *m, lomas_profile **out)
 	    (st = profile_meta_setf(p, "step.unwatchable_samples", "%llu",
 	                            (unsigned long long)m->stats.unwatchable)))
 		goto fail;
+	if (m->pmu_mode && (st = pmu_profile_meta(m, p)))
+		goto fail;
 	/* The step clock counts exactly: nothing to compensate. */
-	for (int k = 0; k < LEDGER_NKINDS; k++) {
+	for (int k = 0; k < LEDGER_NKINDS && !m->pmu_mode; k++) {
 		char key[64];
 		snprintf(key, sizeof key, "step.%s", ledger_kind_name((ledger_kind)k));
 		if ((st = profile_set_calib(p, key, 0.0)))

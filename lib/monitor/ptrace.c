@@ -304,6 +304,38 @@ void mon_reap(monitor *m, mon_thread *t, int status)
 
 /* ------------------------------------------------------- syscall injection */
 
+/*
+ * Calls injected per thread, process-wide: the pmu clock's ledgers note
+ * them, and a replay kernel perturbs its counts by them as a real counter
+ * is (lib/pmu/replay.c). A small table; the oldest entry is reused.
+ */
+#define INJECTED_SLOTS 512
+static struct {
+	pid_t tid;
+	uint64_t n;
+} injected[INJECTED_SLOTS];
+static unsigned injected_next;
+
+static void injected_note(pid_t tid)
+{
+	for (unsigned i = 0; i < INJECTED_SLOTS; i++)
+		if (injected[i].tid == tid) {
+			injected[i].n++;
+			return;
+		}
+	injected[injected_next].tid = tid;
+	injected[injected_next].n = 1;
+	injected_next = (injected_next + 1) % INJECTED_SLOTS;
+}
+
+uint64_t mon_injected_into(pid_t tid)
+{
+	for (unsigned i = 0; i < INJECTED_SLOTS; i++)
+		if (injected[i].tid == tid)
+			return injected[i].n;
+	return 0;
+}
+
 /* Put saved registers back; once more if the first request fails. */
 static lomas_status restore_regs(mon_thread *t, const struct user_regs_struct *saved)
 {
@@ -407,6 +439,7 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 	if (!st) {
 		*ret = (long)r.rax;
 		m->stats.injected++;
+		injected_note(t->tid);
 	}
 	lomas_status rs = restore_regs(t, &saved);
 	return st ? st : rs;

@@ -132,6 +132,13 @@ void step_free(monitor *m)
 
 void step_thread_init(monitor *m, mon_thread *t)
 {
+	lomas_status st;
+	if (m->pmu_mode) {
+		/* Its counters, or the session ends: a thread we cannot count is not measured. */
+		if ((st = pmu_thread_start(m, t)))
+			mon_fail(m, st);
+		return;
+	}
 	/* Each thread its own sample stream, reproducible from the seed. */
 	step_sampler_init(&t->sampler, m->cfg.seed + 0x9e3779b97f4a7c15ull * t->index, m->period,
 	                  m->cfg.max_skid);
@@ -246,7 +253,8 @@ void step_commit(monitor *m, mon_thread *t)
 	uint64_t c0 = t->pending_c0;
 	unsigned idx[DECODE_MAX_REFS], nidx, si = 0;
 	bool relaxed = m->eng.lift_events != t->resume_epoch || m->eng.lift_depth > 0;
-	nidx = step_sampler_commit(&t->sampler, c0, in->nrefs, idx);
+	nidx = m->pmu_mode ? pmu_commit(m, t, in, c0, idx)
+	                   : step_sampler_commit(&t->sampler, c0, in->nrefs, idx);
 	for (unsigned j = 0; j < in->nrefs; j++) {
 		const decode_ref *r = &in->refs[j];
 		uint64_t l0, l1;
@@ -463,6 +471,9 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 		t->queued_sig = false;
 		sig = t->queued.si_signo;
 		si = &t->queued;
+		/* The counter's overflow, met during an injected call: taken, not delivered. */
+		if (m->pmu_mode && pmu_take_signal(m, t, sig, si))
+			sig = 0, si = NULL;
 	}
 	if (sig) {
 		/* No signal frame may land on a page we protected: lift all until the next stop. */
@@ -483,7 +494,8 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 		return step_group_stop(m, t, false);
 	}
 	t->resume_epoch = m->eng.lift_events;
-	if (mon_ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) < 0) {
+	if (m->pmu_mode ? pmu_resume(m, t, sig, false) < 0
+	                : mon_ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) < 0) {
 		st = error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
 		               strerror(errno));
 		keep_signal(t, sig, si);

@@ -196,6 +196,14 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 	if (mon_ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_GETSIGINFO(%d): %s", (int)tid,
 		                 strerror(errno));
+	if (m->pmu_mode) {
+		/* The counter's overflow is swallowed; faults and traps are noted. */
+		int r = pmu_signal(m, t, sig, &si, detaching);
+		if (r < 0)
+			return r;
+		if (r > 0)
+			return LOMAS_OK;
+	}
 	if (sig == SIGTRAP &&
 	    (si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT || si.si_code == SIGTRAP)) {
 		/* Our step report: the pending instruction retired (or a handler was entered). */
@@ -238,7 +246,8 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 			if (t->group_stop) /* it entered a group-stop instead (ptrace.c) */
 				return step_group_stop(m, t, false);
 			t->resume_epoch = m->eng.lift_events - 1; /* relaxed: reuse by decode */
-			if (mon_ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) < 0)
+			if (m->pmu_mode ? pmu_resume(m, t, 0, true) < 0
+			                : mon_ptrace(PTRACE_SINGLESTEP, tid, NULL, NULL) < 0)
 				return error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s",
 				                 (int)tid, strerror(errno));
 			m->stats.steps++;
@@ -268,6 +277,8 @@ void step_thread_gone(monitor *m, mon_thread *t)
 	t->delivering = t->in_syscall = t->queued_sig = false;
 	sig_forget_thread(m, t);
 	mprot_fault_forget(&m->eng, t->index);
+	if (m->pmu_mode)
+		pmu_thread_end(m, t);
 	t->state = MT_GONE;
 	m->sync_needed = true;
 }

@@ -209,6 +209,12 @@ static void test_every_success_clears_the_message(void **state)
 	KEEPS(lomas_profile_free, (q));
 	KEEPS(lomas_profile_free, (p));
 	KEEPS(lomas_config_free, (cfg));
+	{
+		char *json = NULL;
+		CLEARS(lomas_machine_info, (NULL, &json));
+		assert_non_null(strstr(json, "\"clocks\""));
+		KEEPS(lomas_string_free, (json));
+	}
 	/* The session calls: see test_session_* (each clears on entry the same way). */
 }
 
@@ -348,6 +354,10 @@ static void test_session_step_stop_then_wait(void **state)
 		assert_int_equal(lomas_session_start(cfg, argv, &s), LOMAS_OK);
 		assert_string_equal(lomas_error_message(), "");
 		cover("lomas_session_start");
+		/* What auto or step chose; a getter that touches no message. */
+		assert_string_equal(lomas_session_clock(s), "step");
+		assert_null(lomas_session_clock(NULL));
+		CLEARS_VOID(lomas_session_clock, (s));
 		assert_int_equal(lomas_session_poll(s, 30, &running), LOMAS_OK);
 		assert_true(running);
 		expect_stopped(s);

@@ -1,0 +1,111 @@
+/*
+ * lomas-demo info: what this machine offers, as perf users expect from
+ * `perf list`: the clocks that work here and why the others do not, the
+ * detected PMU's load/store events with their perf encodings (--pmu NAME
+ * shows any libpfm4 PMU's; --pmu list names them), and the caches.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "demo.h"
+
+static void print_text(json_t *root, const struct cache_level *c, size_t nc)
+{
+	json_t *v, *p = json_object_get(root, "pmu"), *pmus = json_object_get(root, "pmus");
+	size_t i;
+	if (pmus) {
+		printf("PMUs libpfm4 knows (* = this machine's):\n");
+		json_array_foreach(pmus, i, v) printf(
+		    "  %c %-24s %s\n", json_is_true(json_object_get(v, "present")) ? '*' : ' ',
+		    json_string_value(json_object_get(v, "name")),
+		    json_string_value(json_object_get(v, "desc")));
+		return;
+	}
+	printf("clocks:\n");
+	json_array_foreach(json_object_get(root, "clocks"), i, v)
+	{
+		bool ok = json_is_true(json_object_get(v, "works"));
+		const char *why = json_string_value(json_object_get(v, "why"));
+		printf("  %-7s %s%s%s\n", json_string_value(json_object_get(v, "name")),
+		       ok ? "works" : "no", ok || !why ? "" : ": ", ok || !why ? "" : why);
+	}
+	printf("perf: perf_event_paranoid %lld, ptrace_scope %lld, hardware breakpoints %s "
+	       "(--watch debugreg)\n",
+	       json_integer_value(json_object_get(root, "perf_event_paranoid")),
+	       json_integer_value(json_object_get(root, "ptrace_scope")),
+	       json_is_true(json_object_get(root, "breakpoints")) ? "yes" : "no");
+	if (p) {
+		printf("PMU %s (%s)%s, family %s; PEBS data address %s, AMD IBS op %s%s\n",
+		       json_string_value(json_object_get(p, "name")),
+		       json_string_value(json_object_get(p, "desc")),
+		       json_is_true(json_object_get(p, "forced")) ? " [--pmu]" : "",
+		       json_string_value(json_object_get(p, "family")),
+		       json_is_true(json_object_get(p, "pebs_address")) ? "yes" : "no",
+		       json_is_true(json_object_get(p, "ibs_op")) ? "yes" : "no",
+		       json_is_true(json_object_get(p, "approximate"))
+		           ? " (dispatched, not retired: approximate)"
+		           : "");
+		json_array_foreach(json_object_get(p, "events"), i, v)
+		    printf("  %-10s %-32s type %lld config %s  perf: %s\n",
+		           json_string_value(json_object_get(v, "kind")),
+		           json_string_value(json_object_get(v, "name")),
+		           json_integer_value(json_object_get(v, "type")),
+		           json_string_value(json_object_get(v, "config")),
+		           json_string_value(json_object_get(v, "perf")));
+	}
+	printf("caches:");
+	for (i = 0; i < nc; i++)
+		printf(" %s %llu KiB%s", c[i].name, (unsigned long long)(c[i].bytes >> 10),
+		       i + 1 < nc ? "," : "");
+	printf(nc ? "\n" : " none known (no sysfs cache entries)\n");
+}
+
+int cmd_info(int argc, char **argv)
+{
+	const char *pmu = NULL;
+	bool as_json = false;
+	struct cache_level c[MAX_CACHES];
+	size_t nc;
+	char *text = NULL;
+	json_t *root;
+	lomas_status st;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json"))
+			as_json = true;
+		else if (!strcmp(argv[i], "--pmu") && i + 1 < argc)
+			pmu = argv[++i];
+		else if (!strncmp(argv[i], "--pmu=", 6))
+			pmu = argv[i] + 6;
+		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
+			return demo_help("info");
+		else
+			return demo_fail(
+			    "info", "unknown argument '%s' (see 'lomas-demo help info')", argv[i]);
+	}
+	if ((st = lomas_machine_info(pmu, &text)))
+		return demo_fail_lomas("info", st, "--pmu %s", pmu ? pmu : "");
+	root = json_loads(text, 0, NULL);
+	lomas_string_free(text);
+	if (!root)
+		return demo_fail("info", "the library's answer is not JSON");
+	nc = machine_caches(c, MAX_CACHES);
+	if (as_json) {
+		json_t *caches = json_array();
+		for (size_t i = 0; i < nc; i++)
+			json_array_append_new(caches,
+			                      json_pack("{s:s, s:I}", "name", c[i].name,
+			                                "size_bytes", (json_int_t)c[i].bytes));
+		json_object_set_new(root, "caches", caches);
+		char *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+		if (out)
+			printf("%s\n", out);
+		free(out);
+	} else {
+		print_text(root, c, nc);
+	}
+	json_decref(root);
+	return demo_finish_stdout("info");
+}

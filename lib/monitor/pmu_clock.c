@@ -1,0 +1,475 @@
+/*
+ * The pmu clock (DESIGN §3, issue 20): each thread's load/store counters
+ * (perf_event, libpfm4 encodings) overflow at exponentially distributed
+ * sample points; the overflow, routed to the thread (F_SETOWN_EX with
+ * F_OWNER_TID, F_SETSIG, O_ASYNC), arrives as a signal stop that the
+ * monitor swallows. Skid compensation: the shared planner arms the overflow
+ * pmargin counts early; at the stop the thread is single-stepped, reading
+ * the counter after each step, until the count reaches the point; the
+ * decoded instruction there holds the sampled reference. Every count read
+ * goes through the thread's ledgers, which subtract what the monitor's own
+ * steps, faults, traps and injected calls added (calibrated at start,
+ * pmu_calib.c). Reuse is found by the mprotect engine as under the step
+ * clock, at clocks read from the counters.
+ *
+ * All perf system calls go through pmu_sys() (lib/pmu), so the replay
+ * kernel can stand in for a PMU. A thread's shadow counter (skid_counter in
+ * raw counts, no skid) mirrors what the kernel was told: an overflow signal
+ * whose overflow the shadow has not reached is stale (a period changed
+ * after the interrupt was raised) and ignored; an overflow the shadow has
+ * reached while the clock was stepping is taken when stepping ends
+ * (2.6.36's period semantics arm one overflow ahead).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdio.h>
+#include <sys/ptrace.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "monitor.h"
+
+#ifndef TRAP_TRACE
+#define TRAP_TRACE 2
+#endif
+
+/* The seed's Nehalem skid was 5-10 references; leave room beyond it. */
+#define PMU_DEFAULT_SKID 16
+
+static skid_semantics kernel_semantics(void)
+{
+	struct utsname u;
+	int maj = 0, min = 0;
+	if (uname(&u) == 0 && sscanf(u.release, "%d.%d", &maj, &min) == 2 &&
+	    (maj < 3 || (maj == 3 && min < 14)))
+		return SKID_PERIOD_NEXT_OVERFLOW; /* perf_event_open(2): since Linux 3.14 */
+	return SKID_PERIOD_IMMEDIATE;
+}
+
+lomas_status pmu_clock_init(monitor *m, const struct lomas_config *cfg)
+{
+	lomas_status st;
+	if ((st = pmu_table_get(NULL, cfg->events, &m->ptab)))
+		return st;
+	m->pmu_mode = true;
+	m->psys = pmu_sys();
+	m->psig = SIGRTMAX;
+	m->pmargin = (cfg->max_skid ? cfg->max_skid : PMU_DEFAULT_SKID) + DECODE_MAX_REFS;
+	m->psem = cfg->period_sem == PERIOD_SEM_NEXT_OVERFLOW ? SKID_PERIOD_NEXT_OVERFLOW
+	          : cfg->period_sem == PERIOD_SEM_IMMEDIATE   ? SKID_PERIOD_IMMEDIATE
+	                                                      : kernel_semantics();
+	return LOMAS_OK;
+}
+
+void pmu_clock_free(monitor *m)
+{
+	for (size_t i = 0; i < m->threads.n; i++)
+		pmu_thread_end(m, &m->threads.items[i]);
+}
+
+/* Is signal sig pending for thread tid and not blocked there (/proc status)? */
+static bool deliverable(pid_t pid, pid_t tid, int sig)
+{
+	char path[96], line[256];
+	unsigned long long pnd = 0, blk = 0, bit = 1ull << (sig - 1);
+	FILE *f;
+	snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	if (!(f = fopen(path, "re")))
+		return false;
+	while (fgets(line, sizeof line, f)) {
+		if (!strncmp(line, "SigPnd:", 7))
+			pnd = strtoull(line + 7, NULL, 16);
+		else if (!strncmp(line, "SigBlk:", 7))
+			blk = strtoull(line + 7, NULL, 16);
+	}
+	fclose(f);
+	return (pnd & bit) && !(blk & bit);
+}
+
+/*
+ * Before the monitor lets the target go: close every counter (no overflow
+ * may signal a program we no longer trace: its default action ends it),
+ * take the overflow signals already sent to stopped threads (a
+ * signal-delivery-stop, then nothing is delivered) and drop those kept from
+ * an injected call. A signal the thread blocks cannot be taken: it stays
+ * pending (README, pmu clock limits).
+ */
+void pmu_detach(monitor *m)
+{
+	pmu_clock_free(m);
+	for (size_t i = 0; i < m->threads.n; i++) {
+		mon_thread *t = &m->threads.items[i];
+		int status;
+		if (t->queued_sig && t->queued.si_signo == m->psig &&
+		    (t->queued.si_code <= 0 || t->queued.si_code == POLL_IN ||
+		     t->queued.si_code == POLL_HUP))
+			t->queued_sig = false;
+		if (t->state != MT_STOPPED || !deliverable(m->pid, t->tid, m->psig))
+			continue;
+		if (mon_ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0)
+			continue;
+		if (mon_wait_tid(m, t->tid, 2000, &status) != 1)
+			continue;
+		if (WIFEXITED(status) || WIFSIGNALED(status)) {
+			step_thread_gone(m, t);
+			mon_reap(m, t, status);
+		} else if (WSTOPSIG(status) != m->psig && (status >> 16) == 0 && !t->queued_sig) {
+			/* Another signal came first: delivered again at detach. */
+			siginfo_t si;
+			if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0) {
+				t->queued = si;
+				t->queued_sig = true;
+			}
+		}
+	}
+}
+
+/* Program the counter as the planner says (and the shadow with it). */
+static void apply(monitor *m, pmu_stream *s, const skid_program *prog)
+{
+	const pmu_sys_ops *sys = m->psys;
+	uint64_t v = prog->has_reload ? prog->reload : prog->period;
+	if (prog->step_now)
+		return; /* arm nothing: the clock steps to the point */
+	sys->ioctl(sys->ctx, s->fd, PERF_EVENT_IOC_PERIOD, (unsigned long)&v);
+	skid_counter_set_period(&s->shadow, v);
+}
+
+lomas_status pmu_thread_start(monitor *m, mon_thread *t)
+{
+	const pmu_sys_ops *sys = m->psys;
+	pmu_thread *pt = &t->pmu;
+	uint64_t seed = m->cfg.seed + 0x9e3779b97f4a7c15ull * t->index;
+	memset(pt, 0, sizeof *pt);
+	pt->injected_noted = mon_injected_into(t->tid);
+	for (unsigned i = 0; i < PMU_MAX_EVENTS; i++)
+		pt->s[i].fd = -1;
+	for (unsigned i = 0; i < m->ptab.n; i++) {
+		pmu_stream *s = &pt->s[i];
+		struct perf_event_attr a = m->ptab.ev[i].attr;
+		struct f_owner_ex own = {.type = F_OWNER_TID, .pid = t->tid};
+		uint64_t sp0, sp1;
+		skid_program prog;
+		int fd;
+		/* Stream 0 draws the step clock's points (the replay test compares them). */
+		rng_seed(&s->gaps, i ? seed ^ (0x2545f4914f6cdd1dull * i) : seed);
+		s->kinds = m->ptab.ev[i].kinds;
+		ledger_init(&s->led);
+		memcpy(s->led.per_event, m->pcalib[i], sizeof s->led.per_event);
+		sp0 = rng_gap(&s->gaps, m->period);
+		sp1 = sp0 + rng_gap(&s->gaps, m->period);
+		prog = skid_plan_start(&s->plan, m->pmargin, m->psem, 0, sp0, sp1);
+		a.size = sizeof a;
+		a.sample_period = prog.step_now ? (1ull << 62) : prog.period;
+		a.exclude_kernel = 1;
+		a.exclude_hv = 1;
+		a.disabled = 0;
+		a.inherit = 0;
+		a.wakeup_events = 1;
+		if (m->cfg.pmu_sample == PMU_SAMPLE_PRECISE) {
+			a.precise_ip = 2;
+			a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_ADDR;
+		}
+		fd = sys->open(sys->ctx, &a, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+		if (fd < 0)
+			return error_set(LOMAS_ENOTSUP, "perf_event_open of %s for thread %d: %s",
+			                 m->ptab.ev[i].name, (int)t->tid, strerror(-fd));
+		s->fd = fd;
+		skid_counter_open(&s->shadow, m->psem, 0, a.sample_period);
+		if (prog.has_reload)
+			apply(m, s, &prog);
+		s->approaching = prog.step_now;
+		if (sys->fcntl(sys->ctx, fd, F_SETOWN_EX, (unsigned long)&own) < 0 ||
+		    sys->fcntl(sys->ctx, fd, F_SETSIG, (unsigned long)m->psig) < 0 ||
+		    sys->fcntl(sys->ctx, fd, F_SETFL, O_ASYNC | O_NONBLOCK) < 0)
+			return error_set(LOMAS_ENOTSUP,
+			                 "cannot route the overflow of thread %d to it (fcntl)",
+			                 (int)t->tid);
+	}
+	return LOMAS_OK;
+}
+
+void pmu_thread_end(monitor *m, mon_thread *t)
+{
+	const pmu_sys_ops *sys = m->psys;
+	for (unsigned i = 0; i < PMU_MAX_EVENTS && sys; i++) {
+		pmu_stream *s = &t->pmu.s[i];
+		if (s->ring)
+			sys->munmap(sys->ctx, s->ring, s->ring_len);
+		s->ring = NULL;
+		if (s->fd >= 0)
+			sys->close(sys->ctx, s->fd);
+		s->fd = -1;
+	}
+}
+
+/* Note an event the counters saw in every ledger of t. */
+static void note(monitor *m, mon_thread *t, ledger_kind k)
+{
+	for (unsigned i = 0; i < m->ptab.n; i++)
+		ledger_note(&t->pmu.s[i].led, k, 1);
+}
+
+void pmu_sync(monitor *m, mon_thread *t)
+{
+	const pmu_sys_ops *sys = m->psys;
+	uint64_t inj = mon_injected_into(t->tid), total = 0;
+	for (unsigned i = 0; i < m->ptab.n; i++) {
+		pmu_stream *s = &t->pmu.s[i];
+		uint64_t raw = 0;
+		if (s->fd < 0)
+			continue;
+		if (inj > t->pmu.injected_noted)
+			ledger_note(&s->led, LEDGER_SYSCALL, inj - t->pmu.injected_noted);
+		if (sys->read(sys->ctx, s->fd, &raw, sizeof raw) != (ssize_t)sizeof raw)
+			raw = s->shadow.count; /* unreadable: assume nothing counted */
+		if (raw > s->shadow.count)
+			skid_counter_advance(&s->shadow, raw - s->shadow.count, 0);
+		s->count = ledger_correct(&s->led, raw);
+		total += s->count;
+	}
+	t->pmu.injected_noted = inj;
+	m->pstats.syncs++;
+	/* Where the monitor also decodes every instruction (replay), the two must agree. */
+	if (sys->retired && total != t->clock)
+		m->pstats.mismatches++;
+	t->clock = total;
+}
+
+/* Does the reference of kind belong to stream s? */
+static bool of_stream(const pmu_stream *s, uint8_t kind)
+{
+	return (s->kinds & (kind == LOMAS_REF_STORE ? PMU_KIND_STORES : PMU_KIND_LOADS)) != 0;
+}
+
+/*
+ * s's counter overflowed (the shadow reached it): approach its point, or,
+ * when the count is already there, lose it (the instruction has retired:
+ * skid beyond the margin) and aim at the next one.
+ */
+static void take_overflow(monitor *m, pmu_stream *s)
+{
+	while (s->shadow.pending)
+		skid_counter_ack(&s->shadow);
+	for (;;) {
+		skid_action a = skid_plan_overflow(&s->plan, s->count);
+		skid_program prog;
+		if (!a.overshot && a.remaining > 0) {
+			s->approaching = true;
+			return;
+		}
+		m->pstats.overshoots++;
+		prog = skid_plan_next(&s->plan, s->count,
+		                      s->plan.next_target + rng_gap(&s->gaps, m->period));
+		apply(m, s, &prog);
+		if (prog.step_now) {
+			s->approaching = true;
+			return;
+		}
+		if (!s->shadow.pending)
+			return;
+		while (s->shadow.pending)
+			skid_counter_ack(&s->shadow);
+	}
+}
+
+unsigned pmu_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c0, unsigned *idx)
+{
+	const pmu_sys_ops *sys = m->psys;
+	uint64_t before[PMU_MAX_EVENTS];
+	bool any = false, clock_step = t->pmu.clock_step;
+	unsigned k = 0;
+	if (sys->retired) {
+		uint8_t kinds[DECODE_MAX_REFS];
+		uint64_t addrs[DECODE_MAX_REFS];
+		for (unsigned j = 0; j < in->nrefs; j++) {
+			kinds[j] = in->refs[j].kind;
+			addrs[j] = in->refs[j].addr;
+		}
+		sys->retired(sys->ctx, t->tid, in->pc, in->nrefs, kinds, addrs);
+	}
+	t->pmu.clock_step = false;
+	for (unsigned i = 0; i < m->ptab.n; i++)
+		any |= t->pmu.s[i].approaching;
+	if (!clock_step)
+		return 0;
+	if (!any) {
+		/* A step the monitor needed (a fault retried): it counts all the same. */
+		note(m, t, LEDGER_STEP);
+		m->pstats.clock_steps++;
+		return 0;
+	}
+	/* The step's trap counts (as the replay kernel's does when the step retires). */
+	note(m, t, LEDGER_STEP);
+	m->pstats.clock_steps++;
+	for (unsigned i = 0; i < m->ptab.n; i++)
+		before[i] = t->pmu.s[i].count;
+	t->clock = c0 + in->nrefs; /* what the decoder says; the counters have the last word */
+	pmu_sync(m, t);
+	for (unsigned i = 0; i < m->ptab.n; i++) {
+		pmu_stream *s = &t->pmu.s[i];
+		while (s->approaching && s->plan.target <= s->count) {
+			skid_program prog;
+			uint64_t want = s->plan.target - before[i]; /* 1-based among s's refs */
+			if (s->plan.target > before[i]) {
+				for (unsigned j = 0, seen = 0; j < in->nrefs; j++)
+					if (of_stream(s, in->refs[j].kind) && ++seen == want) {
+						idx[k++] = j;
+						break;
+					}
+			} else {
+				m->pstats.overshoots++;
+			}
+			prog = skid_plan_next(&s->plan, s->count,
+			                      s->plan.next_target + rng_gap(&s->gaps, m->period));
+			apply(m, s, &prog);
+			if (prog.step_now)
+				continue;
+			s->approaching = false;
+			if (s->shadow.pending) /* its overflow came while we stepped */
+				take_overflow(m, s);
+		}
+	}
+	/* Indices in increasing order, each once (two streams may pick one reference). */
+	for (unsigned a = 1; a < k; a++)
+		for (unsigned b = a; b > 0 && idx[b - 1] > idx[b]; b--) {
+			unsigned x = idx[b];
+			idx[b] = idx[b - 1];
+			idx[b - 1] = x;
+		}
+	if (k > 1) {
+		unsigned w = 1;
+		for (unsigned a = 1; a < k; a++)
+			if (idx[a] != idx[w - 1])
+				idx[w++] = idx[a];
+		k = w;
+	}
+	return k;
+}
+
+bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si)
+{
+	const pmu_sys_ops *sys = m->psys;
+	bool overflow = false;
+	if (sys->stopped)
+		sys->stopped(sys->ctx, t->tid, si);
+	for (unsigned i = 0; i < m->ptab.n; i++)
+		if (t->pmu.s[i].fd >= 0 && sys->is_overflow(sys->ctx, t->pmu.s[i].fd, si))
+			overflow = true;
+	if (sig == SIGSEGV) {
+		note(m, t, LEDGER_PAGE_FAULT);
+		pmu_sync(m, t);
+		if (t->have_pending)
+			t->pending_c0 = t->clock; /* the faulting instruction starts here */
+		return false;
+	}
+	if (sig == SIGTRAP && si->si_code == SI_KERNEL) {
+		note(m, t, LEDGER_TRAP);
+		return false;
+	}
+	if (!overflow)
+		return false;
+	note(m, t, LEDGER_TRAP);
+	pmu_sync(m, t);
+	if (t->have_pending)
+		t->pending_c0 = t->clock;
+	m->pstats.overflows++;
+	for (unsigned i = 0; i < m->ptab.n; i++) {
+		pmu_stream *s = &t->pmu.s[i];
+		if (s->approaching)
+			continue; /* stepping anyway; a reached overflow waits in the shadow */
+		if (!s->shadow.pending) {
+			m->pstats.stale++;
+			continue;
+		}
+		take_overflow(m, s);
+	}
+	return true;
+}
+
+int pmu_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si, bool detaching)
+{
+	lomas_status st;
+	if (!pmu_take_signal(m, t, sig, si))
+		return 0;
+	if (detaching)
+		return 1;
+	st = step_resume(m, t, 0, NULL);
+	return st ? st : 1;
+}
+
+int pmu_resume(monitor *m, mon_thread *t, int sig, bool must_step)
+{
+	const pmu_sys_ops *sys = m->psys;
+	bool step = false;
+	int r;
+	for (unsigned i = 0; i < m->ptab.n; i++)
+		step |= t->pmu.s[i].approaching;
+	/*
+	 * must_step: a step the monitor needs whatever the clock does (a fault
+	 * retried with its page lifted): it counts. Between samples the thread
+	 * runs; the replay kernel single-steps a run itself to see every
+	 * instruction, uncounted, as a free-running CPU's. On a real PMU the
+	 * monitor still steps between samples (free running under
+	 * PTRACE_SYSCALL with the watch engine's lifts is not built yet), and
+	 * those steps count like any other.
+	 */
+	step |= must_step || !sys->retired;
+	t->pmu.clock_step = step;
+	r = sys->resume(sys->ctx, t->tid, step ? PMU_STEP : PMU_RUN, sig);
+	if (r < 0)
+		errno = -r;
+	return r;
+}
+
+lomas_status pmu_profile_meta(monitor *m, lomas_profile *p)
+{
+	lomas_status st;
+	static const char *const sem[] = {"immediate", "next_overflow"};
+	static const char *const mode[] = {"skid", "precise", "double_trap"};
+	char events[600] = "";
+	for (unsigned i = 0; i < m->ptab.n; i++) {
+		size_t n = strlen(events);
+		snprintf(events + n, sizeof events - n, "%s%s", i ? "," : "", m->ptab.ev[i].name);
+	}
+	if ((st = profile_meta_setf(p, "clock", "pmu")) ||
+	    (st = profile_meta_setf(p, "pmu", "%s", m->ptab.pmu)) ||
+	    (st = profile_meta_setf(p, "pmu.events", "%s", events)) ||
+	    (st = profile_meta_setf(p, "pmu.streams", "%s",
+	                            m->ptab.n == 1 ? "one counter for loads and stores"
+	                                           : "loads and stores sampled separately")) ||
+	    (st =
+	         profile_meta_setf(p, "pmu.approximate", "%s",
+	                           m->ptab.approximate ? "yes (dispatched, not retired)" : "no")) ||
+	    (st = profile_meta_setf(p, "pmu.sample", "%s", mode[m->cfg.pmu_sample % 3])) ||
+	    (st = profile_meta_setf(p, "pmu.period_semantics", "%s", sem[m->psem & 1])) ||
+	    (st = profile_meta_setf(p, "pmu.margin", "%u", m->pmargin)) ||
+	    (st = profile_meta_setf(p, "pmu.calibrated", "%s", m->pcalibrated ? "yes" : "no")) ||
+	    (st = profile_meta_setf(p, "pmu.overflows", "%llu",
+	                            (unsigned long long)m->pstats.overflows)) ||
+	    (st = profile_meta_setf(p, "pmu.stale_overflows", "%llu",
+	                            (unsigned long long)m->pstats.stale)) ||
+	    (st = profile_meta_setf(p, "pmu.clock_steps", "%llu",
+	                            (unsigned long long)m->pstats.clock_steps)) ||
+	    (st = profile_meta_setf(p, "pmu.overshoots", "%llu",
+	                            (unsigned long long)m->pstats.overshoots)) ||
+	    (st = profile_meta_setf(p, "pmu.clock_mismatches", "%llu",
+	                            (unsigned long long)m->pstats.mismatches)))
+		return st;
+	for (unsigned i = 0; i < m->ptab.n; i++)
+		for (int k = 0; k < LEDGER_NKINDS; k++) {
+			char key[96];
+			snprintf(key, sizeof key, "pmu.%s.%s",
+			         i                ? "store"
+			         : m->ptab.n == 1 ? "ref"
+			                          : "load",
+			         ledger_kind_name((ledger_kind)k));
+			if ((st = profile_set_calib(p, key, (double)m->pcalib[i][k])))
+				return st;
+		}
+	return LOMAS_OK;
+}

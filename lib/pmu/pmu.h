@@ -1,0 +1,158 @@
+/*
+ * lib/pmu internal interface: the kernel side of the pmu clock (DESIGN §3).
+ *
+ * 1. A function table (pmu_sys_ops) through which every perf system call of
+ *    the pmu clock goes: perf_event_open, ioctl, read, fcntl, the mmap ring,
+ *    close, and how a thread is let run between samples. sys.c holds the
+ *    real one; replay.c a fake kernel that counts the references of a real
+ *    target driven by single steps, with random skid and counts perturbed as
+ *    a real counter's are, so every other part of the clock runs in CI on
+ *    machines without a PMU (none of ours has one).
+ * 2. Event tables through libpfm4 (events.c): the load and store events of
+ *    the detected PMU and their perf encodings.
+ */
+#ifndef LOMAS_PMU_H
+#define LOMAS_PMU_H
+
+#include <linux/perf_event.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "core/core.h"
+
+/* ------------------------------------------------------------ event tables */
+
+/* What an event counts, in the DESIGN's reference kinds. */
+enum {
+	PMU_KIND_LOADS = 1,
+	PMU_KIND_STORES = 2,
+	PMU_KIND_REFS = 3, /* one event for both (--events with one name) */
+};
+
+#define PMU_MAX_EVENTS 2
+
+typedef struct pmu_event {
+	char name[128]; /* as given (libpfm4 syntax) */
+	char fstr[512]; /* libpfm4's fully qualified name */
+	struct perf_event_attr attr;
+	unsigned kinds; /* PMU_KIND_* */
+} pmu_event;
+
+typedef struct pmu_table {
+	char pmu[64];    /* libpfm4 PMU name ("skl", "amd64_fam19h_zen3") */
+	char desc[128];  /* its description */
+	char family[16]; /* "nhm", "snb", "skl", "zen", or "" (events given) */
+	pmu_event ev[PMU_MAX_EVENTS];
+	unsigned n;
+	bool approximate;  /* counts dispatched, not retired, operations (AMD LS_DISPATCH) */
+	bool pebs_addr;    /* the kernel takes precise_ip with PERF_SAMPLE_ADDR for these */
+	bool ibs_op;       /* AMD IBS op sampling is offered by this kernel (ibs_op PMU) */
+	unsigned ibs_type; /* its perf type (sysfs) */
+	bool hybrid;       /* more than one core PMU (per-core-type counters) */
+	char cores[2][64]; /* the core PMUs of a hybrid CPU */
+} pmu_table;
+
+/*
+ * The load/store events of the PMU named force (a libpfm4 name, as in
+ * LIBPFM_FORCE_PMU), or of the detected one when force is NULL or empty;
+ * events, when not NULL or empty, is "LOAD,STORE" (or one name counting
+ * both) in libpfm4 syntax and overrides the table. LOMAS_ENOTSUP when
+ * libpfm4 knows no core PMU here, LOMAS_EINVAL naming an event libpfm4 does
+ * not know on that PMU.
+ */
+lomas_status pmu_table_get(const char *force, const char *events, pmu_table *out);
+/* Every core PMU libpfm4 supports (for `info`): calls fn(name, desc, present). */
+void pmu_list(void (*fn)(const char *name, const char *desc, bool present, void *arg), void *arg);
+
+/* ------------------------------------------------------ the function table */
+
+enum pmu_run {
+	PMU_RUN = 0,  /* run freely until something stops it (PTRACE_CONT) */
+	PMU_STEP = 1, /* one instruction (PTRACE_SINGLESTEP): the clock is stepping */
+};
+
+typedef struct pmu_sys_ops {
+	/* perf_event_open(2): a descriptor, or -errno. */
+	int (*open)(void *ctx, struct perf_event_attr *attr, pid_t tid, int cpu, int group,
+	            unsigned long flags);
+	/* ioctl(2) on a perf descriptor: 0 or -errno. */
+	int (*ioctl)(void *ctx, int fd, unsigned long req, unsigned long arg);
+	/* read(2) of the counter: bytes or -errno. */
+	ssize_t (*read)(void *ctx, int fd, void *buf, size_t len);
+	/* fcntl(2) (F_SETOWN_EX takes a struct f_owner_ex pointer in arg): >= 0 or -errno. */
+	int (*fcntl)(void *ctx, int fd, int cmd, unsigned long arg);
+	/* mmap(2) of the sample ring (1 + 2^n pages): the address, or NULL with errno set. */
+	void *(*mmap)(void *ctx, int fd, size_t len);
+	int (*munmap)(void *ctx, void *addr, size_t len);
+	int (*close)(void *ctx, int fd);
+	/* Let the stopped thread tid run (enum pmu_run), delivering sig: 0 or -errno. */
+	int (*resume)(void *ctx, pid_t tid, int how, int sig);
+	/*
+	 * Is the signal whose siginfo is si the overflow of fd? (The kernel
+	 * sends F_SETSIG's signal with si_code POLL_IN and si_fd.)
+	 */
+	bool (*is_overflow)(void *ctx, int fd, const siginfo_t *si);
+	/*
+	 * What the CPU does and the kernel sees, which a real counter needs no
+	 * telling of: NULL in the real table. retired: an instruction of tid
+	 * retired with nrefs references of kinds[i] (0 load, 1 store) at
+	 * addrs[i]; stopped: tid reported a signal stop (si).
+	 */
+	void (*retired)(void *ctx, pid_t tid, uint64_t pc, unsigned nrefs, const uint8_t *kinds,
+	                const uint64_t *addrs);
+	void (*stopped)(void *ctx, pid_t tid, const siginfo_t *si);
+	void *ctx;
+} pmu_sys_ops;
+
+/* The table in use (the real one unless a test installed another). */
+const pmu_sys_ops *pmu_sys(void);
+/* Install ops (NULL: the real table again). Tests only; not thread-safe. */
+void pmu_sys_set(const pmu_sys_ops *ops);
+/* The real table. */
+extern const pmu_sys_ops pmu_sys_real;
+
+/*
+ * Can counters of the table's events be opened for tid (0 = ourselves)?
+ * LOMAS_OK, or the capability error with one line naming the cause (no PMU:
+ * ENOENT/EOPNOTSUPP; perf_event_paranoid with the sysctl and CAP_PERFMON)
+ * and, when alt is not NULL, the clock to use instead.
+ */
+lomas_status pmu_probe(const pmu_table *t, pid_t tid, const char *alt);
+/* /proc/sys/kernel/perf_event_paranoid, or INT32_MIN when unreadable. */
+int pmu_paranoid(void);
+
+/* ------------------------------------------------------------- the replay */
+
+typedef struct pmu_replay pmu_replay;
+
+typedef struct pmu_replay_conf {
+	uint64_t seed;         /* of the skid generator */
+	uint32_t max_skid;     /* overflows are reported 0..max_skid references late */
+	bool next_overflow;    /* PERF_EVENT_IOC_PERIOD loads at the next overflow (2.6.36) */
+	int64_t per_step;      /* counts a single-step of the clock adds */
+	int64_t per_fault;     /* ... a SIGSEGV stop (the faulting access counted, then again) */
+	int64_t per_trap;      /* ... a trap (int3, the overflow interrupt) */
+	int64_t per_syscall;   /* ... a system call injected into the thread */
+	uint64_t load_config;  /* attr.config counted as loads */
+	uint64_t store_config; /* ... as stores */
+	uint64_t refs_config;  /* ... as both */
+	bool precise;          /* PEBS/IBS: records with exact ip and data address */
+	/* System calls injected so far into tid (the monitor's count). */
+	uint64_t (*injected)(void *arg, pid_t tid);
+	void *arg;
+} pmu_replay_conf;
+
+lomas_status pmu_replay_new(const pmu_replay_conf *conf, pmu_replay **out);
+void pmu_replay_free(pmu_replay *r);
+/* Its function table (ctx = r). */
+const pmu_sys_ops *pmu_replay_ops(pmu_replay *r);
+
+typedef struct pmu_replay_stats {
+	uint64_t opened, overflows, signals, skid_total, perturbations, records;
+} pmu_replay_stats;
+void pmu_replay_get_stats(const pmu_replay *r, pmu_replay_stats *out);
+
+#endif /* LOMAS_PMU_H */

@@ -1,0 +1,318 @@
+/*
+ * The pmu clock through the replay kernel (issue 20, "Tests here"): a real
+ * target, single-stepped, counted by a fake kernel that raises overflows
+ * late by a random skid, with either period semantics, and with counts
+ * perturbed by steps, faults, traps and injected system calls as a real
+ * counter's are. The real planner and ledger must recover the step clock's
+ * samples exactly: the same points (start clock, pc, address, kind) and the
+ * same reuses (end clock and pc), run for run, seed for seed. The step clock
+ * is the ground truth here: it counts every reference by decoding.
+ */
+#include <sys/personality.h>
+
+#include "../integration/step_run.h"
+
+#include "lomas/lomas.h"
+#include "monitor/monitor.h"
+#include "pmu/pmu.h"
+
+/* skl: MEM_INST_RETIRED:ALL_LOADS, ALL_STORES and ANY (both), Intel SDM 19. */
+#define SKL_LOADS 0x81d0
+#define SKL_STORES 0x82d0
+#define SKL_ANY 0x83d0
+
+static pmu_replay *rep;
+
+static uint64_t injected(void *arg, pid_t tid)
+{
+	return mon_injected_into(tid);
+}
+
+static void replay_on(uint64_t seed, uint32_t skid, bool next, int64_t step, int64_t fault,
+                      int64_t trap, int64_t sys)
+{
+	pmu_replay_conf c = {.seed = seed,
+	                     .max_skid = skid,
+	                     .next_overflow = next,
+	                     .per_step = step,
+	                     .per_fault = fault,
+	                     .per_trap = trap,
+	                     .per_syscall = sys,
+	                     .load_config = SKL_LOADS,
+	                     .store_config = SKL_STORES,
+	                     .refs_config = SKL_ANY,
+	                     .injected = injected};
+	assert_int_equal(pmu_replay_new(&c, &rep), LOMAS_OK);
+	pmu_sys_set(pmu_replay_ops(rep));
+}
+
+static void replay_off(pmu_replay_stats *st)
+{
+	if (st)
+		pmu_replay_get_stats(rep, st);
+	pmu_sys_set(NULL);
+	pmu_replay_free(rep);
+	rep = NULL;
+}
+
+static uint64_t meta_u64(const lomas_profile *p, const char *key)
+{
+	const char *v = NULL;
+	assert_int_equal(lomas_profile_meta_get(p, key, &v), LOMAS_OK);
+	return strtoull(v, NULL, 10);
+}
+
+static double calib(const lomas_profile *p, const char *key)
+{
+	for (size_t i = 0; i < p->calib.n; i++)
+		if (!strcmp(p->calib.items[i].key, key))
+			return p->calib.items[i].value;
+	fail_msg("no calibration %s", key);
+	return 0;
+}
+
+static bool same_sample(const lomas_sample *x, const lomas_sample *y)
+{
+	return x->start == y->start && x->start_pc == y->start_pc && x->addr == y->addr &&
+	       x->kind == y->kind && x->state == y->state && x->thread == y->thread &&
+	       (x->state != LOMAS_SAMPLE_REUSED || (x->end == y->end && x->end_pc == y->end_pc));
+}
+
+/*
+ * Do the pmu clock's samples (b) equal the step clock's (a)? A point whose
+ * overflow came too late to be stepped to (pmu.overshoots: the target had
+ * the signal blocked) is missing from b and only so: lost allows that many.
+ */
+static bool same_samples(const lomas_profile *a, const lomas_profile *b, uint64_t lost, char *why,
+                         size_t len)
+{
+	size_t i = 0, j = 0;
+	uint64_t missing = 0;
+	for (; j < b->samples.n; i++, j++) {
+		const lomas_sample *y = &b->samples.items[j];
+		while (i < a->samples.n && !same_sample(&a->samples.items[i], y) &&
+		       a->samples.items[i].start < y->start)
+			i++, missing++;
+		if (i == a->samples.n || !same_sample(&a->samples.items[i], y)) {
+			const lomas_sample *x = i < a->samples.n ? &a->samples.items[i] : y;
+			snprintf(why, len,
+			         "sample %zu: start %llu pc %#llx addr %#llx end %llu; step clock: "
+			         "start %llu pc %#llx addr %#llx end %llu",
+			         j, (unsigned long long)y->start, (unsigned long long)y->start_pc,
+			         (unsigned long long)y->addr, (unsigned long long)y->end,
+			         (unsigned long long)x->start, (unsigned long long)x->start_pc,
+			         (unsigned long long)x->addr, (unsigned long long)x->end);
+			return false;
+		}
+	}
+	missing += a->samples.n - i;
+	if (missing != lost) {
+		snprintf(why, len, "%llu of the step clock's %zu samples missing, %llu overshoots",
+		         (unsigned long long)missing, a->samples.n, (unsigned long long)lost);
+		return false;
+	}
+	return true;
+}
+
+typedef struct sweep_conf {
+	const char *target, *arg;
+	bool next;       /* 2.6.36 period semantics */
+	int64_t pert[4]; /* step, fault, trap, syscall */
+	const char *calibrate;
+	uint32_t skid;
+	unsigned seeds;
+	const unsigned *periods;
+	size_t nperiods;
+} sweep_conf;
+
+typedef struct sweep_out {
+	uint64_t runs, equal, samples, reused, overflows, perturbations, mismatches, stale, lost;
+} sweep_out;
+
+static void sweep(const sweep_conf *c, sweep_out *o)
+{
+	char path[4200], seed[32], period[32], skid[32];
+	run_result n, s, p;
+	memset(o, 0, sizeof *o);
+	target(path, sizeof path, c->target);
+	char *argv[] = {path, (char *)c->arg, NULL};
+	run_native(argv, &n);
+	snprintf(skid, sizeof skid, "%u", c->skid);
+	for (size_t pi = 0; pi < c->nperiods; pi++)
+		for (unsigned k = 1; k <= c->seeds; k++) {
+			pmu_replay_stats rs;
+			char why[512];
+			snprintf(seed, sizeof seed, "%u", k);
+			snprintf(period, sizeof period, "%u", c->periods[pi]);
+			assert_int_equal(run_step(argv, &s, "period", period, "seed", seed, NULL),
+			                 LOMAS_OK);
+			replay_on(k * 7919, c->skid, c->next, c->pert[0], c->pert[1], c->pert[2],
+			          c->pert[3]);
+			if (run_step(argv, &p, "clock", "pmu", "events", "MEM_INST_RETIRED:ANY",
+			             "period", period, "seed", seed, "max_skid", skid,
+			             "period_semantics", c->next ? "next_overflow" : "immediate",
+			             "pmu_calibrate", c->calibrate, NULL))
+				fail_msg("the pmu clock: %s", lomas_error_message());
+			replay_off(&rs);
+			/* The target behaves as without us. */
+			assert_string_equal(p.out, n.out);
+			assert_int_equal(p.status, n.status);
+			assert_int_equal(profile_validate(p.prof), LOMAS_OK);
+			o->runs++;
+			if (same_samples(s.prof, p.prof, meta_u64(p.prof, "pmu.overshoots"), why,
+			                 sizeof why))
+				o->equal++;
+			else if (!strcmp(c->calibrate, "yes"))
+				fail_msg("%s period %s seed %s skid %s%s: %s", c->target, period,
+				         seed, skid, c->next ? " next_overflow" : "", why);
+			o->samples += p.prof->samples.n;
+			o->reused += p.stats.reused;
+			o->overflows += meta_u64(p.prof, "pmu.overflows");
+			o->mismatches += meta_u64(p.prof, "pmu.clock_mismatches");
+			o->stale += meta_u64(p.prof, "pmu.stale_overflows");
+			o->perturbations += rs.perturbations;
+			o->lost += meta_u64(p.prof, "pmu.overshoots");
+			if (!strcmp(c->calibrate, "yes")) {
+				/* The calibration found what the replay kernel adds per event. */
+				assert_true(calib(p.prof, "pmu.ref.step") == (double)c->pert[0]);
+				assert_true(calib(p.prof, "pmu.ref.page_fault") ==
+				            (double)c->pert[1]);
+				assert_true(calib(p.prof, "pmu.ref.trap") == (double)c->pert[2]);
+				assert_true(calib(p.prof, "pmu.ref.syscall") == (double)c->pert[3]);
+			}
+			free_result(&s);
+			free_result(&p);
+		}
+	fprintf(stderr,
+	        "# %s%s skid %u calibrate %s: %llu runs, %llu equal to the step clock, %llu "
+	        "samples (%llu lost to late overflows), %llu reused, %llu overflows (%llu "
+	        "stale), %llu counts of perturbation\n",
+	        c->target, c->next ? " next_overflow" : "", c->skid, c->calibrate,
+	        (unsigned long long)o->runs, (unsigned long long)o->equal,
+	        (unsigned long long)o->samples, (unsigned long long)o->lost,
+	        (unsigned long long)o->reused, (unsigned long long)o->overflows,
+	        (unsigned long long)o->stale, (unsigned long long)o->perturbations);
+}
+
+static const unsigned periods[] = {50, 300};
+
+/* Exact counts, no skid: the overflow lands on the planned count. */
+static void test_exact(void **state)
+{
+	sweep_conf c = {"t_loop", "6", false, {0, 0, 0, 0}, "yes", 0, 4, periods, 2};
+	sweep_out o;
+	sweep(&c, &o);
+	assert_int_equal(o.equal, o.runs);
+	assert_int_equal(o.lost, 0);
+	assert_true(o.overflows > o.runs && o.reused > o.runs);
+	assert_int_equal(o.mismatches, 0);
+}
+
+/* Random skid up to 12 and every kind of perturbation: calibrated and compensated. */
+static void test_skid_perturbed(void **state)
+{
+	sweep_conf c = {"t_loop", "6", false, {1, 2, 3, 5}, "yes", 12, 4, periods, 2};
+	sweep_out o;
+	sweep(&c, &o);
+	assert_int_equal(o.equal, o.runs);
+	assert_int_equal(o.lost, 0);
+	assert_int_equal(o.mismatches, 0);
+	assert_true(o.perturbations > o.runs * 10);
+}
+
+/* The seed's kernel: PERF_EVENT_IOC_PERIOD loads at the next overflow. */
+static void test_next_overflow(void **state)
+{
+	sweep_conf c = {"t_loop", "6", true, {1, 2, 3, 5}, "yes", 12, 4, periods, 2};
+	sweep_out o;
+	sweep(&c, &o);
+	assert_int_equal(o.equal, o.runs);
+	assert_int_equal(o.mismatches, 0);
+}
+
+/* Without calibration the perturbations shift the points: the test can fail. */
+static void test_uncompensated_differs(void **state)
+{
+	sweep_conf c = {"t_loop", "6", false, {1, 2, 3, 5}, "no", 12, 2, periods, 2};
+	sweep_out o;
+	sweep(&c, &o);
+	assert_true(o.equal < o.runs);
+	assert_true(o.mismatches > 0);
+}
+
+/* A program that faults on purpose, catches its signals: the same samples, the same output. */
+static void test_segv_recover(void **state)
+{
+	static const unsigned p[] = {40};
+	sweep_conf c = {"t_segv_recover", "1", false, {1, 2, 3, 5}, "yes", 8, 3, p, 1};
+	sweep_out o;
+	sweep(&c, &o);
+	assert_int_equal(o.equal, o.runs);
+}
+
+/*
+ * Detached mid-run (lomas_session_stop), the target runs on unharmed: no
+ * counter may signal it after we let go (the overflow signal's default
+ * action would end it), and one already sent is taken first.
+ */
+static void test_stop_leaves_target_running(void **state)
+{
+	char path[4200];
+	lomas_config *cfg;
+	lomas_session *s;
+	int running = 1, status, p[2], saved;
+	char out[256];
+	target(path, sizeof path, "t_loop");
+	char *argv[] = {path, "2000000", NULL};
+	for (int round = 0; round < 3; round++) {
+		replay_on(round + 1, 8, false, 1, 2, 3, 5);
+		assert_int_equal(lomas_config_new(&cfg), LOMAS_OK);
+		assert_int_equal(lomas_config_set(cfg, "clock", "pmu"), LOMAS_OK);
+		assert_int_equal(lomas_config_set(cfg, "events", "MEM_INST_RETIRED:ANY"), LOMAS_OK);
+		assert_int_equal(lomas_config_set(cfg, "period", "20"), LOMAS_OK);
+		assert_int_equal(lomas_config_set(cfg, "max_skid", "8"), LOMAS_OK);
+		assert_int_equal(pipe(p), 0);
+		fflush(stdout);
+		saved = dup(1);
+		dup2(p[1], 1);
+		assert_int_equal(lomas_session_start(cfg, argv, &s), LOMAS_OK);
+		dup2(saved, 1);
+		close(saved);
+		close(p[1]);
+		assert_string_equal(lomas_session_clock(s), "pmu");
+		for (int k = 0; k < 5 + round * 5 && running; k++)
+			assert_int_equal(lomas_session_poll(s, 20, &running), LOMAS_OK);
+		assert_true(running);
+		assert_int_equal(lomas_session_stop(s), LOMAS_OK);
+		lomas_session_free(s);
+		replay_off(NULL);
+		lomas_config_free(cfg);
+		/* The target, ours, finishes by itself, as without us. */
+		assert_true(waitpid(-1, &status, 0) > 0);
+		read_all(p[0], out, sizeof out);
+		close(p[0]);
+		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+		assert_string_equal(out, "loop done\n");
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_exact),         cmocka_unit_test(test_skid_perturbed),
+	    cmocka_unit_test(test_next_overflow), cmocka_unit_test(test_uncompensated_differs),
+	    cmocka_unit_test(test_segv_recover),  cmocka_unit_test(test_stop_leaves_target_running),
+	};
+	int r = step_test_setup();
+	if (r)
+		return r;
+	/* The same addresses in every run (the step clock's and the pmu clock's). */
+	if (personality(0xffffffff) != -1 && !(personality(0xffffffff) & ADDR_NO_RANDOMIZE)) {
+		personality(personality(0xffffffff) | ADDR_NO_RANDOMIZE);
+		execv("/proc/self/exe", (char *[]){"test_pmu_replay", NULL});
+	}
+	setenv("LIBPFM_FORCE_PMU", "skl", 1);
+	if (getenv("LOMAS_TEST_FILTER")) /* one test while working on it */
+		cmocka_set_test_filter(getenv("LOMAS_TEST_FILTER"));
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
