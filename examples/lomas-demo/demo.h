@@ -158,5 +158,15 @@ int cmd_hot(int argc, char **argv);
 int cmd_annotate(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_bounds(int argc, char **argv);
+int cmd_phases(int argc, char **argv);
+/*
+ * Each window's phase (lomas_profile_phases; 0 arguments for the defaults)
+ * into a new *window_phase[*nwindows], *nphases phases (0 included); 0 or
+ * the failure reported for cmd (cmd_phases.c).
+ */
+int demo_phases_of(const char *cmd, const lomas_profile *p, uint32_t buckets, double threshold,
+                   unsigned transition, uint32_t **window_phase, size_t *nwindows, size_t *nphases);
+/* The profile of phase `phase` (default phase detection), or NULL with the failure reported. */
+lomas_profile *demo_phase_profile(const char *cmd, const lomas_profile *p, uint32_t phase);
 
 #endif /* LOMAS_DEMO_H */
