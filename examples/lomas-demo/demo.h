@@ -159,6 +159,8 @@ int cmd_annotate(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_bounds(int argc, char **argv);
 int cmd_phases(int argc, char **argv);
+/* report: the phase timeline strip and the phases' shares (report_phases.c). */
+int report_phases(const char *path, const lomas_profile *p);
 /*
  * Each window's phase (lomas_profile_phases; 0 arguments for the defaults)
  * into a new *window_phase[*nwindows], *nphases phases (0 included); 0 or

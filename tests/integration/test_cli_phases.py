@@ -110,3 +110,17 @@ def test_phase_errors(phased):
         r = demo("phases", *args, phased)
         assert r.returncode == 2 and args[0] in r.stderr, r.stderr
     assert demo("phases").returncode == 2
+
+
+def test_report_timeline(phased):
+    r = demo("report", "--no-ci", "--no-color", phased)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("phases ("))
+    assert lines[at].startswith("phases (2 found")
+    strip = lines[at + 1].split("|")[1]
+    assert len(strip) == 64 and set(strip) <= {".", "1", "2"}
+    # The strip alternates as the trace does: 2 x ROUNDS runs of one phase.
+    runs = [c for i, c in enumerate(strip) if c != "." and (i == 0 or strip[i - 1] != c)]
+    assert len(runs) == 2 * ROUNDS and runs[0] != runs[1], strip
+    assert all(runs[i] == runs[i % 2] for i in range(len(runs))), strip
