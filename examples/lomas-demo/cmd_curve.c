@@ -18,7 +18,8 @@ enum {
 	OPT_CI_LEVEL,
 	OPT_CI_RESAMPLES,
 	OPT_SEED,
-	OPT_WAYS
+	OPT_WAYS,
+	OPT_PHASE
 };
 
 enum { WANT_RANDOM = 1, WANT_LRU = 2 };
@@ -167,11 +168,13 @@ int cmd_curve(int argc, char **argv)
 	    {"ci-resamples", required_argument, NULL, OPT_CI_RESAMPLES},
 	    {"seed", required_argument, NULL, OPT_SEED},
 	    {"ways", required_argument, NULL, OPT_WAYS},
+	    {"phase", required_argument, NULL, OPT_PHASE},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
 	const char *list = NULL, *path;
 	unsigned flags = 0, want = WANT_RANDOM | WANT_LRU, ways = 0;
+	long long phase = -1;
 	bool json = false;
 	ci_opts ci = {false, 0.95, 200, 1};
 	lomas_profile *p = NULL;
@@ -228,6 +231,14 @@ int cmd_curve(int argc, char **argv)
 				                 optarg);
 			ways = (unsigned)v;
 			break;
+		case OPT_PHASE:
+			if (parse_num("--phase", optarg, 0, 4294967295.0, &v))
+				return EXIT_USAGE;
+			if (v != floor(v))
+				return demo_fail("curve", "--phase: '%s' is not a whole number",
+				                 optarg);
+			phase = (long long)v;
+			break;
 		case 'h': return demo_help("curve");
 		default: return demo_bad_option("curve", argv, c);
 		}
@@ -242,6 +253,13 @@ int cmd_curve(int argc, char **argv)
 	p = demo_load("curve", path);
 	if (!p)
 		return EXIT_USAGE;
+	if (phase >= 0) {
+		lomas_profile *q = demo_phase_profile("curve", p, (uint32_t)phase);
+		lomas_profile_free(p);
+		if (!q)
+			return EXIT_USAGE;
+		p = q;
+	}
 	rc = line_size_of("curve", p, &line);
 	if (rc == 0)
 		rc = demo_sizes("curve", list, line, &sizes, &n);

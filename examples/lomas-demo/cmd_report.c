@@ -385,6 +385,8 @@ int cmd_report(int argc, char **argv)
 		if (rc == 0)
 			rc = report_delinquent(argv[optind], p, caches, ncaches, info.line_size,
 			                       flags);
+		if (rc == 0)
+			rc = report_phases(argv[optind], p);
 	}
 	if (rc == 0)
 		rc = demo_finish_stdout("report");

@@ -159,5 +159,17 @@ int cmd_annotate(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_bounds(int argc, char **argv);
 int cmd_info(int argc, char **argv);
+int cmd_phases(int argc, char **argv);
+/* report: the phase timeline strip and the phases' shares (report_phases.c). */
+int report_phases(const char *path, const lomas_profile *p);
+/*
+ * Each window's phase (lomas_profile_phases; 0 arguments for the defaults)
+ * into a new *window_phase[*nwindows], *nphases phases (0 included); 0 or
+ * the failure reported for cmd (cmd_phases.c).
+ */
+int demo_phases_of(const char *cmd, const lomas_profile *p, uint32_t buckets, double threshold,
+                   unsigned transition, uint32_t **window_phase, size_t *nwindows, size_t *nphases);
+/* The profile of phase `phase` (default phase detection), or NULL with the failure reported. */
+lomas_profile *demo_phase_profile(const char *cmd, const lomas_profile *p, uint32_t phase);
 
 #endif /* LOMAS_DEMO_H */

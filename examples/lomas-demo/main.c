@@ -37,10 +37,11 @@ const struct demo_cmd demo_cmds[] = {
      "  --seed S                 the bootstrap's seed (default 1): same seed, same bounds\n"
      "  --ways W                 W-way set-associative caches (0: fully associative, the\n"
      "                           default); sizes whole sets (the default sizes rounded\n"
-     "                           up); a line's set is its line number modulo the sets\n",
+     "                           up); a line's set is its line number modulo the sets\n"
+     "  --phase K                the curve of phase K's windows alone (see 'phases')\n",
      "lomas-demo curve [--sizes B1,B2,...] [--cold] [--json] [--policy random|lru|both]\n"
      "                        [--ci] [--ci-level L] [--ci-resamples N] [--seed S]\n"
-     "                        [--ways W] PROFILE",
+     "                        [--ways W] [--phase K] PROFILE",
      cmd_curve},
     {"report", "summary and working-set graph of a profile",
      "Summarize a profile and draw its working-set graph (miss ratio against cache\n"
@@ -145,6 +146,16 @@ const struct demo_cmd demo_cmds[] = {
      "  --pmu NAME   the tables of any PMU libpfm4 knows (nhm, snb, skl, spr,\n"
      "               amd64_fam19h_zen3, ...) instead of this machine's; 'list' names them\n",
      "lomas-demo info [--json] [--pmu NAME|list]", cmd_info},
+    {"phases", "the program's phases, window by window, as CSV",
+     "Find the program's phases from each window's cache access signature (the set\n"
+     "index of its sampled lines in a cache of --buckets sets, and its sampled pcs)\n"
+     "and print CSV window,thread,start_ref,refs,phase; phase 0 marks a transition\n"
+     "(a window not yet seen often enough to form a phase). `curve --phase K`\n"
+     "models one phase's own references.\n\n"
+     "  --buckets N      sets of the signature's cache (default 1024)\n"
+     "  --threshold S    the similarity (cosine) that joins a phase (default 0.8)\n"
+     "  --transition N   windows alike that make a new phase (default 2)\n",
+     "lomas-demo phases [--buckets N] [--threshold S] [--transition N] PROFILE", cmd_phases},
     {"record", "run or attach to a program under a live clock",
      "Run a program (or attach to a running one) under a live clock and save its\n"
      "profile. Exits with the program's own status (128+N if signal N killed it),\n"

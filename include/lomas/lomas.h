@@ -327,6 +327,47 @@ LOMAS_API lomas_status lomas_model_thrash_bounds(const lomas_profile *p, uint64_
                                                  double *upper);
 
 /*
+ * Program phases (issue 21; the phase-detection paper's cache access
+ * signatures). Per window a data signature (the set index, line number mod
+ * `buckets` (0 = 1024), of each sampled line, counted) and a code signature
+ * (sampled pcs hashed into 32 buckets); similarity is the mean of the two
+ * cosines (data alone when the profile has no pcs), with the norms freed
+ * of the sampling noise (lib/model/phases.c). In the profile's window
+ * order, a window joins the most similar phase whose similarity reaches
+ * `threshold` (0 = 0.8) and the phase's representative (the running mean of
+ * its windows) takes it in; an unmatched window is phase 0 (a transition)
+ * until windows like it have been seen `transition_threshold` (0 = 2) times,
+ * and then they form a new phase (ids 1, 2, ... in order of appearance).
+ * window_phase[nwindows] (nwindows >= the profile's windows) receives each
+ * window's phase; phases[cap] the first cap phases, index = id, 0 the
+ * transitions; *nphases the number of phases, 0 included.
+ */
+typedef struct lomas_phase_info {
+	uint32_t phase;   /* id; 0 = transition windows */
+	uint32_t demand;  /* cache demand: non-zero data buckets of its windows */
+	uint64_t windows; /* windows in the phase */
+	uint64_t refs;    /* references of those windows */
+	uint32_t reserved;
+} lomas_phase_info;
+
+LOMAS_API lomas_status lomas_profile_phases(const lomas_profile *p, uint32_t buckets,
+                                            double threshold, unsigned transition_threshold,
+                                            uint32_t *window_phase, size_t nwindows,
+                                            lomas_phase_info *phases, size_t cap, size_t *nphases);
+
+/*
+ * A new profile of the windows whose window_phase entry is `phase` and the
+ * samples that started in them, each thread's clock closed up over the
+ * windows left out (its curve is the phase's own: lomas_model_curve on it).
+ * A reuse ending in a left-out window becomes a censored sample ending at
+ * the next kept clock. Metadata and memory maps are copied. Free with
+ * lomas_profile_free.
+ */
+LOMAS_API lomas_status lomas_profile_phase_select(const lomas_profile *p,
+                                                  const uint32_t *window_phase, size_t nwindows,
+                                                  uint32_t phase, lomas_profile **out);
+
+/*
  * The default working-set-graph sizes: 1 KiB to 1 GiB, 4 points per octave,
  * each rounded to a multiple of line_bytes (81 sizes for 64-byte lines).
  * Writes at most cap sizes into sizes and the total count into *n.

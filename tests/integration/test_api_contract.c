@@ -183,6 +183,20 @@ static void test_every_success_clears_the_message(void **state)
 		CLEARS(lomas_model_thrash_bounds, (q, cache, 0, quanta, 2, 0, &lower, upper));
 	}
 	{
+		lomas_profile_info pinfo;
+		uint32_t *wp;
+		lomas_phase_info phs[8];
+		size_t nph;
+		lomas_profile *sub;
+		assert_int_equal(lomas_profile_info_get(q, &pinfo), LOMAS_OK);
+		wp = calloc(pinfo.windows + 1, sizeof *wp);
+		assert_non_null(wp);
+		CLEARS(lomas_profile_phases, (q, 0, 0, 0, wp, pinfo.windows, phs, 8, &nph));
+		CLEARS(lomas_profile_phase_select, (q, wp, pinfo.windows, nph > 1 ? 1 : 0, &sub));
+		KEEPS(lomas_profile_free, (sub));
+		free(wp);
+	}
+	{
 		const uint64_t sa[2] = {32768, 65536};
 		CLEARS(lomas_model_curve_assoc, (q, LOMAS_POLICY_RANDOM, sa, 2, 0, 8, 0, ratios));
 	}

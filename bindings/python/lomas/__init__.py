@@ -37,7 +37,7 @@ import os
 
 __all__ = [
     "LomasError", "Config", "Profile", "Trace", "Sample", "Window", "Thread",
-    "ProfileInfo", "HotPC", "HotFrame", "HotPCs", "analyze_lackey", "default_sizes", "plot",
+    "ProfileInfo", "PhaseWindow", "HotPC", "HotFrame", "HotPCs", "analyze_lackey", "default_sizes", "plot",
     "version", "version_number",
     "strerror", "OK", "EINVAL", "ENOMEM", "EIO", "EFORMAT", "ENOTSUP", "ENOENT",
     "EPERM", "ESTATE", "ERANGE", "ETARGET",
@@ -195,6 +195,10 @@ Sample.__doc__ = """One sampled reference (lomas_sample). state is the lomas_sam
 number (0 reused, 1 dangling, 2 censored); end is 2**64-1 for dangling samples."""
 Window = collections.namedtuple("Window", ["start", "refs", "thread"])
 Thread = collections.namedtuple("Thread", ["tid", "refs"])
+PhaseWindow = collections.namedtuple("PhaseWindow",
+                                     ["window", "thread", "start_ref", "refs", "phase"])
+PhaseWindow.__doc__ = """One window's phase (lomas_profile_phases): its index, thread, first
+reference (thread clock), references, and phase id (0 = a transition)."""
 ProfileInfo = collections.namedtuple("ProfileInfo", [f for f, _ in _CProfileInfo._fields_])
 HotFrame = collections.namedtuple("HotFrame", ["function", "file", "line", "column"])
 HotFrame.__doc__ = """One call site of an inlined-at chain: the function holding it, its
@@ -271,6 +275,21 @@ _model_curve_assoc = _proto("lomas_model_curve_assoc", _status, _vp, ctypes.c_in
 _model_thrash_bounds = _proto("lomas_model_thrash_bounds", _status, _vp, _u64, _u32,
                               ctypes.POINTER(_u64), _size, ctypes.c_uint,
                               ctypes.POINTER(ctypes.c_double), ctypes.POINTER(ctypes.c_double))
+class _CPhaseInfo(ctypes.Structure):
+    _fields_ = [
+        ("phase", ctypes.c_uint32),
+        ("demand", ctypes.c_uint32),
+        ("windows", ctypes.c_uint64),
+        ("refs", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint32),
+    ]
+
+
+_profile_phases = _proto("lomas_profile_phases", _status, _vp, _u32, ctypes.c_double,
+                         ctypes.c_uint, ctypes.POINTER(_u32), _size,
+                         ctypes.POINTER(_CPhaseInfo), _size, ctypes.POINTER(_size))
+_profile_phase_select = _proto("lomas_profile_phase_select", _status, _vp,
+                               ctypes.POINTER(_u32), _size, _u32, _pp)
 _model_default_sizes = _proto("lomas_model_default_sizes", _status, _u32,
                               ctypes.POINTER(_u64), _size, ctypes.POINTER(_size))
 _profile_hot_pcs = _proto("lomas_profile_hot_pcs", _status, _vp, ctypes.c_int, _u64, _u32,
@@ -625,6 +644,41 @@ class Profile(_Handle):
                                     _u32_value(line_bytes, "line_bytes"), arr, n,
                                     MODEL_COLD if cold else 0, ctypes.byref(lo), up))
         return lo.value, (up[0] if single else list(up[:n]))
+
+    def _phase_ids(self, buckets, threshold, transition_threshold):
+        if not isinstance(threshold, (int, float)) or isinstance(threshold, bool) or \
+                not 0.0 <= threshold <= 1.0:
+            raise ValueError("threshold must be a number from 0 to 1 (0: the default 0.8)")
+        if not isinstance(transition_threshold, int) or isinstance(transition_threshold, bool) \
+                or not 0 <= transition_threshold < 2**32:
+            raise ValueError("transition_threshold must be an unsigned integer")
+        n = self.info.windows
+        wp = (_u32 * max(n, 1))()
+        nph = _size()
+        _check(_profile_phases(self._handle(), _u32_value(buckets, "buckets"), float(threshold),
+                               transition_threshold, wp, n, None, 0, ctypes.byref(nph)))
+        return wp, n, nph.value
+
+    def phases(self, buckets=0, threshold=0.0, transition_threshold=0):
+        """Each window's phase (lomas_profile_phases): a list of PhaseWindow
+        records (window, thread, start_ref, refs, phase), phase 0 for the
+        transitions. buckets: the signature cache's sets (0 = 1024);
+        threshold: the cosine that joins a phase (0 = 0.8);
+        transition_threshold: windows alike that make a new phase (0 = 2)."""
+        wp, n, _ = self._phase_ids(buckets, threshold, transition_threshold)
+        return [PhaseWindow(i, w.thread, w.start, w.refs, wp[i])
+                for i, w in enumerate(self.windows())][:n]
+
+    def phase_profile(self, phase, buckets=0, threshold=0.0, transition_threshold=0):
+        """A new Profile of one phase's windows alone
+        (lomas_profile_phase_select): its curve() is the phase's own."""
+        wp, n, nph = self._phase_ids(buckets, threshold, transition_threshold)
+        if not isinstance(phase, int) or isinstance(phase, bool) or not 0 <= phase < nph:
+            raise ValueError("phase %r: the profile has phases 0 to %d" % (phase, nph - 1))
+        h = ctypes.c_void_p()
+        _check(_profile_phase_select(self._handle(), wp, n, _u32_value(phase, "phase"),
+                                     ctypes.byref(h)))
+        return Profile._adopt(h)
 
     def hot_pcs(self, cache_bytes, policy="random", cold=False, line_bytes=0, symbols=True,
                 debug_path=None):
