@@ -32,7 +32,14 @@ run_suite() { # name builddir meson-test-args...
 	echo "=== $name"
 	rm -f "$dir/meson-logs/testlog.json"
 	meson test -C "$dir" --print-errorlogs --num-processes 2 "$@"
+	local rc=$? before=$fail
 	tally "$dir"
+	# A run that was interrupted (killed, out of memory) leaves a partial
+	# testlog with no failure in it: it is one.
+	if [ "$rc" -ne 0 ] && [ "$fail" -eq "$before" ]; then
+		echo "$name: meson test exited $rc with no failed test in its log"
+		fail=$((fail + 1))
+	fi
 }
 
 run_suite "normal build" build
