@@ -104,8 +104,13 @@ static inline double sim_lru_misses(const uint64_t *hist, uint32_t k, uint64_t l
 	return (double)m;
 }
 
-/* Non-cold misses of a random-replacement cache of `lines`, simulated. */
-static inline double sim_random_misses(const sim_trace *tr, uint64_t lines, uint64_t seed)
+/*
+ * Non-cold misses of a random-replacement cache of `lines`, simulated; with
+ * tag (one byte per reference), each miss is also added to by_tag[tag[i]] (the
+ * misses of each instruction).
+ */
+static inline double sim_random_misses_by(const sim_trace *tr, uint64_t lines, uint64_t seed,
+                                          const uint8_t *tag, double *by_tag)
 {
 	int32_t *slot_of = malloc(tr->k * sizeof *slot_of);
 	uint32_t *slots = malloc(lines * sizeof *slots);
@@ -119,6 +124,8 @@ static inline double sim_random_misses(const sim_trace *tr, uint64_t lines, uint
 		if (slot_of[id] >= 0)
 			continue;
 		misses += seen[id];
+		if (tag)
+			by_tag[tag[i]] += seen[id];
 		seen[id] = 1;
 		if (used < lines) {
 			slots[used] = id;
@@ -134,6 +141,12 @@ static inline double sim_random_misses(const sim_trace *tr, uint64_t lines, uint
 	free(slots);
 	free(seen);
 	return (double)misses;
+}
+
+/* Non-cold misses of a random-replacement cache of `lines`, simulated. */
+static inline double sim_random_misses(const sim_trace *tr, uint64_t lines, uint64_t seed)
+{
+	return sim_random_misses_by(tr, lines, seed, NULL, NULL);
 }
 
 /* Distinct lines of a trace (its footprint). */

@@ -31,6 +31,7 @@
 
 #include "core/core.h"
 #include "model/model.h"
+#include "exact_sim.h"
 
 #define LINE 64
 #define MIN_BYTES 4096ull
@@ -43,25 +44,7 @@ static size_t trace_len(void)
 	return q && *q && strcmp(q, "0") != 0 ? 2000000 : 16000000;
 }
 
-/* ---- our own RNG (splitmix64), independent of the library's ---- */
-
-static uint64_t sm_next(uint64_t *x)
-{
-	uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static uint64_t sm_below(uint64_t *x, uint64_t n)
-{
-	return (uint64_t)(((unsigned __int128)sm_next(x) * n) >> 64);
-}
-
-static double sm_unit(uint64_t *x) /* (0, 1] */
-{
-	return ((double)(sm_next(x) >> 11) + 1.0) * 0x1.0p-53;
-}
+/* Our own RNG (splitmix64) and exact simulators: exact_sim.h. */
 
 /* ---- traces: n references as dense line ids < *k ---- */
 
@@ -133,78 +116,29 @@ static uint32_t *make_trace(const shape *s, size_t n, uint32_t *k)
 	return t;
 }
 
-/* ---- exact LRU: stack-distance histogram ---- */
+/* ---- exact simulation (exact_sim.h) ---- */
 
-/* Non-cold LRU misses for each size in lines; *cold = first touches. */
+/* The trace t[0..n) as exact_sim.h's trace (a view, not a copy). */
+static sim_trace view(const uint32_t *t, size_t n, uint32_t k)
+{
+	return (sim_trace){.t = (uint32_t *)t, .n = n, .cap = n, .k = k};
+}
+
+/* Exact non-cold LRU misses at each of ns sizes; *cold = first touches. */
 static void exact_lru(const uint32_t *t, size_t n, uint32_t k, const uint64_t *lines, size_t ns,
                       double *misses, uint64_t *cold)
 {
-	int64_t *last = malloc(k * sizeof *last);
-	int32_t *fen = calloc(n + 1, sizeof *fen);
-	uint64_t *hist = calloc((size_t)k + 1, sizeof *hist);
-	assert_true(last && fen && hist);
-	for (uint32_t i = 0; i < k; i++)
-		last[i] = -1;
-	*cold = 0;
-	for (size_t i = 0; i < n; i++) {
-		uint32_t id = t[i];
-		if (last[id] < 0) {
-			(*cold)++;
-		} else {
-			int64_t c = 0;
-			for (size_t j = i; j > 0; j -= j & -j)
-				c += fen[j];
-			for (size_t j = (size_t)last[id] + 1; j > 0; j -= j & -j)
-				c -= fen[j];
-			hist[c]++;
-			for (size_t j = (size_t)last[id] + 1; j <= n; j += j & -j)
-				fen[j]--;
-		}
-		for (size_t j = i + 1; j <= n; j += j & -j)
-			fen[j]++;
-		last[id] = (int64_t)i;
-	}
-	for (size_t s = 0; s < ns; s++) {
-		uint64_t m = 0;
-		for (uint64_t d = lines[s]; d < k; d++)
-			m += hist[d];
-		misses[s] = (double)m;
-	}
-	free(last);
-	free(fen);
+	sim_trace v = view(t, n, k);
+	uint64_t *hist = sim_lru_hist(&v, cold);
+	for (size_t s = 0; s < ns; s++)
+		misses[s] = sim_lru_misses(hist, k, lines[s]);
 	free(hist);
 }
 
-/* ---- exact random replacement: direct simulation ---- */
-
 static double exact_random(const uint32_t *t, size_t n, uint32_t k, uint64_t lines, uint64_t seed)
 {
-	int32_t *slot_of = malloc(k * sizeof *slot_of);
-	uint32_t *slots = malloc(lines * sizeof *slots);
-	uint8_t *seen = calloc(k, 1);
-	uint64_t used = 0, misses = 0, x = seed;
-	assert_true(slot_of && slots && seen);
-	memset(slot_of, 0xff, k * sizeof *slot_of);
-	for (size_t i = 0; i < n; i++) {
-		uint32_t id = t[i];
-		if (slot_of[id] >= 0)
-			continue;
-		misses += seen[id];
-		seen[id] = 1;
-		if (used < lines) {
-			slots[used] = id;
-			slot_of[id] = (int32_t)used++;
-		} else {
-			uint64_t v = sm_below(&x, lines);
-			slot_of[slots[v]] = -1;
-			slots[v] = id;
-			slot_of[id] = (int32_t)v;
-		}
-	}
-	free(slot_of);
-	free(slots);
-	free(seen);
-	return (double)misses;
+	sim_trace v = view(t, n, k);
+	return sim_random_misses(&v, lines, seed);
 }
 
 /* ---- sampling: a profile like the trace clock would record ---- */

@@ -332,32 +332,7 @@ static uint32_t *exact_sds(const sim_trace *tr)
 /* Exact non-cold misses per pc of a random-replacement cache of `lines`, one run. */
 static void exact_random_pc(const prog *g, uint64_t lines, uint64_t seed, double *miss)
 {
-	const sim_trace *tr = &g->tr;
-	int32_t *slot_of = malloc(tr->k * sizeof *slot_of);
-	uint32_t *slots = malloc(lines * sizeof *slots);
-	uint8_t *seen = calloc(tr->k, 1);
-	uint64_t used = 0, x = seed;
-	assert_true(slot_of && slots && seen);
-	memset(slot_of, 0xff, tr->k * sizeof *slot_of);
-	for (size_t i = 0; i < tr->n; i++) {
-		uint32_t id = tr->t[i];
-		if (slot_of[id] >= 0)
-			continue;
-		miss[g->pc[i]] += seen[id];
-		seen[id] = 1;
-		if (used < lines) {
-			slots[used] = id;
-			slot_of[id] = (int32_t)used++;
-		} else {
-			uint64_t v = sm_below(&x, lines);
-			slot_of[slots[v]] = -1;
-			slots[v] = id;
-			slot_of[id] = (int32_t)v;
-		}
-	}
-	free(slot_of);
-	free(slots);
-	free(seen);
+	sim_random_misses_by(&g->tr, lines, seed, g->pc, miss);
 }
 
 /*
