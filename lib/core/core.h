@@ -388,6 +388,13 @@ static inline const uint8_t *packed_get(const uint8_t *p, const uint8_t *end, pa
 /* ------------------------------------------------------------ profile file */
 
 /*
+ * Read the whole file at path into a malloc'd *out of *len bytes (a file,
+ * not a directory): LOMAS_ENOENT when it does not exist, LOMAS_EIO naming
+ * the path and errno otherwise (profile_file.c).
+ */
+lomas_status file_read_all(const char *path, uint8_t **out, size_t *len);
+
+/*
  * Decode a profile file image of len bytes (untrusted). name is used in
  * messages ("name: offset N: ..."). LOMAS_EFORMAT for anything malformed.
  */

@@ -50,21 +50,11 @@ static lomas_status read_all(int fd, const char *path, size_t size_hint, uint8_t
 	return LOMAS_OK;
 }
 
-lomas_status lomas_profile_load(const char *path, lomas_profile **out)
+lomas_status file_read_all(const char *path, uint8_t **out, size_t *len)
 {
-	error_clear();
 	struct stat sb;
-	uint8_t *buf = NULL;
-	size_t len = 0;
 	lomas_status st;
-	int fd;
-
-	if (!out)
-		return error_set(LOMAS_EINVAL, "lomas_profile_load: out is NULL");
-	*out = NULL;
-	if (!path || !*path)
-		return error_set(LOMAS_EINVAL, "lomas_profile_load: no path");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		int e = errno;
 		return error_set(e == ENOENT ? LOMAS_ENOENT : LOMAS_EIO, "%s: %s", path,
@@ -80,9 +70,24 @@ lomas_status lomas_profile_load(const char *path, lomas_profile **out)
 		return error_set(LOMAS_EIO, "%s: %s", path, strerror(EISDIR));
 	}
 	st = read_all(fd, path, S_ISREG(sb.st_mode) && sb.st_size > 0 ? (size_t)sb.st_size : 65536,
-	              &buf, &len);
+	              out, len);
 	close(fd);
-	if (st)
+	return st;
+}
+
+lomas_status lomas_profile_load(const char *path, lomas_profile **out)
+{
+	error_clear();
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	lomas_status st;
+
+	if (!out)
+		return error_set(LOMAS_EINVAL, "lomas_profile_load: out is NULL");
+	*out = NULL;
+	if (!path || !*path)
+		return error_set(LOMAS_EINVAL, "lomas_profile_load: no path");
+	if ((st = file_read_all(path, &buf, &len)))
 		return st;
 	st = profile_load_buffer(buf, len, path, out);
 	free(buf);

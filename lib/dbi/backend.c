@@ -117,32 +117,10 @@ static lomas_status decode(const dbi_session *s, const uint8_t *buf, size_t len,
 /* Read the tool's hand-over file (it exists) into the session's profile. */
 static void load_profile(dbi_session *s)
 {
-	FILE *f = fopen(s->out, "rb");
 	uint8_t *buf = NULL;
-	size_t len = 0, cap = 0;
-	lomas_status st = LOMAS_OK;
+	size_t len = 0;
 	char said[512];
-	if (!f) {
-		st = error_set(LOMAS_EIO, "%s: %s", s->out, strerror(errno));
-	} else {
-		for (;;) {
-			size_t n;
-			if (len == cap) {
-				uint8_t *bigger = realloc(buf, cap ? cap * 2 : 1u << 20);
-				if (!bigger) {
-					st = error_set(LOMAS_ENOMEM, "out of memory");
-					break;
-				}
-				buf = bigger;
-				cap = cap ? cap * 2 : 1u << 20;
-			}
-			n = fread(buf + len, 1, cap - len, f);
-			len += n;
-			if (n == 0)
-				break;
-		}
-		fclose(f);
-	}
+	lomas_status st = file_read_all(s->out, &buf, &len);
 	dbi_valgrind_said(s->log, said, sizeof said);
 	snprintf(s->valgrind_log, sizeof s->valgrind_log, "%s", said);
 	if (!st)
@@ -350,18 +328,6 @@ static const session_ops dbi_ops = {
 
 /* ------------------------------------------------------------------ start */
 
-static void join_command(char *const argv[], char *buf, size_t len)
-{
-	size_t used = 0;
-	buf[0] = '\0';
-	for (size_t i = 0; argv[i] && used + 1 < len; i++) {
-		int n = snprintf(buf + used, len - used, "%s%s", i ? " " : "", argv[i]);
-		if (n < 0)
-			break;
-		used += (size_t)n;
-	}
-}
-
 #define NOPTS 16
 
 lomas_status dbi_backend_start(const struct lomas_config *cfg, const char *program_path,
@@ -396,7 +362,7 @@ lomas_status dbi_backend_start(const struct lomas_config *cfg, const char *progr
 	snprintf(s->out, sizeof s->out, "%s/profile.dbi", s->dir);
 	snprintf(s->log, sizeof s->log, "%s/valgrind.log", s->dir);
 	snprintf(s->ctl, sizeof s->ctl, "%s/control", s->dir);
-	join_command(argv, s->command, sizeof s->command);
+	session_command_line(argv, s->command, sizeof s->command);
 	if (mkfifo(s->ctl, 0600) != 0) {
 		st = error_set(LOMAS_EIO, "mkfifo %s: %s", s->ctl, strerror(errno));
 		rmdir(s->dir);
