@@ -34,6 +34,18 @@ static int candidate(const char *path)
 	return access(path, F_OK) == 0 ? -1 : 0;
 }
 
+void session_command_line(char *const argv[], char *buf, size_t len)
+{
+	size_t used = 0;
+	buf[0] = '\0';
+	for (size_t i = 0; argv[i] && used + 1 < len; i++) {
+		int n = snprintf(buf + used, len - used, "%s%s", i ? " " : "", argv[i]);
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+}
+
 lomas_status session_find_program(const char *argv0, char *buf, size_t len)
 {
 	const char *path;

@@ -34,6 +34,9 @@ typedef struct session_ops {
  */
 lomas_status session_find_program(const char *argv0, char *buf, size_t len);
 
+/* argv joined with spaces into buf (truncated to len), the profile's "command". */
+void session_command_line(char *const argv[], char *buf, size_t len);
+
 /* lib/inline: run a program built with the lomas-inline hooks. */
 bool inline_backend_detect(const char *program_path);
 lomas_status inline_backend_start(const struct lomas_config *cfg, const char *program_path,

@@ -443,18 +443,6 @@ static const session_ops inline_ops = {
     .interrupt = isess_interrupt,
 };
 
-static void join_command(char *const argv[], char *buf, size_t len)
-{
-	size_t used = 0;
-	buf[0] = '\0';
-	for (size_t i = 0; argv[i] && used + 1 < len; i++) {
-		int n = snprintf(buf + used, len - used, "%s%s", i ? " " : "", argv[i]);
-		if (n < 0)
-			break;
-		used += (size_t)n;
-	}
-}
-
 lomas_status inline_backend_start(const struct lomas_config *cfg, const char *program_path,
                                   char *const argv[], const session_ops **ops, void **impl)
 {
@@ -483,7 +471,7 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 		return st;
 	}
 	snprintf(s->output, sizeof s->output, "%s/profile.lomas", s->dir);
-	join_command(argv, s->command, sizeof s->command);
+	session_command_line(argv, s->command, sizeof s->command);
 
 	while (environ && environ[nenv])
 		nenv++;
