@@ -32,100 +32,7 @@
 #include "core/core.h"
 #include "decode/decode.h"
 #include "monitor/monitor.h"
-
-static char target_dir[4096];
-
-static void target(char *buf, size_t len, const char *name)
-{
-	snprintf(buf, len, "%s/%s", target_dir, name);
-}
-
-/* ------------------------------------------------------------ run helpers */
-
-typedef struct run_result {
-	int status;
-	char out[8192];
-	lomas_stats stats;
-	lomas_profile *prof;
-} run_result;
-
-static void read_all(int fd, char *buf, size_t len)
-{
-	size_t n = 0;
-	ssize_t r;
-	while (n + 1 < len && (r = read(fd, buf + n, len - 1 - n)) > 0)
-		n += (size_t)r;
-	buf[n] = 0;
-}
-
-/* Run argv natively with stdout into a pipe. */
-static void run_native(char *const argv[], run_result *res)
-{
-	int p[2];
-	pid_t pid;
-	assert_int_equal(pipe(p), 0);
-	fflush(stdout);
-	pid = fork();
-	if (pid == 0) {
-		dup2(p[1], 1);
-		close(p[0]);
-		close(p[1]);
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	close(p[1]);
-	read_all(p[0], res->out, sizeof res->out);
-	close(p[0]);
-	assert_int_equal(waitpid(pid, &res->status, 0), pid);
-}
-
-/* Run argv under the step clock (config key/value pairs, NULL-terminated). */
-static lomas_status run_step(char *const argv[], run_result *res, ...)
-{
-	lomas_config *cfg;
-	lomas_session *s = NULL;
-	int p[2], saved;
-	lomas_status st;
-	va_list ap;
-	const char *k;
-	memset(res, 0, sizeof *res);
-	assert_int_equal(lomas_config_new(&cfg), LOMAS_OK);
-	assert_int_equal(lomas_config_set(cfg, "clock", "step"), LOMAS_OK);
-	va_start(ap, res);
-	while ((k = va_arg(ap, const char *))) {
-		const char *v = va_arg(ap, const char *);
-		assert_int_equal(lomas_config_set(cfg, k, v), LOMAS_OK);
-	}
-	va_end(ap);
-	assert_int_equal(pipe(p), 0);
-	fflush(stdout);
-	saved = dup(1);
-	dup2(p[1], 1);
-	st = lomas_session_start(cfg, argv, &s);
-	dup2(saved, 1);
-	close(saved);
-	close(p[1]);
-	if (st) {
-		close(p[0]);
-		lomas_config_free(cfg);
-		return st;
-	}
-	st = lomas_session_wait(s, &res->status);
-	read_all(p[0], res->out, sizeof res->out);
-	close(p[0]);
-	assert_int_equal(st, LOMAS_OK);
-	assert_int_equal(lomas_session_stats(s, &res->stats), LOMAS_OK);
-	assert_int_equal(lomas_session_profile(s, &res->prof), LOMAS_OK);
-	lomas_session_free(s);
-	lomas_config_free(cfg);
-	return LOMAS_OK;
-}
-
-static void free_result(run_result *r)
-{
-	lomas_profile_free(r->prof);
-	r->prof = NULL;
-}
+#include "step_run.h"
 
 /* ---------------------------------------- the independent full-trace path */
 
@@ -210,20 +117,6 @@ static uint64_t exact_distance(const trace *t, size_t i, uint64_t line_size)
 			return j - i - 1;
 	}
 	return UINT64_MAX;
-}
-
-static bool ptrace_allowed(void)
-{
-	pid_t pid = fork();
-	int st;
-	if (pid == 0) {
-		pause();
-		_exit(0);
-	}
-	bool ok = ptrace(PTRACE_SEIZE, pid, NULL, NULL) == 0;
-	kill(pid, SIGKILL);
-	waitpid(pid, &st, 0);
-	return ok;
 }
 
 /* ------------------------------------------------------------------ tests */
@@ -678,16 +571,9 @@ static void test_errors(void **state)
 
 int main(void)
 {
-	const char *dir = getenv("LOMAS_TARGETS");
-	if (!dir) {
-		fprintf(stderr, "LOMAS_TARGETS is not set (run through meson test)\n");
-		return 77;
-	}
-	snprintf(target_dir, sizeof target_dir, "%s", dir);
-	if (!ptrace_allowed()) {
-		fprintf(stderr, "ptrace is not permitted here: skipping the monitor tests\n");
-		return 77;
-	}
+	int skip = step_test_setup();
+	if (skip)
+		return skip;
 	/* Same addresses in every run: the full trace and the sampled run must agree. */
 	personality(ADDR_NO_RANDOMIZE);
 	const struct CMUnitTest tests[] = {
