@@ -156,9 +156,20 @@ static void ended(dbi_session *s, int status)
 	} else if (!s->profile && !s->load_status) {
 		/* No hand-over: Valgrind failed (its log says why), or the program
 		 * was killed before Valgrind could run the tool's exit. */
+		char file[PATH_MAX];
 		dbi_valgrind_said(s->log, said, sizeof said);
 		s->load_status = LOMAS_ETARGET;
-		if (said[0])
+		if (dbi_valgrind_debuginfo_failed(s->log, file, sizeof file)) {
+			/* Before the program ran: a capability of this Valgrind, not the
+			 * program's fault. Say what to do instead. */
+			s->load_status = LOMAS_ENOTSUP;
+			snprintf(s->load_error, sizeof s->load_error,
+			         "Valgrind cannot read the debug info of %s (DWARF 5 as clang "
+			         "writes it; Valgrind 3.20 reads it), so the dbi clock cannot run "
+			         "it: rebuild it with -gdwarf-4, strip its debug info (objcopy "
+			         "--strip-debug), or use --clock=inline",
+			         file[0] ? file : "the program or one of its libraries");
+		} else if (said[0])
 			snprintf(s->load_error, sizeof s->load_error,
 			         "Valgrind ended without the dbi clock's profile: %s", said);
 		else if (WIFSIGNALED(status))

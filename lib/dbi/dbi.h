@@ -49,5 +49,11 @@ lomas_status dbi_check_program(const char *path);
  * joined with "; ") into buf of cap bytes; empty when it said nothing.
  */
 void dbi_valgrind_said(const char *log, char *buf, size_t cap);
+/*
+ * Did Valgrind give up reading a file's debug info ("Possibly corrupted
+ * debuginfo file")? Then true, with the file it named in file (cap bytes;
+ * empty when its log named none).
+ */
+bool dbi_valgrind_debuginfo_failed(const char *log, char *file, size_t cap);
 
 #endif /* LOMAS_DBI_H */

@@ -6,6 +6,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -82,4 +83,35 @@ void dbi_valgrind_said(const char *log, char *buf, size_t cap)
 	if (used >= cap)
 		buf[cap - 1] = '\0';
 	fclose(f);
+}
+
+/*
+ * Valgrind 3.19's DWARF reader gives up on the DWARF 5 forms clang writes
+ * (DW_FORM_strx*, addrx, rnglistx: "### unhandled dwarf2 abbrev form code
+ * 0x25"), fixed in Valgrind 3.20 (KDE bug 452758). It stops before the
+ * program's main with:
+ *   ==PID== Valgrind:   valid image size of N for image:
+ *   ==PID== Valgrind:   "/path/of/the/file"
+ *   ==PID== Valgrind: debuginfo reader: Possibly corrupted debuginfo file.
+ */
+bool dbi_valgrind_debuginfo_failed(const char *log, char *file, size_t cap)
+{
+	char line[PATH_MAX + 64];
+	bool image_next = false, failed = false;
+	FILE *f = fopen(log, "r");
+	file[0] = '\0';
+	if (!f)
+		return false;
+	while (fgets(line, sizeof line, f)) {
+		char *q = strstr(line, "Valgrind:   \""), *end;
+		if (image_next && q && (end = strrchr(q + 13, '"')) && end > q + 13)
+			snprintf(file, cap, "%.*s", (int)(end - (q + 13)), q + 13);
+		image_next = strstr(line, "for image:") != NULL;
+		if (strstr(line, "Possibly corrupted debuginfo file"))
+			failed = true;
+	}
+	fclose(f);
+	if (!failed)
+		file[0] = '\0';
+	return failed;
 }

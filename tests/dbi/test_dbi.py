@@ -637,3 +637,38 @@ def test_sigint_to_the_group_saves_the_profile(tmp_path):
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+DWARF5_A = "int work(int *a, int n);\nint main(void) { static int a[4096]; " \
+           "return work(a, 4096) == 4096 ? 7 : 1; }\n"
+DWARF5_B = "int work(int *a, int n) { int s = 0; for (int i = 0; i < n; i++) " \
+           "{ a[i] += 1; s += a[i]; } return s; }\n"
+
+
+@needs_tool
+@pytest.mark.skipif(not shutil.which("clang-16"), reason="no clang-16")
+def test_debug_info_valgrind_cannot_read_is_a_capability_error(tmp_path):
+    """clang-16 -g writes DWARF 5 forms (strx, addrx) that Valgrind before 3.20
+    cannot read: it gives up before the program's main. Whether this Valgrind
+    does is asked of Valgrind itself (--tool=none); where it does, record says
+    so in one line with what to do instead and exits 125, leaving no profile;
+    the same program built with -gdwarf-4 records as any other."""
+    (tmp_path / "a.c").write_text(DWARF5_A)
+    (tmp_path / "b.c").write_text(DWARF5_B)
+    for flag, exe in (("-g", "p5"), ("-gdwarf-4", "p4")):
+        run(["clang-16", "-O2", flag, "-o", tmp_path / exe, tmp_path / "a.c", tmp_path / "b.c"])
+    native = run([tmp_path / "p5"], check=False)
+    assert native.returncode == 7
+    vg = run([VALGRIND, "--tool=none", tmp_path / "p5"], check=False)
+    gives_up = "Possibly corrupted debuginfo file" in vg.stderr
+    r = record([str(tmp_path / "p5")], tmp_path / "p5.lomas", check=False)
+    if gives_up:
+        assert r.returncode == 125, r.stderr
+        assert len(r.stderr.splitlines()) == 1, r.stderr
+        assert str(tmp_path / "p5") in r.stderr and "-gdwarf-4" in r.stderr
+        assert not (tmp_path / "p5.lomas").exists()
+    else:
+        assert r.returncode == 7, r.stderr
+    r = record([str(tmp_path / "p4")], tmp_path / "p4.lomas", check=False)
+    assert r.returncode == 7, r.stderr
+    assert export_json(tmp_path / "p4.lomas")["meta"]["clock"] == "dbi"
