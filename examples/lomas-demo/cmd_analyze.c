@@ -80,7 +80,9 @@ int cmd_analyze(int argc, char **argv)
 
 	st = lomas_trace_analyze_lackey(cfg, lackey, &p);
 	if (st != LOMAS_OK) {
-		rc = demo_fail_lomas("analyze", st, "cannot analyze '%s'", lackey);
+		rc = demo_names_path(lackey)
+		         ? demo_fail_lomas("analyze", st, "cannot analyze")
+		         : demo_fail_lomas("analyze", st, "cannot analyze '%s'", lackey);
 		goto out;
 	}
 	/* Say where the profile came from unless the trace reader already did. */

@@ -121,6 +121,13 @@ int demo_fail_lomas(const char *cmd, lomas_status st, const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
+bool demo_names_path(const char *path)
+{
+	const char *msg = lomas_error_message();
+	size_t n = strlen(path);
+	return strncmp(msg, path, n) == 0 && msg[n] == ':';
+}
+
 int demo_bad_option(const char *cmd, char **argv, int c)
 {
 	extern int optind, optopt;
@@ -252,7 +259,11 @@ lomas_profile *demo_load(const char *cmd, const char *path)
 	lomas_profile *p = NULL;
 	lomas_status st = lomas_profile_load(path, &p);
 	if (st != LOMAS_OK) {
-		demo_fail_lomas(cmd, st, "cannot load profile '%s'", path);
+		/* The library's message names the file already: say it once. */
+		if (demo_names_path(path))
+			demo_fail_lomas(cmd, st, "cannot load profile");
+		else
+			demo_fail_lomas(cmd, st, "cannot load profile '%s'", path);
 		return NULL;
 	}
 	return p;

@@ -34,6 +34,8 @@ int demo_fail(const char *cmd, const char *fmt, ...) __attribute__((format(print
 /* The same with ": <lomas_error_message()>" (or the status name) appended. */
 int demo_fail_lomas(const char *cmd, lomas_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* Does the library's last message begin with "path:" (it names the file)? */
+bool demo_names_path(const char *path);
 /*
  * Untrusted text (a path, a profile's metadata) made safe for a terminal
  * into buf (cap bytes): control characters, C1 and bidirectional controls

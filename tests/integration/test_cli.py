@@ -341,12 +341,16 @@ def test_record_exit_statuses(tmp_path):
 
 
 def test_missing_files(tmp_path):
+    """One line naming the file once (the library's message names it)."""
     missing = str(tmp_path / "missing.lomas")
     for cmd in ("curve", "report"):
-        one_line_error(demo(cmd, missing), cmd, "missing.lomas")
-    one_line_error(demo("export", "--json", missing), "export", "missing.lomas")
-    one_line_error(demo("analyze", "--lackey", tmp_path / "no.trace", "-o",
-                        tmp_path / "x.lomas"), "analyze", "no.trace")
+        line = one_line_error(demo(cmd, missing), cmd, "missing.lomas")
+        assert line.count("missing.lomas") == 1, line
+    line = one_line_error(demo("export", "--json", missing), "export", "missing.lomas")
+    assert line.count("missing.lomas") == 1, line
+    line = one_line_error(demo("analyze", "--lackey", tmp_path / "no.trace", "-o",
+                               tmp_path / "x.lomas"), "analyze", "no.trace")
+    assert line.count("no.trace") == 1, line
     assert not (tmp_path / "x.lomas").exists()
 
 
