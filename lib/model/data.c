@@ -91,6 +91,7 @@ void model_data_free(model_data *m)
 	free(m->fix);
 	free(m->piece_group);
 	free(m->distinct);
+	free(m->once);
 	free(m->sampled);
 	model_pieces_free(&m->pieces);
 	free(m->pw);
@@ -638,7 +639,9 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	st = finish_groups(m, e, cur, tmp, count, o->lru, o->moments);
 out:
 	if (!st) {
-		if (!(m->distinct = malloc((m->nthreads + 1) * sizeof *m->distinct)))
+		m->distinct = malloc((m->nthreads + 1) * sizeof *m->distinct);
+		m->once = calloc(m->nthreads + 1, sizeof *m->once);
+		if (!m->distinct || !m->once)
 			st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 		for (size_t t = 0; st == LOMAS_OK && t <= m->nthreads; t++)
 			m->distinct[t] = -1.0;

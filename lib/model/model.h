@@ -148,6 +148,7 @@ typedef struct model_data {
 	uint32_t *piece_group;        /* each piece's group */
 	const lomas_profile *profile; /* the samples (the footprint floor reads them) */
 	double *distinct;             /* per thread: distinct sampled lines, -1 until counted */
+	double *once;                 /* per thread: of those, the lines sampled only once */
 	double *sampled;              /* per thread: samples (a bound on distinct) */
 	/*
 	 * Only with model_opts.per_sample (else NULL), per sample of the
