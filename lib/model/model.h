@@ -216,6 +216,14 @@ static inline void model_sketch_add(uint8_t *c, uint64_t key)
 	*b += *b < 255;
 }
 
+/* Bring key's two counters towards the cache (model_sketch_add's addresses). */
+static inline void model_sketch_prefetch(const uint8_t *c, uint64_t key)
+{
+	const size_t mask = ((size_t)1 << MODEL_SKETCH_BITS) - 1;
+	__builtin_prefetch(&c[key & mask], 1);
+	__builtin_prefetch(&c[((size_t)1 << MODEL_SKETCH_BITS) + (key >> 40 & mask)], 1);
+}
+
 /*
  * For the samples list[0..nlist) (ascending indices), into ht[k] for
  * list[k]: the Horvitz-Thompson count of references strictly inside
