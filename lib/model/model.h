@@ -148,6 +148,7 @@ typedef struct model_data {
 	uint32_t *piece_group;        /* each piece's group */
 	const lomas_profile *profile; /* the samples (the footprint floor reads them) */
 	double *distinct;             /* per thread: distinct sampled lines, -1 until counted */
+	double *once;                 /* per thread: of those, the lines sampled only once */
 	double *sampled;              /* per thread: samples (a bound on distinct) */
 	/*
 	 * Only with model_opts.per_sample (else NULL), per sample of the
@@ -213,6 +214,14 @@ static inline void model_sketch_add(uint8_t *c, uint64_t key)
 	uint8_t *a = &c[key & mask], *b = &c[((size_t)1 << MODEL_SKETCH_BITS) + (key >> 40 & mask)];
 	*a += *a < 255;
 	*b += *b < 255;
+}
+
+/* Bring key's two counters towards the cache (model_sketch_add's addresses). */
+static inline void model_sketch_prefetch(const uint8_t *c, uint64_t key)
+{
+	const size_t mask = ((size_t)1 << MODEL_SKETCH_BITS) - 1;
+	__builtin_prefetch(&c[key & mask], 1);
+	__builtin_prefetch(&c[((size_t)1 << MODEL_SKETCH_BITS) + (key >> 40 & mask)], 1);
 }
 
 /*
