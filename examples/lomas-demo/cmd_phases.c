@@ -36,8 +36,8 @@ int demo_phases_of(const char *cmd, const lomas_profile *p, uint32_t buckets, do
 
 lomas_profile *demo_phase_profile(const char *cmd, const lomas_profile *p, uint32_t phase)
 {
-	uint32_t *wp;
-	size_t nw, nph;
+	uint32_t *wp = NULL;
+	size_t nw = 0, nph = 0;
 	lomas_profile *q = NULL;
 	lomas_status st;
 	if (demo_phases_of(cmd, p, 0, 0, 0, &wp, &nw, &nph))
