@@ -43,7 +43,7 @@ int cmd_analyze(int argc, char **argv)
 	const char *lackey = NULL, *output = NULL;
 	lomas_config *cfg = NULL;
 	lomas_profile *p = NULL;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_status st;
 	char period[64];
 	int c, rc = 0;

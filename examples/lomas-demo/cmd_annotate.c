@@ -71,7 +71,7 @@ static int annotate(const char *path, const lomas_hot_list *l, const char *src, 
 {
 	size_t n = lomas_hot_list_count(l), cap = 0, maxline = 0;
 	struct line_stat *st = NULL;
-	lomas_hot_info info;
+	lomas_hot_info info = LOMAS_HOT_INFO_INIT;
 	double in_file = 0.0;
 	char *text = NULL, cbuf[64], pbuf[1024];
 	size_t tlen = 0;
@@ -79,7 +79,7 @@ static int annotate(const char *path, const lomas_hot_list *l, const char *src, 
 	unsigned long lineno = 0;
 	lomas_hot_list_info(l, &info);
 	for (size_t i = 0; i < n; i++) {
-		lomas_hot_pc e;
+		lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 		if (lomas_hot_list_get(l, i, &e) != LOMAS_OK || !e.file || !e.line ||
 		    !same_file(e.file, src, real))
 			continue;

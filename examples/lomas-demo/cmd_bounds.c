@@ -34,7 +34,7 @@ int cmd_bounds(int argc, char **argv)
 	const char *source = "--cache-size";
 	double lower = 0.0, *upper = NULL;
 	lomas_profile *p;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_status st;
 	int c, rc = 0;
 
@@ -77,11 +77,11 @@ int cmd_bounds(int argc, char **argv)
 		rc = demo_fail_lomas("bounds", st, "cannot read the profile");
 		goto out;
 	}
-	if (cache % info.line_size) {
+	if (cache % info.line_bytes) {
 		rc = demo_fail("bounds",
 		               "--cache-size: %" PRIu64 " is not a multiple of the %" PRIu32
 		               "-byte line size",
-		               cache, info.line_size);
+		               cache, info.line_bytes);
 		goto out;
 	}
 	if (!(upper = calloc(nq, sizeof *upper))) {

@@ -280,14 +280,14 @@ int cmd_compare(int argc, char **argv)
 		return demo_fail("compare", "need two profiles, A and B (see 'lomas-demo help "
 		                            "compare')");
 	for (int i = 0; i < 2 && rc == 0; i++) {
-		lomas_profile_info info;
+		lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 		if (!(p[i] = demo_load("compare", argv[optind + i])))
 			rc = EXIT_USAGE;
 		else if (lomas_profile_info_get(p[i], &info) != LOMAS_OK)
 			rc = demo_fail_lomas("compare", LOMAS_EINVAL, "cannot read '%s'",
 			                     argv[optind + i]);
-		else if (info.line_size > line)
-			line = info.line_size;
+		else if (info.line_bytes > line)
+			line = info.line_bytes;
 	}
 	if (rc)
 		goto out;

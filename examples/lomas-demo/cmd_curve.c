@@ -106,11 +106,11 @@ static int parse_num(const char *name, const char *arg, double lo, double hi, do
 
 static int line_size_of(const char *cmd, const lomas_profile *p, uint32_t *line)
 {
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_status st = lomas_profile_info_get(p, &info);
 	if (st != LOMAS_OK)
 		return demo_fail_lomas(cmd, st, "cannot read the profile");
-	*line = info.line_size;
+	*line = info.line_bytes;
 	return 0;
 }
 

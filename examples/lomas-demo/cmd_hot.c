@@ -55,7 +55,7 @@ static json_t *row_json(const lomas_hot_list *l, const struct demo_hot_row *r, e
 {
 	json_t *o = json_object(), *chain = json_array();
 	char pc[32], loc[4200];
-	lomas_hot_pc e;
+	lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 	demo_hot_location(r, false, loc, sizeof loc);
 	snprintf(pc, sizeof pc, "0x%" PRIx64, r->pc);
 	json_object_set_new(o, "pc", json_string(pc));
@@ -102,7 +102,7 @@ static int print_json(const lomas_hot_list *l, const struct demo_hot_row *rows, 
                       enum demo_hot_by by, const char *source)
 {
 	static const char *const bys[] = {"pc", "line", "function"};
-	lomas_hot_info info;
+	lomas_hot_info info = LOMAS_HOT_INFO_INIT;
 	json_t *root = json_object(), *arr = json_array();
 	char *text;
 	int rc = 0;
@@ -232,14 +232,14 @@ int cmd_hot(int argc, char **argv)
 	if (!(p = demo_load("hot", argv[optind])))
 		return EXIT_USAGE;
 	{
-		lomas_profile_info info;
-		if (lomas_profile_info_get(p, &info) == LOMAS_OK && info.line_size &&
-		    cache % info.line_size) {
+		lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
+		if (lomas_profile_info_get(p, &info) == LOMAS_OK && info.line_bytes &&
+		    cache % info.line_bytes) {
 			lomas_profile_free(p);
 			return demo_fail("hot",
 			                 "cache size %" PRIu64
 			                 " is not a multiple of the profile's %u-byte lines",
-			                 cache, info.line_size);
+			                 cache, info.line_bytes);
 		}
 	}
 	rc = demo_hot_make("hot", argv[optind], p, policy, cache, flags, debug_dir, false, &l);

@@ -15,7 +15,7 @@ enum { OPT_BUCKETS = 256, OPT_THRESHOLD, OPT_TRANSITION };
 int demo_phases_of(const char *cmd, const lomas_profile *p, uint32_t buckets, double threshold,
                    unsigned transition, uint32_t **window_phase, size_t *nwindows, size_t *nphases)
 {
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_status st;
 	uint32_t *wp;
 	*window_phase = NULL;

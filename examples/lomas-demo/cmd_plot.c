@@ -381,14 +381,14 @@ int cmd_plot(int argc, char **argv)
 	if (np > MAX_PROFILES)
 		return demo_fail("plot", "at most %d profiles in one graph", MAX_PROFILES);
 	for (int i = 0; i < np && rc == 0; i++) {
-		lomas_profile_info info;
+		lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 		if (!(p[i] = demo_load("plot", argv[optind + i])))
 			rc = EXIT_USAGE;
 		else if (lomas_profile_info_get(p[i], &info) != LOMAS_OK)
 			rc = demo_fail_lomas("plot", LOMAS_EINVAL, "cannot read '%s'",
 			                     argv[optind + i]);
-		else if (info.line_size > line)
-			line = info.line_size;
+		else if (info.line_bytes > line)
+			line = info.line_bytes;
 	}
 	/* Line sizes are powers of two: multiples of the largest suit every profile. */
 	if (rc == 0)

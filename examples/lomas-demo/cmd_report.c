@@ -91,7 +91,7 @@ static void print_summary(const char *path, const lomas_profile *p, const lomas_
 			put_escaped("%s\n", v);
 		}
 	}
-	printf("  %-12s %" PRIu32 " bytes\n", "line size", in->line_size);
+	printf("  %-12s %" PRIu32 " bytes\n", "line size", in->line_bytes);
 	printf("  %-12s %" PRIu64 " in %" PRIu64 " thread%s, %" PRIu64 " window%s\n", "references",
 	       in->refs, in->threads, in->threads == 1 ? "" : "s", in->windows,
 	       in->windows == 1 ? "" : "s");
@@ -314,7 +314,7 @@ int cmd_report(int argc, char **argv)
 	unsigned flags = 0;
 	int color = -1, c, rc = 0;
 	lomas_profile *p;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_status st;
 	uint64_t sizes[GRAPH_W];
 	double rnd[GRAPH_W], lru[GRAPH_W], lo[2][GRAPH_W], hi[2][GRAPH_W];
@@ -354,7 +354,7 @@ int cmd_report(int argc, char **argv)
 	print_summary(argv[optind], p, &info);
 	ncaches = machine_caches(caches, MAX_CACHES);
 	for (int k = 0; k < GRAPH_W; k++)
-		sizes[k] = size_of_column(k, info.line_size);
+		sizes[k] = size_of_column(k, info.line_bytes);
 	if (ci < 0)
 		ci = info.samples <= CI_AUTO_MAX_SAMPLES;
 	double *const band[2][2] = {{ci ? lo[0] : NULL, ci ? hi[0] : NULL},
@@ -381,9 +381,9 @@ int cmd_report(int argc, char **argv)
 		double *const shown[2][2] = {{ci ? lo[0] : NULL, ci ? hi[0] : NULL},
 		                             {ci ? lo[1] : NULL, ci ? hi[1] : NULL}};
 		print_graph(rnd, lru, shown, caches, ncaches, flags & LOMAS_MODEL_COLD, &pt);
-		rc = print_cache_table(p, caches, ncaches, info.line_size, flags);
+		rc = print_cache_table(p, caches, ncaches, info.line_bytes, flags);
 		if (rc == 0)
-			rc = report_delinquent(argv[optind], p, caches, ncaches, info.line_size,
+			rc = report_delinquent(argv[optind], p, caches, ncaches, info.line_bytes,
 			                       flags);
 		if (rc == 0)
 			rc = report_phases(argv[optind], p);

@@ -1,7 +1,7 @@
 /*
  * lomas-demo internals: the subcommands and the helpers they share.
  *
- * Exit statuses (DESIGN.md section 8): 0 on success, 2 on usage or input
+ * Exit statuses (docs/cli.md): 0 on success, 2 on usage or input
  * errors (one line on stderr: "lomas-demo: <cmd>: <message>"), 125 when lomas
  * itself cannot do what was asked (record without a live clock).
  */

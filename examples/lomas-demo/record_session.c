@@ -206,7 +206,7 @@ static bool left_stopped(lomas_session *s)
 /* One progress line on stderr when it is a terminal. */
 static void progress(lomas_session *s)
 {
-	lomas_stats st;
+	lomas_stats st = LOMAS_STATS_INIT;
 	if (lomas_session_stats(s, &st) == LOMAS_OK)
 		fprintf(stderr, "\r[lomas] %.1fs  %llu refs  %llu samples  %llu faults   ",
 		        (double)st.elapsed_ns / 1e9, (unsigned long long)st.refs,
@@ -216,7 +216,7 @@ static void progress(lomas_session *s)
 static int save_profile(lomas_session *s, const char *out, int argc, char **argv)
 {
 	lomas_profile *p;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	char cmdline[4096] = "";
 	size_t used = 0;
 	if (lomas_session_profile(s, &p))
@@ -376,7 +376,7 @@ int record_main(int argc, char **argv)
 		return fail(pid ? "attach" : "start");
 	}
 
-	/* clock=auto: say which it chose (DESIGN section 3). */
+	/* clock=auto: say which it chose (docs/architecture.md). */
 	if (auto_clock && lomas_session_clock(s))
 		fprintf(stderr, "lomas-demo: record: --clock auto: using the %s clock\n",
 		        lomas_session_clock(s));
