@@ -300,14 +300,24 @@ static int print_cache_table(const lomas_profile *p, const struct cache_level *c
 	return 0;
 }
 
+/* report's options: its getopt table and its help. */
+const struct demo_opt report_opts[] = {
+    {"cold", OPT_COLD, no_argument, NULL, "count cold misses (excluded by default)", NULL},
+    {"color", OPT_COLOR, no_argument, NULL,
+     "colour the graph even when standard output is not a terminal", NULL},
+    {"no-color", OPT_NO_COLOR, no_argument, NULL, "never colour the graph", NULL},
+    {"ci", OPT_CI, no_argument, NULL,
+     "shade 95% confidence bands (a bootstrap of the samples; the\n"
+     "default for profiles of up to 200000 samples)",
+     NULL},
+    {"no-ci", OPT_NO_CI, no_argument, NULL, "no bands", NULL},
+    {"colour", OPT_COLOR, no_argument, NULL, NULL, NULL},
+    {"help", 'h', no_argument, NULL, NULL, NULL},
+    {NULL, 0, 0, NULL, NULL, NULL},
+};
+
 int cmd_report(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"cold", no_argument, NULL, OPT_COLD},    {"color", no_argument, NULL, OPT_COLOR},
-	    {"colour", no_argument, NULL, OPT_COLOR}, {"no-color", no_argument, NULL, OPT_NO_COLOR},
-	    {"ci", no_argument, NULL, OPT_CI},        {"no-ci", no_argument, NULL, OPT_NO_CI},
-	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
-	};
 	struct paint pt = {false,     "\033[1;31m", "\033[1;36m", "\033[1;35m",
 	                   "\033[2m", "\033[0m",    "\033[2;33m"};
 	struct cache_level caches[MAX_CACHES];
@@ -323,7 +333,7 @@ int cmd_report(int argc, char **argv)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = demo_getopt(argc, argv, report_opts, false)) != -1) {
 		switch (c) {
 		case OPT_COLD: flags |= LOMAS_MODEL_COLD; break;
 		case OPT_COLOR: color = 1; break;
