@@ -40,7 +40,7 @@
  * fields past it were not written). A size below 8 gives LOMAS_EINVAL.
  * The records copied out in arrays (lomas_sample, lomas_window,
  * lomas_thread, lomas_hot_frame, lomas_phase_info) have a fixed layout that
- * will not change; they carry `reserved` fields, which read as 0.
+ * will not change (their `reserved` fields are padding: ignore them).
  *
  * Threads. The library keeps no global state a caller must lock for:
  *  - different objects may be used from different threads at the same time;
@@ -52,10 +52,12 @@
  *    thread changes or frees it meanwhile;
  *  - calls that take an object non-const (lomas_config_set,
  *    lomas_profile_meta_set, lomas_profile_merge's dst, lomas_trace_ref,
- *    lomas_hot_list_symbolize, every lomas_session_* call but
- *    lomas_session_stats and lomas_session_clock) need the caller to make
- *    them exclusive: one thread at a time per object (a lomas_session is
- *    best owned by one thread: its children are waited for with waitpid);
+ *    lomas_hot_list_symbolize) need the caller to make them exclusive: no
+ *    other call on that object meanwhile;
+ *  - a lomas_session is one thread's: every lomas_session_* call on it,
+ *    lomas_session_stats included (it reads what poll updates), from one
+ *    thread at a time, best always the same one (the session waits for its
+ *    target with waitpid);
  *  - the log callback is process-wide: set it (lomas_set_log_callback)
  *    before other threads call the library, not while they do. It is called
  *    on the thread whose call logs, possibly on several threads at once, so
