@@ -44,7 +44,7 @@ static int session_figures(char *target, double seconds)
 {
 	lomas_config *cfg;
 	lomas_session *s;
-	lomas_stats st0, st1;
+	lomas_stats st0 = LOMAS_STATS_INIT, st1 = LOMAS_STATS_INIT;
 	lomas_profile *p;
 	const char *pidv = NULL;
 	int running = 1, devnull = open("/dev/null", O_WRONLY), saved = dup(1);

@@ -3,7 +3,7 @@
  * cache (C = 32768 lines) and a quantum of 10^7 references, on profiles of
  * about 20k (the default run's size) and 200k samples recorded by the trace
  * clock from a mixture of hot and cold random references; prints the median
- * CPU time of 7 runs against the 100 ms goal (DESIGN.md section 5), and that
+ * CPU time of 7 runs against the 100 ms goal (docs/model.md), and that
  * of one LRU curve (the bounds make two: q with cold misses at the span
  * grid, the warm ratio without), the part that grows with the samples.
  */
@@ -66,7 +66,7 @@ int main(void)
 	} runs[] = {{4000000, "200"}, {4000000, "20"}};
 	for (size_t k = 0; k < 2; k++) {
 		lomas_profile *p = record(runs[k].refs, runs[k].period);
-		lomas_profile_info info;
+		lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 		uint64_t quantum = 10000000;
 		double ms[RUNS], cm[RUNS], lower = 0, upper = 0, warm = 0;
 		if (!p || lomas_profile_info_get(p, &info)) {

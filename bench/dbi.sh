@@ -11,7 +11,7 @@
 #   cachegrind                     valgrind --tool=cachegrind --cache-sim=yes
 # side by side: each repetition runs the five in turn, REPS times (default 3);
 # times are medians, peak RSS (dbi against native) the median too. Every run's
-# output must equal the native run's. Goals (DESIGN §9): dbi <= 1.5x none and
+# output must equal the native run's. Goals (docs/benchmarks.md): dbi <= 1.5x none and
 # <= 1/3 of cachegrind (geometric means).
 #   bench/dbi.sh [BUILD_DIR] [REPS]      BENCH_SET=bundled|extra|all (default all)
 set -euo pipefail

@@ -6,7 +6,7 @@
 # instrumentation. The two builds run side by side, alternating,
 # REPS times (default 5); times are the fastest run of each (the least
 # disturbed: on a shared 2-core VM the median still moves by 10%), peak RSS
-# the median. Goals (DESIGN §9): time ratio <= 1.5x (geometric mean), peak
+# the median. Goals (docs/benchmarks.md): time ratio <= 1.5x (geometric mean), peak
 # RSS ratio <= 1.1x.
 #   bench/inline.sh [BUILD_DIR] [REPS]      (extra env, e.g. LOMAS_PERIOD, is passed on)
 set -euo pipefail

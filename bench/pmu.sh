@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The pmu clock on a machine with a PMU (DESIGN §9: <= 5 % at ~20k samples).
+# The pmu clock on a machine with a PMU (docs/benchmarks.md: <= 5 % at ~20k samples).
 # For each bundled workload: run time natively and under `lomas-demo record
 # --clock pmu` side by side, alternating, REPS times (fastest of each: the
 # least disturbed), with the period chosen for ~20k samples from the
@@ -94,4 +94,4 @@ print(f'{w:8s} {int(refs):10d} {smp:8d} {float(n):9.3f} {float(p):9.3f} '
       f'{mae.split()[0]:>10s} {mae.split()[-1]:>10s}')" \
 		"$w" "$refs" "$samples" "$best_n" "$best_p" "$steps" "$faults" "$mae"
 done
-echo "goal: overhead <= 5 % at ~20k samples (DESIGN §9); MAE <= 1 point"
+echo "goal: overhead <= 5 % at ~20k samples (docs/benchmarks.md); MAE <= 1 point"

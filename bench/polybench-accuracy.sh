@@ -11,7 +11,7 @@
 #           the exact trace of the same run, lomas-demo curve
 # Prints per kernel and clock the mean absolute error and the largest error
 # (percentage points, with the size where it is) per policy; the budget
-# (DESIGN.md section 9) is MAE <= 1 pp and no size more than 5 pp off.
+# (docs/benchmarks.md) is MAE <= 1 pp and no size more than 5 pp off.
 #
 #   bench/polybench-accuracy.sh [options] POLYBENCH_DIR
 #     -b BUILD    the build directory (default build)

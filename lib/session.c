@@ -1,9 +1,10 @@
-/* The opaque session: config → clock backend → profile (DESIGN §2, §7). */
+/* The opaque session: config → clock backend → profile (docs/architecture.md). */
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,12 +27,19 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Check one candidate path; 1 = executable, 0 = absent, -1 = present but not executable. */
+/*
+ * Check one candidate path; 1 = executable, 0 = absent, -1 = present but not
+ * executable, -2 = a directory (access(2) calls a searchable directory
+ * executable; execve gives EACCES for it, and a PATH search goes on past it).
+ */
 static int candidate(const char *path)
 {
-	if (access(path, X_OK) == 0)
-		return 1;
-	return access(path, F_OK) == 0 ? -1 : 0;
+	struct stat st;
+	if (stat(path, &st) != 0)
+		return access(path, F_OK) == 0 ? -1 : 0;
+	if (S_ISDIR(st.st_mode))
+		return -2;
+	return access(path, X_OK) == 0 ? 1 : -1;
 }
 
 void session_command_line(char *const argv[], char *buf, size_t len)
@@ -57,7 +65,8 @@ lomas_status session_find_program(const char *argv0, char *buf, size_t len)
 		if (c == 0)
 			return error_set(LOMAS_ENOENT, "%s: %s", argv0, strerror(ENOENT));
 		if (c < 0)
-			return error_set(LOMAS_EPERM, "%s: %s", argv0, strerror(EACCES));
+			return error_set(LOMAS_EPERM, "%s: %s", argv0,
+			                 strerror(c == -2 ? EISDIR : EACCES));
 		if (strlen(argv0) >= len)
 			return error_set(LOMAS_ERANGE, "%s: path too long", argv0);
 		strcpy(buf, argv0);
@@ -74,7 +83,7 @@ lomas_status session_find_program(const char *argv0, char *buf, size_t len)
 			int c = candidate(buf);
 			if (c > 0)
 				return LOMAS_OK;
-			denied |= c < 0;
+			denied |= c == -1;
 		}
 		path += dl + (colon ? 1 : 0);
 		if (!colon)
@@ -83,6 +92,14 @@ lomas_status session_find_program(const char *argv0, char *buf, size_t len)
 	if (denied)
 		return error_set(LOMAS_EPERM, "%s: %s", argv0, strerror(EACCES));
 	return error_set(LOMAS_ENOENT, "%s: command not found", argv0);
+}
+
+lomas_status lomas_program_find(const char *command, char *path, size_t len)
+{
+	error_clear();
+	if (!command || !path || !len)
+		return error_set(LOMAS_EINVAL, "lomas_program_find: NULL argument");
+	return session_find_program(command, path, len);
 }
 
 /*
@@ -157,7 +174,8 @@ lomas_status lomas_session_start(const lomas_config *cfg, char *const argv[], lo
 		break;
 	case CLOCK_AUTO:
 	default:
-		/* DESIGN §3: pmu if its events open, else inline, else dbi, else step. */
+		/* docs/architecture.md, the clocks: pmu if its events open, else inline, else dbi,
+		 * else step. */
 		if (pmu_available(cfg, NULL) == LOMAS_OK) {
 			struct lomas_config pc = *cfg;
 			pc.clock = CLOCK_PMU;
@@ -287,10 +305,21 @@ lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *out)
 	lomas_status st;
 	if (!s || !out)
 		return error_set(LOMAS_EINVAL, "lomas_session_stats: NULL argument");
-	memset(out, 0, sizeof *out);
-	st = s->ops->stats(s->impl, out);
-	out->elapsed_ns = now_ns() - s->start_ns;
-	return st;
+	lomas_stats full = LOMAS_STATS_INIT;
+	memset(&full, 0, sizeof full);
+	full.size = sizeof full;
+	st = s->ops->stats(s->impl, &full);
+	full.size = sizeof full; /* a backend may have cleared it */
+	full.elapsed_ns = now_ns() - s->start_ns;
+	/* What was counted is copied out even when the backend reports an error. */
+	if (st != LOMAS_OK) {
+		uint32_t size;
+		memcpy(&size, out, sizeof size);
+		if (size >= 8)
+			memcpy(out, &full, size < sizeof full ? size : sizeof full);
+		return st;
+	}
+	return out_sized_copy(out, &full, sizeof full, "lomas_session_stats");
 }
 
 lomas_status lomas_session_profile(lomas_session *s, lomas_profile **out)

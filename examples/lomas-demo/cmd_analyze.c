@@ -5,14 +5,31 @@
 
 #include "demo.h"
 
-enum { OPT_LACKEY = 256, OPT_PERIOD, OPT_SEED, OPT_LINE_SIZE, OPT_WINDOW };
+enum { OPT_LACKEY = DEMO_OPT_LONG, OPT_PERIOD, OPT_SEED, OPT_LINE_SIZE, OPT_WINDOW };
 
-/* Set a config key from an option value, naming the option if the value is bad. */
-static int set_option(lomas_config *cfg, const char *opt, const char *key, const char *value)
+/* analyze's options: its getopt table, its help, and the config keys they set. */
+const struct demo_opt analyze_opts[] = {
+    {"lackey", OPT_LACKEY, required_argument, "FILE|-", "the lackey output to read (required)",
+     NULL},
+    {"output", 'o', required_argument, "OUT", "the profile to write (required)", NULL},
+    {"period", OPT_PERIOD, required_argument, "N|auto",
+     "mean sampling period in references (default auto)", "period"},
+    {"seed", OPT_SEED, required_argument, "S", "seed of the sampling generator (default 1)",
+     "seed"},
+    {"line-size", OPT_LINE_SIZE, required_argument, "B", "cache line size in bytes (default 64)",
+     "line_bytes"},
+    {"window", OPT_WINDOW, required_argument, "N|auto",
+     "window length in references (default auto)", "window"},
+    {"help", 'h', no_argument, NULL, NULL, NULL},
+    {NULL, 0, 0, NULL, NULL, NULL},
+};
+
+/* Set the config key of option o from its value, naming the option if the value is bad. */
+static int set_option(lomas_config *cfg, const struct demo_opt *o, const char *value)
 {
-	lomas_status st = lomas_config_set(cfg, key, value);
+	lomas_status st = lomas_config_set(cfg, o->key_name, value);
 	if (st != LOMAS_OK)
-		return demo_fail_lomas("analyze", st, "bad value '%s' for %s", value, opt);
+		return demo_fail_lomas("analyze", st, "bad value '%s' for --%s", value, o->name);
 	return 0;
 }
 
@@ -30,20 +47,10 @@ static void describe_period(const lomas_profile *p, const lomas_config *cfg, cha
 
 int cmd_analyze(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"lackey", required_argument, NULL, OPT_LACKEY},
-	    {"output", required_argument, NULL, 'o'},
-	    {"period", required_argument, NULL, OPT_PERIOD},
-	    {"seed", required_argument, NULL, OPT_SEED},
-	    {"line-size", required_argument, NULL, OPT_LINE_SIZE},
-	    {"window", required_argument, NULL, OPT_WINDOW},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	const char *lackey = NULL, *output = NULL;
 	lomas_config *cfg = NULL;
 	lomas_profile *p = NULL;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_status st;
 	char period[64];
 	int c, rc = 0;
@@ -51,16 +58,16 @@ int cmd_analyze(int argc, char **argv)
 	st = lomas_config_new(&cfg);
 	if (st != LOMAS_OK)
 		return demo_fail_lomas("analyze", st, "cannot create a config");
-	opterr = 0;
 	optind = 1;
-	while (rc == 0 && (c = getopt_long(argc, argv, ":o:h", longopts, NULL)) != -1) {
+	while (rc == 0 && (c = demo_getopt(argc, argv, analyze_opts, false)) != -1) {
+		const struct demo_opt *o = demo_opt_find(analyze_opts, c);
+		if (o && o->key_name) {
+			rc = set_option(cfg, o, optarg);
+			continue;
+		}
 		switch (c) {
 		case OPT_LACKEY: lackey = optarg; break;
 		case 'o': output = optarg; break;
-		case OPT_PERIOD: rc = set_option(cfg, "--period", "period", optarg); break;
-		case OPT_SEED: rc = set_option(cfg, "--seed", "seed", optarg); break;
-		case OPT_LINE_SIZE: rc = set_option(cfg, "--line-size", "line_size", optarg); break;
-		case OPT_WINDOW: rc = set_option(cfg, "--window", "window", optarg); break;
 		case 'h': lomas_config_free(cfg); return demo_help("analyze");
 		default: rc = demo_bad_option("analyze", argv, c); break;
 		}

@@ -71,7 +71,7 @@ static int annotate(const char *path, const lomas_hot_list *l, const char *src, 
 {
 	size_t n = lomas_hot_list_count(l), cap = 0, maxline = 0;
 	struct line_stat *st = NULL;
-	lomas_hot_info info;
+	lomas_hot_info info = LOMAS_HOT_INFO_INIT;
 	double in_file = 0.0;
 	char *text = NULL, cbuf[64], pbuf[1024];
 	size_t tlen = 0;
@@ -79,7 +79,7 @@ static int annotate(const char *path, const lomas_hot_list *l, const char *src, 
 	unsigned long lineno = 0;
 	lomas_hot_list_info(l, &info);
 	for (size_t i = 0; i < n; i++) {
-		lomas_hot_pc e;
+		lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 		if (lomas_hot_list_get(l, i, &e) != LOMAS_OK || !e.file || !e.line ||
 		    !same_file(e.file, src, real))
 			continue;
@@ -144,16 +144,21 @@ static int annotate(const char *path, const lomas_hot_list *l, const char *src, 
 	return 0;
 }
 
+/* annotate's options: its getopt table and its help. */
+const struct demo_opt annotate_opts[] = {
+    {"cache-size", OPT_CACHE, required_argument, "B",
+     "the cache size (default: this machine's L1d, from sysfs)", NULL},
+    {"policy", OPT_POLICY, required_argument, "random|lru",
+     "replacement policy of the model (default random)", NULL},
+    {"cold", OPT_COLD, no_argument, NULL, "count cold misses (excluded by default)", NULL},
+    {"debug-dir", OPT_DEBUG, required_argument, "DIR",
+     "separate debug files under DIR (default /usr/lib/debug)", NULL},
+    {"help", 'h', no_argument, NULL, NULL, NULL},
+    {NULL, 0, 0, NULL, NULL, NULL},
+};
+
 int cmd_annotate(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"cache-size", required_argument, NULL, OPT_CACHE},
-	    {"policy", required_argument, NULL, OPT_POLICY},
-	    {"cold", no_argument, NULL, OPT_COLD},
-	    {"debug-dir", required_argument, NULL, OPT_DEBUG},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	uint64_t cache = 0;
 	lomas_policy policy = LOMAS_POLICY_RANDOM;
 	const char *debug_dir = NULL, *source;
@@ -166,7 +171,7 @@ int cmd_annotate(int argc, char **argv)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = demo_getopt(argc, argv, annotate_opts, false)) != -1) {
 		switch (c) {
 		case OPT_CACHE:
 			if (!demo_parse_bytes(optarg, &cache) || cache == 0)

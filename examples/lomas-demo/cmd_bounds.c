@@ -18,15 +18,19 @@ static const uint64_t default_quanta[] = {
     3000000, 10000000, 30000000, 100000000, 300000000, 1000000000,
 };
 
+/* bounds's options: its getopt table and its help. */
+const struct demo_opt bounds_opts[] = {
+    {"cache-size", OPT_CACHE, required_argument, "B",
+     "the cache (default: this machine's L1d, from sysfs)", NULL},
+    {"quantum", OPT_QUANTUM, required_argument, "N", "one quantum of N of the program's references",
+     NULL},
+    {"cold", OPT_COLD, no_argument, NULL, "count cold misses (excluded by default)", NULL},
+    {"help", 'h', no_argument, NULL, NULL, NULL},
+    {NULL, 0, 0, NULL, NULL, NULL},
+};
+
 int cmd_bounds(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"cache-size", required_argument, NULL, OPT_CACHE},
-	    {"quantum", required_argument, NULL, OPT_QUANTUM},
-	    {"cold", no_argument, NULL, OPT_COLD},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	uint64_t cache = 0, quantum = 0;
 	const uint64_t *quanta = default_quanta;
 	size_t nq = sizeof default_quanta / sizeof *default_quanta;
@@ -34,13 +38,13 @@ int cmd_bounds(int argc, char **argv)
 	const char *source = "--cache-size";
 	double lower = 0.0, *upper = NULL;
 	lomas_profile *p;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_status st;
 	int c, rc = 0;
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = demo_getopt(argc, argv, bounds_opts, false)) != -1) {
 		switch (c) {
 		case OPT_CACHE:
 			if (!demo_parse_bytes(optarg, &cache) || cache == 0)
@@ -77,11 +81,11 @@ int cmd_bounds(int argc, char **argv)
 		rc = demo_fail_lomas("bounds", st, "cannot read the profile");
 		goto out;
 	}
-	if (cache % info.line_size) {
+	if (cache % info.line_bytes) {
 		rc = demo_fail("bounds",
 		               "--cache-size: %" PRIu64 " is not a multiple of the %" PRIu32
 		               "-byte line size",
-		               cache, info.line_size);
+		               cache, info.line_bytes);
 		goto out;
 	}
 	if (!(upper = calloc(nq, sizeof *upper))) {

@@ -210,20 +210,31 @@ static int print_json(char **path, struct size_row *rows, size_t nrows, const st
 	return 0;
 }
 
+/* compare's options: its getopt table and its help. */
+const struct demo_opt compare_opts[] = {
+    {"cache-size", OPT_CACHE, required_argument, "B",
+     "the cache of the line comparison (default: L1d, sysfs)", NULL},
+    {"policy", OPT_POLICY, required_argument, "random|lru",
+     "its replacement policy (default random)", NULL},
+    {"top", OPT_TOP, required_argument, "N", "lines to show (default 10; 0 = all)", NULL},
+    {"cold", OPT_COLD, no_argument, NULL, "count cold misses (excluded by default)", NULL},
+    {"json", OPT_JSON, no_argument, NULL, "the same as one JSON object", NULL},
+    {"debug-dir", OPT_DEBUG, required_argument, "DIR",
+     "separate debug files under DIR (default /usr/lib/debug)", NULL},
+    {"csv", OPT_CSV, no_argument, NULL,
+     "only the curves, as CSV: size_bytes,random_a,random_b,\n"
+     "lru_a,lru_b,random_diff,lru_diff (diff = b - a)",
+     NULL},
+    {"sizes", OPT_SIZES, required_argument, "B1,B2,...",
+     "with --csv: cache sizes (default: 1 KiB to 1 GiB, 4 per\n"
+     "octave)",
+     NULL},
+    {"help", 'h', no_argument, NULL, NULL, NULL},
+    {NULL, 0, 0, NULL, NULL, NULL},
+};
+
 int cmd_compare(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"csv", no_argument, NULL, OPT_CSV},
-	    {"sizes", required_argument, NULL, OPT_SIZES},
-	    {"cold", no_argument, NULL, OPT_COLD},
-	    {"cache-size", required_argument, NULL, OPT_CACHE},
-	    {"policy", required_argument, NULL, OPT_POLICY},
-	    {"top", required_argument, NULL, OPT_TOP},
-	    {"json", no_argument, NULL, OPT_JSON},
-	    {"debug-dir", required_argument, NULL, OPT_DEBUG},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	const char *debug_dir = NULL, *source, *cache_name = NULL;
 	uint64_t cache = 0, top = 10;
 	lomas_policy policy = LOMAS_POLICY_RANDOM;
@@ -248,7 +259,7 @@ int cmd_compare(int argc, char **argv)
 		}
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = demo_getopt(argc, argv, compare_opts, false)) != -1) {
 		switch (c) {
 		case OPT_SIZES:
 			return demo_fail("compare",
@@ -280,14 +291,14 @@ int cmd_compare(int argc, char **argv)
 		return demo_fail("compare", "need two profiles, A and B (see 'lomas-demo help "
 		                            "compare')");
 	for (int i = 0; i < 2 && rc == 0; i++) {
-		lomas_profile_info info;
+		lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 		if (!(p[i] = demo_load("compare", argv[optind + i])))
 			rc = EXIT_USAGE;
 		else if (lomas_profile_info_get(p[i], &info) != LOMAS_OK)
 			rc = demo_fail_lomas("compare", LOMAS_EINVAL, "cannot read '%s'",
 			                     argv[optind + i]);
-		else if (info.line_size > line)
-			line = info.line_size;
+		else if (info.line_bytes > line)
+			line = info.line_bytes;
 	}
 	if (rc)
 		goto out;

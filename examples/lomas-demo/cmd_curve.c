@@ -106,11 +106,11 @@ static int parse_num(const char *name, const char *arg, double lo, double hi, do
 
 static int line_size_of(const char *cmd, const lomas_profile *p, uint32_t *line)
 {
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_status st = lomas_profile_info_get(p, &info);
 	if (st != LOMAS_OK)
 		return demo_fail_lomas(cmd, st, "cannot read the profile");
-	*line = info.line_size;
+	*line = info.line_bytes;
 	return 0;
 }
 
@@ -156,22 +156,40 @@ static int print_json(const uint64_t *sizes, size_t n, const double *rnd, const 
 	return 0;
 }
 
+/* curve's options: its getopt table and its help. */
+const struct demo_opt curve_opts[] = {
+    {"sizes", OPT_SIZES, required_argument, "B1,B2,...",
+     "cache sizes in bytes; K/KiB, M/MiB, G/GiB allowed\n"
+     "(default: 1 KiB to 1 GiB, 4 per octave)",
+     NULL},
+    {"policy", OPT_POLICY, required_argument, "random|lru|both",
+     "replacement policies to model (default both)", NULL},
+    {"cold", OPT_COLD, no_argument, NULL, "count cold misses (excluded by default)", NULL},
+    {"json", OPT_JSON, no_argument, NULL, "a JSON array of {size_bytes, random, lru}", NULL},
+    {"ci", OPT_CI, no_argument, NULL,
+     "a confidence interval per size: the columns (and JSON\n"
+     "fields) random_lo,random_hi,lru_lo,lru_hi, from a\n"
+     "Poisson bootstrap of the samples (sampling noise only)",
+     NULL},
+    {"ci-level", OPT_CI_LEVEL, required_argument, "L", "its level (default 0.95; implies --ci)",
+     NULL},
+    {"ci-resamples", OPT_CI_RESAMPLES, required_argument, "N",
+     "bootstrap replicates (default 200; implies --ci)", NULL},
+    {"seed", OPT_SEED, required_argument, "S",
+     "the bootstrap's seed (default 1): same seed, same bounds", NULL},
+    {"ways", OPT_WAYS, required_argument, "W",
+     "W-way set-associative caches (0: fully associative, the\n"
+     "default); sizes whole sets (the default sizes rounded\n"
+     "up); a line's set is its line number modulo the sets",
+     NULL},
+    {"phase", OPT_PHASE, required_argument, "K",
+     "the curve of phase K's windows alone (see 'phases')", NULL},
+    {"help", 'h', no_argument, NULL, NULL, NULL},
+    {NULL, 0, 0, NULL, NULL, NULL},
+};
+
 int cmd_curve(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"sizes", required_argument, NULL, OPT_SIZES},
-	    {"cold", no_argument, NULL, OPT_COLD},
-	    {"json", no_argument, NULL, OPT_JSON},
-	    {"policy", required_argument, NULL, OPT_POLICY},
-	    {"ci", no_argument, NULL, OPT_CI},
-	    {"ci-level", required_argument, NULL, OPT_CI_LEVEL},
-	    {"ci-resamples", required_argument, NULL, OPT_CI_RESAMPLES},
-	    {"seed", required_argument, NULL, OPT_SEED},
-	    {"ways", required_argument, NULL, OPT_WAYS},
-	    {"phase", required_argument, NULL, OPT_PHASE},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	const char *list = NULL, *path;
 	unsigned flags = 0, want = WANT_RANDOM | WANT_LRU, ways = 0;
 	long long phase = -1;
@@ -186,7 +204,7 @@ int cmd_curve(int argc, char **argv)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = demo_getopt(argc, argv, curve_opts, false)) != -1) {
 		switch (c) {
 		case OPT_SIZES: list = optarg; break;
 		case OPT_COLD: flags |= LOMAS_MODEL_COLD; break;

@@ -5,21 +5,24 @@
 
 enum { OPT_JSON = 256, OPT_CSV };
 
+/* export's options: its getopt table and its help. */
+const struct demo_opt export_opts[] = {
+    {"json", OPT_JSON, no_argument, NULL, "one JSON document: metadata, threads, windows, samples",
+     NULL},
+    {"csv", OPT_CSV, no_argument, NULL, "one row per sample, with a header line", NULL},
+    {"help", 'h', no_argument, NULL, NULL, NULL},
+    {NULL, 0, 0, NULL, NULL, NULL},
+};
+
 int cmd_export(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"json", no_argument, NULL, OPT_JSON},
-	    {"csv", no_argument, NULL, OPT_CSV},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	int format = -1, c, rc;
 	lomas_profile *p;
 	lomas_status st;
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = demo_getopt(argc, argv, export_opts, false)) != -1) {
 		switch (c) {
 		case OPT_JSON:
 		case OPT_CSV: {

@@ -55,7 +55,7 @@ static json_t *row_json(const lomas_hot_list *l, const struct demo_hot_row *r, e
 {
 	json_t *o = json_object(), *chain = json_array();
 	char pc[32], loc[4200];
-	lomas_hot_pc e;
+	lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 	demo_hot_location(r, false, loc, sizeof loc);
 	snprintf(pc, sizeof pc, "0x%" PRIx64, r->pc);
 	json_object_set_new(o, "pc", json_string(pc));
@@ -102,7 +102,7 @@ static int print_json(const lomas_hot_list *l, const struct demo_hot_row *rows, 
                       enum demo_hot_by by, const char *source)
 {
 	static const char *const bys[] = {"pc", "line", "function"};
-	lomas_hot_info info;
+	lomas_hot_info info = LOMAS_HOT_INFO_INIT;
 	json_t *root = json_object(), *arr = json_array();
 	char *text;
 	int rc = 0;
@@ -168,19 +168,28 @@ static void print_csv(const struct demo_hot_row *rows, size_t n, enum demo_hot_b
 	}
 }
 
+/* hot's options: its getopt table and its help. */
+const struct demo_opt hot_opts[] = {
+    {"cache-size", OPT_CACHE, required_argument, "B",
+     "the cache size (default: this machine's L1d, from sysfs)", NULL},
+    {"policy", OPT_POLICY, required_argument, "random|lru",
+     "replacement policy of the model (default random)", NULL},
+    {"top", OPT_TOP, required_argument, "N", "print the N largest (default 20; 0 = all)", NULL},
+    {"by", OPT_BY, required_argument, "pc|line|function",
+     "one row per instruction (default), per source line\n"
+     "(location,function,misses,miss_ratio,share,pcs) or per\n"
+     "function (function,location,...)",
+     NULL},
+    {"json", OPT_JSON, no_argument, NULL, "one JSON object with the totals and the entries", NULL},
+    {"cold", OPT_COLD, no_argument, NULL, "count cold misses (excluded by default)", NULL},
+    {"debug-dir", OPT_DEBUG, required_argument, "DIR",
+     "separate debug files under DIR (default /usr/lib/debug)", NULL},
+    {"help", 'h', no_argument, NULL, NULL, NULL},
+    {NULL, 0, 0, NULL, NULL, NULL},
+};
+
 int cmd_hot(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"cache-size", required_argument, NULL, OPT_CACHE},
-	    {"policy", required_argument, NULL, OPT_POLICY},
-	    {"top", required_argument, NULL, OPT_TOP},
-	    {"json", no_argument, NULL, OPT_JSON},
-	    {"by", required_argument, NULL, OPT_BY},
-	    {"cold", no_argument, NULL, OPT_COLD},
-	    {"debug-dir", required_argument, NULL, OPT_DEBUG},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	uint64_t cache = 0, top = 20;
 	lomas_policy policy = LOMAS_POLICY_RANDOM;
 	enum demo_hot_by by = DEMO_BY_PC;
@@ -195,7 +204,7 @@ int cmd_hot(int argc, char **argv)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = demo_getopt(argc, argv, hot_opts, false)) != -1) {
 		switch (c) {
 		case OPT_CACHE:
 			if (!demo_parse_bytes(optarg, &cache) || cache == 0)
@@ -232,14 +241,14 @@ int cmd_hot(int argc, char **argv)
 	if (!(p = demo_load("hot", argv[optind])))
 		return EXIT_USAGE;
 	{
-		lomas_profile_info info;
-		if (lomas_profile_info_get(p, &info) == LOMAS_OK && info.line_size &&
-		    cache % info.line_size) {
+		lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
+		if (lomas_profile_info_get(p, &info) == LOMAS_OK && info.line_bytes &&
+		    cache % info.line_bytes) {
 			lomas_profile_free(p);
 			return demo_fail("hot",
 			                 "cache size %" PRIu64
 			                 " is not a multiple of the profile's %u-byte lines",
-			                 cache, info.line_size);
+			                 cache, info.line_bytes);
 		}
 	}
 	rc = demo_hot_make("hot", argv[optind], p, policy, cache, flags, debug_dir, false, &l);

@@ -4,6 +4,7 @@
  * detected PMU's load/store events with their perf encodings (--pmu NAME
  * shows any libpfm4 PMU's; --pmu list names them), and the caches.
  */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,19 @@ static void print_text(json_t *root, const struct cache_level *c, size_t nc)
 	printf(nc ? "\n" : " none known (no sysfs cache entries)\n");
 }
 
+enum { OPT_JSON = DEMO_OPT_LONG, OPT_PMU };
+
+/* info's options: its getopt table and its help. */
+const struct demo_opt info_opts[] = {
+    {"json", OPT_JSON, no_argument, NULL, "the same as one JSON document", NULL},
+    {"pmu", OPT_PMU, required_argument, "NAME",
+     "the tables of any PMU libpfm4 knows (nhm, snb, skl, spr,\n"
+     "amd64_fam19h_zen3, ...) instead of this machine's; 'list' names them",
+     NULL},
+    {"help", 'h', no_argument, NULL, NULL, NULL},
+    {NULL, 0, 0, NULL, NULL, NULL},
+};
+
 int cmd_info(int argc, char **argv)
 {
 	const char *pmu = NULL;
@@ -72,19 +86,19 @@ int cmd_info(int argc, char **argv)
 	char *text = NULL;
 	json_t *root;
 	lomas_status st;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json"))
-			as_json = true;
-		else if (!strcmp(argv[i], "--pmu") && i + 1 < argc)
-			pmu = argv[++i];
-		else if (!strncmp(argv[i], "--pmu=", 6))
-			pmu = argv[i] + 6;
-		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help"))
-			return demo_help("info");
-		else
-			return demo_fail(
-			    "info", "unknown argument '%s' (see 'lomas-demo help info')", argv[i]);
+	int opt;
+	optind = 1;
+	while ((opt = demo_getopt(argc, argv, info_opts, false)) != -1) {
+		switch (opt) {
+		case OPT_JSON: as_json = true; break;
+		case OPT_PMU: pmu = optarg; break;
+		case 'h': return demo_help("info");
+		default: return demo_bad_option("info", argv, opt);
+		}
 	}
+	if (optind < argc)
+		return demo_fail("info", "unknown argument '%s' (see 'lomas-demo help info')",
+		                 argv[optind]);
 	if ((st = lomas_machine_info(pmu, &text)))
 		return demo_fail_lomas("info", st, "--pmu %s", pmu ? pmu : "");
 	root = json_loads(text, 0, NULL);

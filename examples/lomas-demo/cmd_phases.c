@@ -15,7 +15,7 @@ enum { OPT_BUCKETS = 256, OPT_THRESHOLD, OPT_TRANSITION };
 int demo_phases_of(const char *cmd, const lomas_profile *p, uint32_t buckets, double threshold,
                    unsigned transition, uint32_t **window_phase, size_t *nwindows, size_t *nphases)
 {
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_status st;
 	uint32_t *wp;
 	*window_phase = NULL;
@@ -66,15 +66,20 @@ static bool parse_unsigned(const char *s, unsigned long max, unsigned long *out)
 	return true;
 }
 
+/* phases's options: its getopt table and its help. */
+const struct demo_opt phases_opts[] = {
+    {"buckets", OPT_BUCKETS, required_argument, "N", "sets of the signature's cache (default 1024)",
+     NULL},
+    {"threshold", OPT_THRESHOLD, required_argument, "S",
+     "the similarity (cosine) that joins a phase (default 0.8)", NULL},
+    {"transition", OPT_TRANSITION, required_argument, "N",
+     "windows alike that make a new phase (default 2)", NULL},
+    {"help", 'h', no_argument, NULL, NULL, NULL},
+    {NULL, 0, 0, NULL, NULL, NULL},
+};
+
 int cmd_phases(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"buckets", required_argument, NULL, OPT_BUCKETS},
-	    {"threshold", required_argument, NULL, OPT_THRESHOLD},
-	    {"transition", required_argument, NULL, OPT_TRANSITION},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	unsigned long buckets = 0, transition = 0;
 	double threshold = 0.0;
 	lomas_profile *p;
@@ -86,7 +91,7 @@ int cmd_phases(int argc, char **argv)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = demo_getopt(argc, argv, phases_opts, false)) != -1) {
 		switch (c) {
 		case OPT_BUCKETS:
 			if (!parse_unsigned(optarg, 1ul << 24, &buckets) || buckets == 0)

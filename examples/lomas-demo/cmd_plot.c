@@ -326,18 +326,24 @@ static int write_svg(const char *out_path, const char *title, const struct serie
 	return 0;
 }
 
+/* plot's options: its getopt table and its help. */
+const struct demo_opt plot_opts[] = {
+    {"output", 'o', required_argument, "FILE",
+     "the SVG file to write ('-' for standard output; required)", NULL},
+    {"sizes", OPT_SIZES, required_argument, "B1,B2,...",
+     "cache sizes (default: 1 KiB to 1 GiB, 4 per octave)", NULL},
+    {"policy", OPT_POLICY, required_argument, "random|lru|both",
+     "the curves to draw (default both)", NULL},
+    {"cold", OPT_COLD, no_argument, NULL, "count cold misses (excluded by default)", NULL},
+    {"title", OPT_TITLE, required_argument, "TEXT", "the graph's title", NULL},
+    {"no-bands", OPT_NO_BANDS, no_argument, NULL, "no confidence bands (faster on large profiles)",
+     NULL},
+    {"help", 'h', no_argument, NULL, NULL, NULL},
+    {NULL, 0, 0, NULL, NULL, NULL},
+};
+
 int cmd_plot(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"output", required_argument, NULL, 'o'},
-	    {"cold", no_argument, NULL, OPT_COLD},
-	    {"sizes", required_argument, NULL, OPT_SIZES},
-	    {"policy", required_argument, NULL, OPT_POLICY},
-	    {"title", required_argument, NULL, OPT_TITLE},
-	    {"no-bands", no_argument, NULL, OPT_NO_BANDS},
-	    {"help", no_argument, NULL, 'h'},
-	    {NULL, 0, NULL, 0},
-	};
 	const char *out = NULL, *list = NULL, *title = "Working-set graph";
 	unsigned flags = 0;
 	int want = 3, c, rc = 0, np;
@@ -351,7 +357,7 @@ int cmd_plot(int argc, char **argv)
 	memset(se, 0, sizeof se);
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":ho:", longopts, NULL)) != -1) {
+	while ((c = demo_getopt(argc, argv, plot_opts, false)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;
 		case OPT_COLD: flags |= LOMAS_MODEL_COLD; break;
@@ -381,14 +387,14 @@ int cmd_plot(int argc, char **argv)
 	if (np > MAX_PROFILES)
 		return demo_fail("plot", "at most %d profiles in one graph", MAX_PROFILES);
 	for (int i = 0; i < np && rc == 0; i++) {
-		lomas_profile_info info;
+		lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 		if (!(p[i] = demo_load("plot", argv[optind + i])))
 			rc = EXIT_USAGE;
 		else if (lomas_profile_info_get(p[i], &info) != LOMAS_OK)
 			rc = demo_fail_lomas("plot", LOMAS_EINVAL, "cannot read '%s'",
 			                     argv[optind + i]);
-		else if (info.line_size > line)
-			line = info.line_size;
+		else if (info.line_bytes > line)
+			line = info.line_bytes;
 	}
 	/* Line sizes are powers of two: multiples of the largest suit every profile. */
 	if (rc == 0)

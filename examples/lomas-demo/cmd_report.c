@@ -91,7 +91,7 @@ static void print_summary(const char *path, const lomas_profile *p, const lomas_
 			put_escaped("%s\n", v);
 		}
 	}
-	printf("  %-12s %" PRIu32 " bytes\n", "line size", in->line_size);
+	printf("  %-12s %" PRIu32 " bytes\n", "line size", in->line_bytes);
 	printf("  %-12s %" PRIu64 " in %" PRIu64 " thread%s, %" PRIu64 " window%s\n", "references",
 	       in->refs, in->threads, in->threads == 1 ? "" : "s", in->windows,
 	       in->windows == 1 ? "" : "s");
@@ -300,21 +300,31 @@ static int print_cache_table(const lomas_profile *p, const struct cache_level *c
 	return 0;
 }
 
+/* report's options: its getopt table and its help. */
+const struct demo_opt report_opts[] = {
+    {"cold", OPT_COLD, no_argument, NULL, "count cold misses (excluded by default)", NULL},
+    {"color", OPT_COLOR, no_argument, NULL,
+     "colour the graph even when standard output is not a terminal", NULL},
+    {"no-color", OPT_NO_COLOR, no_argument, NULL, "never colour the graph", NULL},
+    {"ci", OPT_CI, no_argument, NULL,
+     "shade 95% confidence bands (a bootstrap of the samples; the\n"
+     "default for profiles of up to 200000 samples)",
+     NULL},
+    {"no-ci", OPT_NO_CI, no_argument, NULL, "no bands", NULL},
+    {"colour", OPT_COLOR, no_argument, NULL, NULL, NULL},
+    {"help", 'h', no_argument, NULL, NULL, NULL},
+    {NULL, 0, 0, NULL, NULL, NULL},
+};
+
 int cmd_report(int argc, char **argv)
 {
-	static const struct option longopts[] = {
-	    {"cold", no_argument, NULL, OPT_COLD},    {"color", no_argument, NULL, OPT_COLOR},
-	    {"colour", no_argument, NULL, OPT_COLOR}, {"no-color", no_argument, NULL, OPT_NO_COLOR},
-	    {"ci", no_argument, NULL, OPT_CI},        {"no-ci", no_argument, NULL, OPT_NO_CI},
-	    {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
-	};
 	struct paint pt = {false,     "\033[1;31m", "\033[1;36m", "\033[1;35m",
 	                   "\033[2m", "\033[0m",    "\033[2;33m"};
 	struct cache_level caches[MAX_CACHES];
 	unsigned flags = 0;
 	int color = -1, c, rc = 0;
 	lomas_profile *p;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_status st;
 	uint64_t sizes[GRAPH_W];
 	double rnd[GRAPH_W], lru[GRAPH_W], lo[2][GRAPH_W], hi[2][GRAPH_W];
@@ -323,7 +333,7 @@ int cmd_report(int argc, char **argv)
 
 	opterr = 0;
 	optind = 1;
-	while ((c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((c = demo_getopt(argc, argv, report_opts, false)) != -1) {
 		switch (c) {
 		case OPT_COLD: flags |= LOMAS_MODEL_COLD; break;
 		case OPT_COLOR: color = 1; break;
@@ -354,7 +364,7 @@ int cmd_report(int argc, char **argv)
 	print_summary(argv[optind], p, &info);
 	ncaches = machine_caches(caches, MAX_CACHES);
 	for (int k = 0; k < GRAPH_W; k++)
-		sizes[k] = size_of_column(k, info.line_size);
+		sizes[k] = size_of_column(k, info.line_bytes);
 	if (ci < 0)
 		ci = info.samples <= CI_AUTO_MAX_SAMPLES;
 	double *const band[2][2] = {{ci ? lo[0] : NULL, ci ? hi[0] : NULL},
@@ -381,9 +391,9 @@ int cmd_report(int argc, char **argv)
 		double *const shown[2][2] = {{ci ? lo[0] : NULL, ci ? hi[0] : NULL},
 		                             {ci ? lo[1] : NULL, ci ? hi[1] : NULL}};
 		print_graph(rnd, lru, shown, caches, ncaches, flags & LOMAS_MODEL_COLD, &pt);
-		rc = print_cache_table(p, caches, ncaches, info.line_size, flags);
+		rc = print_cache_table(p, caches, ncaches, info.line_bytes, flags);
 		if (rc == 0)
-			rc = report_delinquent(argv[optind], p, caches, ncaches, info.line_size,
+			rc = report_delinquent(argv[optind], p, caches, ncaches, info.line_bytes,
 			                       flags);
 		if (rc == 0)
 			rc = report_phases(argv[optind], p);

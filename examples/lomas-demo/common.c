@@ -1,5 +1,6 @@
 /* Helpers shared by the lomas-demo subcommands: messages, numbers, sizes, output. */
 #include <errno.h>
+#include <getopt.h>
 #include <poll.h>
 #include <inttypes.h>
 #include <math.h>
@@ -95,6 +96,16 @@ static void vmessage(const char *cmd, const char *fmt, va_list ap)
 	        demo_escape(raw, safe, sizeof safe));
 }
 
+int demo_fail_exit(int status, const char *cmd, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmessage(cmd, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	return status;
+}
+
 int demo_fail(const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
@@ -105,19 +116,37 @@ int demo_fail(const char *cmd, const char *fmt, ...)
 	return EXIT_USAGE;
 }
 
-int demo_fail_lomas(const char *cmd, lomas_status st, const char *fmt, ...)
+/* ": <the library's message>" (or the status name) and the newline. */
+static void lomas_detail(lomas_status st, const char *detail)
+{
+	char safe[4096];
+	/* Escaped already by the library; again here keeps the promise of one line. */
+	fprintf(stderr, ": %s\n",
+	        demo_escape(detail[0] ? detail : lomas_strerror(st), safe, sizeof safe));
+}
+
+int demo_fail_lomas_exit(int status, const char *cmd, lomas_status st, const char *fmt, ...)
 {
 	/* Copy first: the message is only valid until the next library call. */
-	char detail[1024], safe[4096];
+	char detail[1024];
 	va_list ap;
 	snprintf(detail, sizeof detail, "%s", lomas_error_message());
-	if (!detail[0])
-		snprintf(detail, sizeof detail, "%s", lomas_strerror(st));
 	va_start(ap, fmt);
 	vmessage(cmd, fmt, ap);
 	va_end(ap);
-	/* Escaped already by the library; again here keeps the promise of one line. */
-	fprintf(stderr, ": %s\n", demo_escape(detail, safe, sizeof safe));
+	lomas_detail(st, detail);
+	return status;
+}
+
+int demo_fail_lomas(const char *cmd, lomas_status st, const char *fmt, ...)
+{
+	char detail[1024];
+	va_list ap;
+	snprintf(detail, sizeof detail, "%s", lomas_error_message());
+	va_start(ap, fmt);
+	vmessage(cmd, fmt, ap);
+	va_end(ap);
+	lomas_detail(st, detail);
 	return EXIT_USAGE;
 }
 
@@ -128,17 +157,100 @@ bool demo_names_path(const char *path)
 	return strncmp(msg, path, n) == 0 && msg[n] == ':';
 }
 
-int demo_bad_option(const char *cmd, char **argv, int c)
+int demo_bad_option_exit(int status, const char *cmd, char **argv, int c)
 {
 	extern int optind, optopt;
 	const char *opt = optind > 0 ? argv[optind - 1] : "?";
 	if (c == ':')
-		return demo_fail(cmd, "option '%s' needs an argument (see 'lomas-demo help %s')",
-		                 opt, cmd);
+		return demo_fail_exit(status, cmd,
+		                      "option '%s' needs an argument (see 'lomas-demo help %s')",
+		                      opt, cmd);
 	if (optopt > 0 && optopt < 256)
-		return demo_fail(cmd, "unknown option '-%c' (see 'lomas-demo help %s')", optopt,
-		                 cmd);
-	return demo_fail(cmd, "unknown option '%s' (see 'lomas-demo help %s')", opt, cmd);
+		return demo_fail_exit(
+		    status, cmd, "unknown option '-%c' (see 'lomas-demo help %s')", optopt, cmd);
+	return demo_fail_exit(status, cmd, "unknown option '%s' (see 'lomas-demo help %s')", opt,
+	                      cmd);
+}
+
+int demo_bad_option(const char *cmd, char **argv, int c)
+{
+	return demo_bad_option_exit(EXIT_USAGE, cmd, argv, c);
+}
+
+/* ------------------------------------------------------------ option tables */
+
+#define OPTS_MAX 32
+
+/* A short option is a printable letter key. */
+static bool has_short(const struct demo_opt *o)
+{
+	return o->key > ' ' && o->key < 127;
+}
+
+int demo_getopt(int argc, char **argv, const struct demo_opt *opts, bool in_order)
+{
+	/* getopt_long's tables, made from opts when it changes (one table per run). */
+	static const struct demo_opt *made;
+	static struct option longopts[OPTS_MAX + 1];
+	static char shortopts[3 + 2 * OPTS_MAX + 1];
+	if (made != opts) {
+		size_t n = 0, k = 0;
+		if (in_order)
+			shortopts[k++] = '+';
+		shortopts[k++] = ':';
+		for (const struct demo_opt *o = opts; o->name && n < OPTS_MAX; o++, n++) {
+			longopts[n] = (struct option){o->name, o->has_arg, NULL, o->key};
+			if (has_short(o)) {
+				shortopts[k++] = (char)o->key;
+				if (o->has_arg == required_argument)
+					shortopts[k++] = ':';
+			}
+		}
+		longopts[n] = (struct option){NULL, 0, NULL, 0};
+		shortopts[k] = '\0';
+		made = opts;
+	}
+	opterr = 0;
+	return getopt_long(argc, argv, shortopts, longopts, NULL);
+}
+
+const struct demo_opt *demo_opt_find(const struct demo_opt *opts, int key)
+{
+	for (const struct demo_opt *o = opts; o->name; o++)
+		if (o->key == key)
+			return o;
+	return NULL;
+}
+
+/*
+ * The options' part of a help: "  -o, --output OUT" padded to column col
+ * (or two spaces after it when it is longer), then the help's lines, the
+ * later ones indented to col.
+ */
+static void print_opts(const struct demo_opt *opts, int col)
+{
+	for (const struct demo_opt *o = opts; o->name; o++) {
+		char left[128];
+		const char *h = o->help;
+		int n;
+		if (!h)
+			continue;
+		if (has_short(o))
+			n = snprintf(left, sizeof left, "  -%c, --%s%s%s", o->key, o->name,
+			             o->arg ? " " : "", o->arg ? o->arg : "");
+		else
+			n = snprintf(left, sizeof left, "  --%s%s%s", o->name, o->arg ? " " : "",
+			             o->arg ? o->arg : "");
+		printf("%s%*s", left, n < col ? col - n : 2, "");
+		for (;;) {
+			const char *nl = strchr(h, '\n');
+			printf("%.*s\n", nl ? (int)(nl - h) : (int)strlen(h), h);
+			if (!nl)
+				break;
+			h = nl + 1;
+			printf("%*s", col, "");
+		}
+	}
 }
 
 int demo_help(const char *cmd)
@@ -146,6 +258,8 @@ int demo_help(const char *cmd)
 	for (const struct demo_cmd *d = demo_cmds; d->name; d++) {
 		if (strcmp(d->name, cmd) == 0) {
 			printf("usage: %s\n\n%s", d->usage, d->summary);
+			if (d->opts)
+				print_opts(d->opts, d->col);
 			printf("\n");
 			return demo_finish_stdout(cmd);
 		}

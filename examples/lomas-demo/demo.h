@@ -1,9 +1,12 @@
 /*
  * lomas-demo internals: the subcommands and the helpers they share.
  *
- * Exit statuses (DESIGN.md section 8): 0 on success, 2 on usage or input
- * errors (one line on stderr: "lomas-demo: <cmd>: <message>"), 125 when lomas
- * itself cannot do what was asked (record without a live clock).
+ * Exit statuses (docs/cli.md), one set for every command: 0 on success,
+ * EXIT_USAGE on usage or input errors (one line on stderr: "lomas-demo:
+ * <cmd>: <message>"), EXIT_LOMAS when lomas itself cannot do what was asked
+ * (record without a live clock). record, which otherwise exits with its
+ * target's status, also uses EXIT_LOMAS for a wrong command line and, like
+ * env, EXIT_CANNOT_RUN and EXIT_NOT_FOUND for the command.
  */
 #ifndef LOMAS_DEMO_H
 #define LOMAS_DEMO_H
@@ -17,21 +20,50 @@
 
 #define EXIT_USAGE 2
 #define EXIT_LOMAS 125
+#define EXIT_CANNOT_RUN 126
+#define EXIT_NOT_FOUND 127
 
-/* One subcommand: name, one-line brief, details, usage line, entry point. */
+/*
+ * One option of a command, declared once: getopt_long's table and the
+ * command's help are made from the same rows (demo_getopt, demo_help).
+ */
+struct demo_opt {
+	const char *name;     /* the long name, without "--" */
+	int key;              /* getopt's value: its short letter (-o), or a value >= 256 */
+	int has_arg;          /* no_argument or required_argument */
+	const char *arg;      /* the argument as the help names it ("OUT", "N|auto"), or NULL */
+	const char *help;     /* one line per '\n' (wrapped by hand); NULL: not listed */
+	const char *key_name; /* the lomas_config key its value sets, or NULL */
+};
+#define DEMO_OPT_LONG 256 /* the first key of an option without a short letter */
+
+/*
+ * One subcommand: name, one-line brief, details, usage line, entry point,
+ * and its options (opts, ended by a row without name; the help lists them
+ * after summary, their text from column col) or NULL (summary lists them).
+ */
 struct demo_cmd {
 	const char *name;
 	const char *brief; /* for the list of commands */
 	const char *summary;
 	const char *usage;
 	int (*run)(int argc, char **argv);
+	const struct demo_opt *opts;
+	int col;
 };
 
 extern const struct demo_cmd demo_cmds[];
 
-/* Print "lomas-demo: <cmd>: <message>" on stderr and return EXIT_USAGE. */
+/*
+ * The one failure helper: print "lomas-demo: <cmd>: <message>" on stderr and
+ * return the exit status given (demo_fail_exit) or EXIT_USAGE (demo_fail).
+ */
+int demo_fail_exit(int status, const char *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 int demo_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The same with ": <lomas_error_message()>" (or the status name) appended. */
+int demo_fail_lomas_exit(int status, const char *cmd, lomas_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 int demo_fail_lomas(const char *cmd, lomas_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 /* Does the library's last message begin with "path:" (it names the file)? */
@@ -43,8 +75,19 @@ bool demo_names_path(const char *path);
  * demo_fail and demo_fail_lomas escape their whole message this way.
  */
 const char *demo_escape(const char *s, char *buf, size_t cap);
-/* Report a getopt error (unknown option, missing argument) for cmd. */
+/* Report a getopt error (unknown option, missing argument) for cmd; EXIT_USAGE. */
 int demo_bad_option(const char *cmd, char **argv, int optopt_char);
+/* The same, returning status. */
+int demo_bad_option_exit(int status, const char *cmd, char **argv, int optopt_char);
+
+/*
+ * getopt_long over an option table (quiet: errors come back as '?' or ':'
+ * for demo_bad_option). in_order: stop at the first operand (record's
+ * command). Set optind = 1 before the first call, as for getopt_long.
+ */
+int demo_getopt(int argc, char **argv, const struct demo_opt *opts, bool in_order);
+/* The row of opts whose key is key, or NULL. */
+const struct demo_opt *demo_opt_find(const struct demo_opt *opts, int key);
 
 /* Print the usage of cmd on stdout (help) and return 0. */
 int demo_help(const char *cmd);
@@ -147,6 +190,10 @@ bool demo_parse_count(const char *s, uint64_t *out);
  */
 int report_delinquent(const char *path, const lomas_profile *p, const struct cache_level *caches,
                       size_t ncaches, uint32_t line, unsigned flags);
+
+extern const struct demo_opt analyze_opts[], record_opts[], phases_opts[], info_opts[];
+extern const struct demo_opt curve_opts[], report_opts[], export_opts[], compare_opts[], hot_opts[],
+    annotate_opts[], plot_opts[], bounds_opts[];
 
 int cmd_analyze(int argc, char **argv);
 int cmd_curve(int argc, char **argv);

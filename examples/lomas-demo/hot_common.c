@@ -14,7 +14,7 @@
 /* Say once per file why its pcs have no names. */
 static void notes(const char *cmd, const char *path, const lomas_hot_list *l)
 {
-	lomas_hot_info info;
+	lomas_hot_info info = LOMAS_HOT_INFO_INIT;
 	size_t n = lomas_hot_list_count(l);
 	const char **seen = calloc(n ? n : 1, sizeof *seen);
 	size_t nseen = 0;
@@ -29,7 +29,7 @@ static void notes(const char *cmd, const char *path, const lomas_hot_list *l)
 		        cmd, demo_escape(path, safe, sizeof safe));
 	}
 	for (size_t i = 0; i < n && seen; i++) {
-		lomas_hot_pc e;
+		lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 		bool dup = false;
 		if (lomas_hot_list_get(l, i, &e) != LOMAS_OK || !e.module ||
 		    (e.sym != LOMAS_SYM_CHANGED && e.sym != LOMAS_SYM_NO_FILE))
@@ -101,8 +101,10 @@ int demo_hot_rows(const lomas_hot_list *l, enum demo_hot_by by, struct demo_hot_
 		free(e);
 		return demo_fail("hot", "out of memory");
 	}
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
+		e[i].size = sizeof e[i];
 		lomas_hot_list_get(l, i, &e[i]);
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct demo_hot_row *g = NULL;
 		total += e[i].misses;

@@ -34,7 +34,7 @@ static void print_rows(const lomas_hot_list *l, const struct demo_hot_row *rows,
 		char fn[256], loc[1024], where[300] = "", head[128];
 		const char *place;
 		size_t room;
-		lomas_hot_pc e;
+		lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 		demo_hot_function(r, fn, sizeof fn);
 		demo_hot_location(r, true, loc, sizeof loc);
 		if (!fn[0])
@@ -75,7 +75,7 @@ int report_delinquent(const char *path, const lomas_profile *p, const struct cac
 	for (size_t c = 0; c < levels; c++) {
 		lomas_hot_list *l = NULL;
 		struct demo_hot_row *rows = NULL;
-		lomas_hot_info info;
+		lomas_hot_info info = LOMAS_HOT_INFO_INIT;
 		size_t n = 0, show;
 		char size[32];
 		uint64_t bytes = caches[c].bytes / line * line;

@@ -60,7 +60,7 @@ static void print_strip(const lomas_window *w, const uint32_t *wp, size_t nw, ui
 
 int report_phases(const char *path, const lomas_profile *p)
 {
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_phase_info ph[MAX_PHASES];
 	lomas_window *w = NULL;
 	lomas_thread *th = NULL;

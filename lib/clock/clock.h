@@ -1,6 +1,6 @@
 /*
  * lib/clock internal interface. Pure logic only (no system calls): the skid
- * planner (DESIGN §3 "Skid compensation"), a simulated overflow counter with
+ * planner (docs/pmu-clock.md), a simulated overflow counter with
  * both PERF_EVENT_IOC_PERIOD semantics (for tests and the step clock's
  * simulated skid), the counter-compensation ledger, and the step clock's
  * per-thread sampler (exponential countdown, simulated late overflows).

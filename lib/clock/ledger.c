@@ -1,8 +1,8 @@
 /*
- * The counter-compensation ledger (DESIGN §3): every page fault, trap, system
- * call and single-step the monitor causes or sees may tick the load/store
- * counters. Calibration measures, per kind, what one event adds; the ledger
- * subtracts the calibrated amount times the events so far from raw readings.
+ * The counter-compensation ledger (docs/architecture.md, the clocks): every page fault, trap,
+ * system call and single-step the monitor causes or sees may tick the load/store counters.
+ * Calibration measures, per kind, what one event adds; the ledger subtracts the calibrated amount
+ * times the events so far from raw readings.
  */
 #include <string.h>
 

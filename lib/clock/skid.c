@@ -1,5 +1,5 @@
 /*
- * Skid compensation (DESIGN §3): the counter interrupt lands a variable
+ * Skid compensation (docs/architecture.md, the clocks): the counter interrupt lands a variable
  * number of references after the overflow, so arm the overflow max_skid
  * references early (Sp' = Sp - max_skid) and, at the stop, single-step the
  * remaining Sp - C references. Two kernel behaviours of PERF_EVENT_IOC_PERIOD

@@ -120,10 +120,11 @@ lomas_status lomas_config_set(lomas_config *cfg, const char *key, const char *va
 			return error_set(LOMAS_EINVAL, "seed: '%s' is not an unsigned integer",
 			                 value);
 		cfg->seed = v;
-	} else if (strcmp(key, "line_size") == 0) {
+	} else if (strcmp(key, "line_bytes") == 0 || strcmp(key, "line_size") == 0) {
+		/* line_size: the key's name before 0.2, kept as an alias (lomas.h). */
 		if (!config_parse_u64(value, &v) || !line_size_valid(v))
 			return error_set(LOMAS_EINVAL,
-			                 "line_size: '%s' is not a power of two from 8 to 65536",
+			                 "%s: '%s' is not a power of two from 8 to 65536", key,
 			                 value);
 		cfg->line_size = (uint32_t)v;
 	} else if (strcmp(key, "window") == 0) {
@@ -205,7 +206,7 @@ lomas_status lomas_config_get(const lomas_config *cfg, const char *key, char *bu
 		return put_u64(buf, len, cfg->period_refs, true);
 	if (strcmp(key, "seed") == 0)
 		return put_u64(buf, len, cfg->seed, false);
-	if (strcmp(key, "line_size") == 0)
+	if (strcmp(key, "line_bytes") == 0 || strcmp(key, "line_size") == 0)
 		return put_u64(buf, len, cfg->line_size, false);
 	if (strcmp(key, "window") == 0)
 		return put_u64(buf, len, cfg->window_refs, true);

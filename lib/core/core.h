@@ -56,6 +56,34 @@ size_t text_escape(char *dst, size_t cap, const char *src, size_t len);
 /* Send a message to the log callback, if any (never prints). */
 void log_msg(lomas_log_level level, const char *fmt, ...) LOMAS_PRINTF(2, 3);
 
+/*
+ * Sized output structs (lomas.h, "Structs the library fills"): the caller
+ * sets the first field, a uint32_t size, to sizeof the struct as its header
+ * declares it; the library copies the first min(size, ours) bytes of full
+ * (ours = full_size bytes, filled by the call) and writes the count it
+ * copied back into size, so a caller built against an older, shorter struct
+ * never has bytes written past its end, and one built against a newer,
+ * longer one sees from size which fields this library filled. A size below
+ * 8 (the size field and the next four bytes: a caller that forgot to set
+ * it, most likely zeroed) is EINVAL. fn names the call in the message.
+ */
+static inline lomas_status out_sized_copy(void *out, const void *full, size_t full_size,
+                                          const char *fn)
+{
+	uint32_t size;
+	__builtin_memcpy(&size, out, sizeof size);
+	if (size < 8)
+		return error_set(LOMAS_EINVAL,
+		                 "%s: the output struct's size field is %u: set it to sizeof the "
+		                 "struct (the LOMAS_*_INIT initializers do)",
+		                 fn, size);
+	if (size > full_size)
+		size = (uint32_t)full_size;
+	__builtin_memcpy(out, full, size);
+	__builtin_memcpy(out, &size, sizeof size);
+	return LOMAS_OK;
+}
+
 /* ------------------------------------------------------------------ config */
 
 #define CONFIG_AUTO 0 /* numeric value meaning "auto" */

@@ -202,24 +202,26 @@ lomas_status lomas_profile_meta_at(const lomas_profile *p, size_t i, const char 
 
 lomas_status lomas_profile_info_get(const lomas_profile *p, lomas_profile_info *out)
 {
+	lomas_profile_info full = LOMAS_PROFILE_INFO_INIT;
 	error_clear();
 	if (!p || !out)
 		return error_set(LOMAS_EINVAL, "lomas_profile_info_get: NULL argument");
-	memset(out, 0, sizeof *out);
-	out->line_size = p->line_size;
-	out->samples = p->samples.n;
-	out->windows = p->windows.n;
-	out->threads = p->threads.n;
+	memset(&full, 0, sizeof full);
+	full.size = sizeof full;
+	full.line_bytes = p->line_size;
+	full.samples = p->samples.n;
+	full.windows = p->windows.n;
+	full.threads = p->threads.n;
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
-		out->reused += s->state == LOMAS_SAMPLE_REUSED;
-		out->dangling += s->state == LOMAS_SAMPLE_DANGLING;
-		out->censored += s->state == LOMAS_SAMPLE_CENSORED;
-		out->sample_weight += s->weight;
+		full.reused += s->state == LOMAS_SAMPLE_REUSED;
+		full.dangling += s->state == LOMAS_SAMPLE_DANGLING;
+		full.censored += s->state == LOMAS_SAMPLE_CENSORED;
+		full.sample_weight += s->weight;
 	}
 	for (size_t i = 0; i < p->threads.n; i++)
-		out->refs += p->threads.items[i].refs;
-	return LOMAS_OK;
+		full.refs += p->threads.items[i].refs;
+	return out_sized_copy(out, &full, sizeof full, "lomas_profile_info_get");
 }
 
 /* Shared body of the three array accessors. */

@@ -1,6 +1,6 @@
 /*
  * Profile files on disk: load (one read of the whole file, then the decoder of
- * profile_codec.c) and atomic save (temporary file in the same directory,
+ * profile_encode.c, profile_decode.c) and atomic save (temporary file in the same directory,
  * fsync, rename over the target).
  */
 #include <errno.h>

@@ -138,6 +138,7 @@ static void load_profile(dbi_session *s)
 	s->image_len = len;
 	if (said[0])
 		log_msg(LOMAS_LOG_WARN, "valgrind: %s", said);
+	s->info.size = sizeof s->info;
 	s->loaded = lomas_profile_info_get(s->profile, &s->info) == LOMAS_OK;
 }
 

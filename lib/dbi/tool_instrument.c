@@ -1,6 +1,6 @@
 /*
  * The tool's instrumentation: what Valgrind's generated code does at each
- * data reference of the program (DESIGN §1, as the lackey reader counts
+ * data reference of the program (docs/architecture.md, as the lackey reader counts
  * them: each VEX load or store is one reference; a compare-and-swap, or a
  * helper that reads and writes memory, is a load then a store of the same
  * address; a guarded load or store counts when its guard holds).

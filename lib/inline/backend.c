@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "../session.h"
+#include "lomas/inline.h"
 
 extern char **environ;
 
@@ -219,6 +220,7 @@ static void load_profile(inline_session *s)
 		free(s->image);
 		s->image = NULL;
 	} else {
+		s->info.size = sizeof s->info;
 		s->loaded = lomas_profile_info_get(s->profile, &s->info) == LOMAS_OK;
 	}
 	remove_dir(s);
@@ -483,32 +485,32 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 	}
 	for (n = 0; n < nenv; n++)
 		env[n] = environ[n];
-	set_env(env, &n, "LOMAS_OUTPUT", s->output, vals[0], sizeof vals[0]);
+	set_env(env, &n, LOMAS_ENV_OUTPUT, s->output, vals[0], sizeof vals[0]);
 	/* The profile is the target's, not its children's: the child fills in
 	 * its pid after the fork (see lib/inline/runtime_env.c, lineage). */
-	set_env(env, &n, "LOMAS_OUTPUT_PID", "", vals[6], sizeof vals[6]);
+	set_env(env, &n, LOMAS_ENV_OUTPUT_PID, "", vals[6], sizeof vals[6]);
 	pid_digits = vals[6] + strlen(vals[6]);
 	if (cfg->period_refs == CONFIG_AUTO)
-		set_env(env, &n, "LOMAS_PERIOD", "auto", vals[1], sizeof vals[1]);
+		set_env(env, &n, LOMAS_ENV_PERIOD, "auto", vals[1], sizeof vals[1]);
 	else {
 		char v[32];
 		snprintf(v, sizeof v, "%llu", (unsigned long long)cfg->period_refs);
-		set_env(env, &n, "LOMAS_PERIOD", v, vals[1], sizeof vals[1]);
+		set_env(env, &n, LOMAS_ENV_PERIOD, v, vals[1], sizeof vals[1]);
 	}
 	{
 		char v[32];
 		snprintf(v, sizeof v, "%llu", (unsigned long long)cfg->seed);
-		set_env(env, &n, "LOMAS_SEED", v, vals[2], sizeof vals[2]);
+		set_env(env, &n, LOMAS_ENV_SEED, v, vals[2], sizeof vals[2]);
 		snprintf(v, sizeof v, "%u", cfg->line_size);
-		set_env(env, &n, "LOMAS_LINE_SIZE", v, vals[3], sizeof vals[3]);
+		set_env(env, &n, LOMAS_ENV_LINE_SIZE, v, vals[3], sizeof vals[3]);
 		if (cfg->window_refs == CONFIG_AUTO)
 			snprintf(v, sizeof v, "auto");
 		else
 			snprintf(v, sizeof v, "%llu", (unsigned long long)cfg->window_refs);
-		set_env(env, &n, "LOMAS_WINDOW", v, vals[4], sizeof vals[4]);
+		set_env(env, &n, LOMAS_ENV_WINDOW, v, vals[4], sizeof vals[4]);
 		if (cfg->max_samples_live) {
 			snprintf(v, sizeof v, "%llu", (unsigned long long)cfg->max_samples_live);
-			set_env(env, &n, "LOMAS_MAX_LIVE", v, vals[5], sizeof vals[5]);
+			set_env(env, &n, LOMAS_ENV_MAX_LIVE, v, vals[5], sizeof vals[5]);
 		}
 	}
 	env[n] = NULL;

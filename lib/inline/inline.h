@@ -16,7 +16,14 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "inline/contract.h"
 #include "sampler/sampler.h"
+
+/* The filter the runtime keeps (lib/sampler) is the one the pass tests. */
+_Static_assert(FILTER_SHIFT == LOMAS_ABI_FILTER_SHIFT && FILTER_BITS == LOMAS_ABI_FILTER_BITS &&
+                   FILTER_SIZE == LOMAS_ABI_FILTER_SIZE && FILTER_ANY == LOMAS_ABI_FILTER_ANY &&
+                   FILTER_PAD == LOMAS_ABI_FILTER_PAD,
+               "lib/sampler's filter differs from lib/inline/contract.h's");
 
 /* ------------------------------------------------------ runtime (fast path) */
 
@@ -43,6 +50,10 @@ typedef struct inline_fast {
 	uint32_t busy;  /* inside the slow path (a signal handler may re-enter) */
 	uint32_t index; /* creation order (0 = the first thread), or UINT32_MAX */
 } inline_fast;
+/* The pass reads and writes the countdown as the first 8 bytes of lomas__fast. */
+_Static_assert(offsetof(inline_fast, countdown) == LOMAS_ABI_FAST_COUNTDOWN &&
+                   sizeof(((inline_fast *)0)->countdown) == 8,
+               "lomas__fast's countdown is not where lib/inline/contract.h puts it");
 
 /*
  * Reference info passed to the slow path: bits 0-7 the size in bytes, bit 8
@@ -54,10 +65,10 @@ typedef struct inline_fast {
  * element of an array...); when that lies in this reference's line, the
  * next reference is this one's reuse, at distance 0.
  */
-#define REF_STORE_BIT 0x100u
-#define REF_NEXT_KNOWN 0x200u
-#define REF_AFTER_SHIFT 16
-#define REF_NEXT_SHIFT 32
+#define REF_STORE_BIT LOMAS_ABI_REF_STORE
+#define REF_NEXT_KNOWN LOMAS_ABI_REF_NEXT_KNOWN
+#define REF_AFTER_SHIFT LOMAS_ABI_REF_AFTER_SHIFT
+#define REF_NEXT_SHIFT LOMAS_ABI_REF_NEXT_SHIFT
 
 static inline uint64_t ref_after(uint64_t info)
 {

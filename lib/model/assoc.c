@@ -1,5 +1,8 @@
 /*
- * Set-associative caches (DESIGN.md section 5): an A-way cache of S sets
+ * Over ~600 lines: the LRU and random-replacement set models share the
+ * spread-over-sets estimate built here; both halves read its private tables.
+ *
+ * Set-associative caches (docs/model.md): an A-way cache of S sets
  * (L = A S lines; a line's set is its line number modulo S).
  *
  * LRU: a reuse with stack distance D misses when at least A of the D

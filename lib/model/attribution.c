@@ -1,5 +1,5 @@
 /*
- * Per-sample miss probabilities (DESIGN.md section 5, "Per-instruction
+ * Per-sample miss probabilities (docs/model.md, "Per-instruction
  * attribution"): the curves of lomas_model_curve, taken apart sample by
  * sample with the same model and options (model_default_opts: segments,
  * time-aware, reuse classes, footprint bound). Each sample is a reference

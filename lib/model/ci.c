@@ -1,13 +1,11 @@
 /*
  * Confidence intervals for the curve: a Poisson bootstrap over samples.
  *
- * Each reference was sampled independently (Poisson sampling, DESIGN.md
- * section 3), so the sampling variance is reproduced by giving every
- * sample an independent Poisson(1) multiplier on its weight (Hanley &
- * MacGibbon's Poisson bootstrap, the analogue of resampling for that
- * design) and running the model again; the interval at a size is the
- * percentile interval of the replicates. The groups (segments) of the
- * original profile are kept in every replicate: the interval is
+ * Each reference was sampled independently (Poisson sampling, docs/architecture.md), so the
+ * sampling variance is reproduced by giving every sample an independent Poisson(1) multiplier on
+ * its weight (Hanley & MacGibbon's Poisson bootstrap, the analogue of resampling for that design)
+ * and running the model again; the interval at a size is the percentile interval of the replicates.
+ * The groups (segments) of the original profile are kept in every replicate: the interval is
  * conditional on them, and re-segmenting each replicate would cost the
  * most. Deterministic for a seed: the multipliers come from the library's
  * seeded generator in sample order.

@@ -1,4 +1,7 @@
 /*
+ * Over ~600 lines: one pass over the samples feeds every structure below, and
+ * splitting it would pass its half-built state between files.
+ *
  * Grouping and sorting the samples once per model call: windows in clock
  * order per thread, pooled into groups (segment.c), each group's distances
  * sorted and deduplicated with prefix sums, and the reuses that cross into
@@ -695,7 +698,7 @@ model_mean model_mean_of(const model_data *m)
 
 double model_stack_sum(const model_data *m, const model_group *g, double x)
 {
-	/* G(x) = x - (1/S) sum_{d_i < x} w_i (x - d_i) (DESIGN.md section 5). */
+	/* G(x) = x - (1/S) sum_{d_i < x} w_i (x - d_i) (docs/model.md). */
 	size_t lo = g->off, hi = g->off + g->n;
 	if (!(x > 0.0) || !(g->S > 0.0))
 		return 0.0;

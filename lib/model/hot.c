@@ -1,7 +1,7 @@
 /*
  * Which instructions miss: the per-sample miss probabilities of
  * attribution.c summed per pc (UMI's delinquent loads, done the StatCache
- * way: DESIGN.md section 5). Pure: no symbols here (lib/sym names the pcs).
+ * way: docs/model.md). Pure: no symbols here (lib/sym names the pcs).
  */
 #include <stdlib.h>
 #include <string.h>

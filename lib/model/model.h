@@ -7,7 +7,7 @@
  * whole profile. A group's distribution P(RD > k) is estimated from the
  * samples that start in it. A reuse whose interval (start, end) lies inside
  * its group is judged by that distribution alone (the stationary equations
- * of DESIGN.md section 5); one that ends in a later group of its thread is a
+ * of docs/model.md); one that ends in a later group of its thread is a
  * "crossing" reuse, judged by every group its interval crosses, each for its
  * share of the interval (statstack.c, statcache_time.c).
  */

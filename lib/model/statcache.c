@@ -8,8 +8,8 @@
  * a miss in every cache) plus the expected misses of the reuses that end
  * here after crossing other groups (statcache_time.c), and c is the
  * group's rate of cold misses, which evict lines too (model_pressure). With
- * one group and c = 0 this is the stationary equation of DESIGN.md section
- * 5; R never counts cold misses (the curve adds them when asked).
+ * one group and c = 0 this is the stationary equation of docs/model.md; R
+ * never counts cold misses (the curve adds them when asked).
  */
 #include <math.h>
 #include <stdlib.h>

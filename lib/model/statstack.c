@@ -8,7 +8,7 @@
  * Over the references of one group g this is G_g(e - a) - G_g(e - b) for
  * its share [a, b) of the interval, with G_g(x) = sum_{j<x} P_g(RD > j)
  * (model_stack_sum). A reuse inside one group gets G_g(d), d = e - s - 1:
- * the stationary SD(d) = sum_{k<d} P(RD > k) of DESIGN.md section 5. An LRU
+ * the stationary SD(d) = sum_{k<d} P(RD > k) of docs/model.md. An LRU
  * cache of L lines misses the reuse when SD >= L.
  *
  * Beyond a group's largest finite distance, P_g(RD > j) is its dangling and

@@ -1,6 +1,6 @@
 /*
  * Miss-ratio bounds under time-sharing (the stochastic thrashing report,
- * DESIGN.md section 5): the cache of C lines is shared with other programs
+ * docs/model.md): the cache of C lines is shared with other programs
  * that leave none of ours in it after each scheduling quantum of n of our
  * references.
  *

@@ -3,7 +3,7 @@
  * threads, one event loop over all stops, faithful signal forwarding,
  * syscall injection, the shadow of the target's page protections) and the
  * step clock driven by it (single-step, decode, count, sample, watch with
- * the mprotect engine). DESIGN §3–4.
+ * the mprotect engine). docs/architecture.md.
  */
 #ifndef LOMAS_MONITOR_H
 #define LOMAS_MONITOR_H

@@ -1,5 +1,5 @@
 /*
- * Counter compensation, calibrated (DESIGN §3, issue 20 item 4): before the
+ * Counter compensation, calibrated (docs/architecture.md, the clocks, issue 20 item 4): before the
  * target runs, a known instruction sequence is run in its first thread
  * under counting-only copies of its events, four times, each time adding
  * one kind of event the monitor causes:

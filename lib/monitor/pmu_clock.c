@@ -1,5 +1,5 @@
 /*
- * The pmu clock (DESIGN §3, issue 20): each thread's load/store counters
+ * The pmu clock (docs/architecture.md, the clocks, issue 20): each thread's load/store counters
  * (perf_event, libpfm4 encodings) overflow at exponentially distributed
  * sample points; the overflow, routed to the thread (F_SETOWN_EX with
  * F_OWNER_TID, F_SETSIG, O_ASYNC), arrives as a signal stop that the

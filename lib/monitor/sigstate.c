@@ -1,6 +1,6 @@
 /*
  * What a fault of ours would change in the target's signal state, and the
- * lifts that keep it from happening (DESIGN §4: a genuine SIGSEGV is
+ * lifts that keep it from happening (docs/architecture.md, the watch engines: a genuine SIGSEGV is
  * delivered unchanged).
  *
  * A fault is turned into its signal by force_sig_info_to_task() in

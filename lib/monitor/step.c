@@ -1,5 +1,5 @@
 /*
- * The step clock (DESIGN §3): every thread is single-stepped; each
+ * The step clock (docs/architecture.md, the clocks): every thread is single-stepped; each
  * instruction is decoded before it runs and its references are counted when
  * it retires (the step report). Samples start at the points the sampler
  * chooses; the sampled line is watched by the mprotect engine, and REUSE IS

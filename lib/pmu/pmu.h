@@ -1,5 +1,5 @@
 /*
- * lib/pmu internal interface: the kernel side of the pmu clock (DESIGN §3).
+ * lib/pmu internal interface: the kernel side of the pmu clock (docs/pmu-clock.md).
  *
  * 1. A function table (pmu_sys_ops) through which every perf system call of
  *    the pmu clock goes: perf_event_open, ioctl, read, fcntl, the mmap ring,
@@ -25,7 +25,7 @@
 
 /* ------------------------------------------------------------ event tables */
 
-/* What an event counts, in the DESIGN's reference kinds. */
+/* What an event counts, in lomas_ref_kind's terms. */
 enum {
 	PMU_KIND_LOADS = 1,
 	PMU_KIND_STORES = 2,

@@ -1,7 +1,7 @@
 /*
  * The real kernel behind the pmu clock's function table, and the probe that
  * turns a failing perf_event_open into one capability error naming its
- * cause (DESIGN §8: lomas-demo record exits 125 with it).
+ * cause (docs/cli.md: lomas-demo record exits 125 with it).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -68,7 +68,7 @@ static int real_close(void *ctx, int fd)
 /*
  * Between samples the thread runs under PTRACE_SYSCALL, not PTRACE_CONT:
  * the monitor lifts its page protections around every system call of the
- * target (DESIGN §4: no call may see EFAULT because of us).
+ * target (docs/architecture.md, the watch engines: no call may see EFAULT because of us).
  */
 static int real_resume(void *ctx, pid_t tid, int how, int sig)
 {

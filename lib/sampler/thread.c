@@ -2,7 +2,7 @@
  * The sampler core's per-thread state machine: what an in-process clock does
  * with a reference it is shown. A reference to a watched line ends that
  * line's sample (a reuse); the reference at the due clock starts a sample,
- * and the next one is drawn an exponential gap later (rng_gap, DESIGN §3);
+ * and the next one is drawn an exponential gap later (rng_gap, docs/architecture.md, the clocks);
  * with period auto the threads of a process share one budget that doubles
  * the period (sampler_thin_to). It is the inline runtime's slow path
  * (lib/inline/runtime.c: thread_attach, slow_visit, auto_budget,

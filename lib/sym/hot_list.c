@@ -179,7 +179,8 @@ lomas_status lomas_profile_hot_pcs(const lomas_profile *p, lomas_policy policy,
 		lomas_hot_list_free(l);
 		return error_set(LOMAS_ENOMEM, "out of memory attributing misses");
 	}
-	l->info = (lomas_hot_info){.cache_bytes = cache_bytes,
+	l->info = (lomas_hot_info){.size = sizeof(lomas_hot_info),
+	                           .cache_bytes = cache_bytes,
 	                           .line_bytes = p->line_size,
 	                           .policy = policy,
 	                           .flags = flags,
@@ -195,6 +196,7 @@ lomas_status lomas_profile_hot_pcs(const lomas_profile *p, lomas_policy policy,
 		double ratio = m->refs > 0.0     ? m->misses / m->refs
 		               : m->reuses > 0.0 ? m->misses / m->reuses
 		                                 : 0.0;
+		e->size = sizeof *e;
 		e->pc = m->pc;
 		e->misses = m->misses;
 		e->unseen_misses = m->unseen;
@@ -229,8 +231,7 @@ lomas_status lomas_hot_list_get(const lomas_hot_list *l, size_t i, lomas_hot_pc 
 		return error_set(LOMAS_EINVAL, "lomas_hot_list_get: NULL argument");
 	if (i >= l->info.count)
 		return error_set(LOMAS_EINVAL, "entry %zu of a list of %zu", i, l->info.count);
-	*out = l->pcs[i];
-	return LOMAS_OK;
+	return out_sized_copy(out, &l->pcs[i], sizeof l->pcs[i], "lomas_hot_list_get");
 }
 
 lomas_status lomas_hot_list_frame(const lomas_hot_list *l, size_t i, size_t j, lomas_hot_frame *out)
@@ -252,8 +253,7 @@ lomas_status lomas_hot_list_info(const lomas_hot_list *l, lomas_hot_info *out)
 	error_clear();
 	if (!l || !out)
 		return error_set(LOMAS_EINVAL, "lomas_hot_list_info: NULL argument");
-	*out = l->info;
-	return LOMAS_OK;
+	return out_sized_copy(out, &l->info, sizeof l->info, "lomas_hot_list_info");
 }
 
 lomas_status lomas_hot_list_symbolize(lomas_hot_list *l, const lomas_profile *p,

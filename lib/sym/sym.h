@@ -1,7 +1,7 @@
 /*
  * lib/sym internal interface: program counters to function, file:line and
  * the inlined-at chain, with libdw (elfutils), from the memory maps a
- * profile recorded. Only reporting uses it (DESIGN.md section 2): the model
+ * profile recorded. Only reporting uses it (docs/architecture.md): the model
  * never sees a symbol, and libdw stays out of everything else.
  */
 #ifndef LOMAS_SYM_H

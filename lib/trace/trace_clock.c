@@ -2,7 +2,7 @@
  * The trace clock: sample a recorded reference stream with geometric gaps
  * (each reference sampled independently with probability 1/period) and
  * measure each sampled reference's forward reuse distance exactly, per
- * thread (DESIGN.md sections 1, 3 and 4).
+ * thread (docs/architecture.md).
  */
 #include <inttypes.h>
 #include <stdlib.h>

@@ -1,9 +1,8 @@
 /*
- * The mprotect watchpoint engine (DESIGN §4, the seed's design): a page that
- * holds a watched line is PROT_NONE, so the target faults on its next touch.
- * The engine only decides which page should have which protection; the
- * monitor runs the mprotect calls inside the target (syscall injection) and
- * knows the target's own protections (shadow of /proc/PID/maps).
+ * The mprotect watchpoint engine (docs/architecture.md, the watch engines, the seed's design): a
+ * page that holds a watched line is PROT_NONE, so the target faults on its next touch. The engine
+ * only decides which page should have which protection; the monitor runs the mprotect calls inside
+ * the target (syscall injection) and knows the target's own protections (shadow of /proc/PID/maps).
  *
  * A watched page is PROT_NONE exactly when no lift is in force (lift_depth ==
  * 0: no system call or signal delivery in progress) and no thread is stepping

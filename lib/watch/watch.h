@@ -1,8 +1,8 @@
 /*
  * lib/watch internal interface: the watch table (pure logic: watched lines →
  * samples, per-page counts, capacity with eviction of the oldest) and the
- * mprotect engine (DESIGN §4), which reaches the target only through a small
- * ops vtable the monitor provides (injected mprotect, shadow page protections).
+ * mprotect engine (docs/architecture.md, the watch engines), which reaches the target only through
+ * a small ops vtable the monitor provides (injected mprotect, shadow page protections).
  */
 #ifndef LOMAS_WATCH_H
 #define LOMAS_WATCH_H

@@ -135,7 +135,7 @@ static lomas_hot_list *hot(const lomas_profile *p, const char *debug_path)
 /* The entry of pc (or fail), its index in *at. */
 static lomas_hot_pc entry(const lomas_hot_list *l, uint64_t pc, size_t *at)
 {
-	lomas_hot_pc e;
+	lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 	for (size_t i = 0; i < lomas_hot_list_count(l); i++) {
 		assert_int_equal(lomas_hot_list_get(l, i, &e), LOMAS_OK);
 		if (e.pc == pc) {
@@ -240,7 +240,7 @@ static void test_shared_library(void **state)
 	struct run r;
 	lomas_profile *p;
 	lomas_hot_list *l;
-	lomas_hot_pc e;
+	lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 	(void)state;
 	target_path("sym-lib", exe, sizeof exe);
 	run_target(exe, &r);
@@ -265,7 +265,7 @@ static void test_stripped_of_debug_info(void **state)
 	struct run r;
 	lomas_profile *p;
 	lomas_hot_list *l;
-	lomas_hot_pc e;
+	lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 	(void)state;
 	target_path("sym-stripped", exe, sizeof exe);
 	run_target(exe, &r);
@@ -291,7 +291,7 @@ static void test_stripped_of_everything(void **state)
 	struct run r;
 	lomas_profile *p;
 	lomas_hot_list *l;
-	lomas_hot_pc e;
+	lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 	(void)state;
 	target_path("sym-strip-all", exe, sizeof exe);
 	run_target(exe, &r);
@@ -362,7 +362,7 @@ static void test_changed_and_removed(void **state)
 	struct run r;
 	lomas_profile *p;
 	lomas_hot_list *l;
-	lomas_hot_pc e;
+	lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 	(void)state;
 	target_path("sym-pie", exe, sizeof exe);
 	target_path("sym-lib", other, sizeof other);
@@ -399,7 +399,7 @@ static void test_inline_clock_pcs(void **state)
 	struct run r;
 	lomas_profile *p;
 	lomas_hot_list *l;
-	lomas_hot_pc e;
+	lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 	(void)state;
 	target_path("sym-pie", exe, sizeof exe);
 	run_target(exe, &r);
@@ -421,8 +421,8 @@ static void test_no_maps(void **state)
 	struct run r;
 	lomas_profile *p;
 	lomas_hot_list *l;
-	lomas_hot_info info;
-	lomas_hot_pc e;
+	lomas_hot_info info = LOMAS_HOT_INFO_INIT;
+	lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 	(void)state;
 	target_path("sym-pie", exe, sizeof exe);
 	run_target(exe, &r);

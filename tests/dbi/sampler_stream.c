@@ -179,7 +179,7 @@ static int run_inline(uint64_t refs, uint64_t period, uint64_t seed, uint32_t ma
 {
 	lomas_config *cfg;
 	lomas_profile *p;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_thread *threads;
 	size_t got;
 	char v[32];

@@ -134,7 +134,7 @@ static void test_reads_what_the_tool_writes(void **state)
 {
 	fixture f;
 	lomas_profile *p = NULL;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	dbi_dump_info di;
 	double wsum[2] = {0, 0};
 	(void)state;

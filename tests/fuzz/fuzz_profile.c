@@ -62,7 +62,7 @@ static void one(const uint8_t *data, size_t size)
 	lomas_profile *p, *q;
 	void *a, *b;
 	size_t alen, blen;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	char *text = NULL;
 	size_t tlen = 0;
 	FILE *f;

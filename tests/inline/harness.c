@@ -27,7 +27,7 @@ int main(void)
 	volatile long *a = calloc(N, sizeof *a);
 	lomas_config *cfg;
 	lomas_profile *p;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	double below, above;
 	long s;
 	if (!a || lomas_config_new(&cfg) || lomas_config_set(cfg, "period", "20"))

@@ -30,8 +30,8 @@ static void run(const char *prog, const char *clock)
 	lomas_config *cfg;
 	lomas_session *s;
 	lomas_profile *p;
-	lomas_profile_info info;
-	lomas_stats stats;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
+	lomas_stats stats = LOMAS_STATS_INIT;
 	const char *v;
 	int status = -1, running = 1;
 	lomas_status st;
@@ -67,7 +67,7 @@ static void run(const char *prog, const char *clock)
 		/* The first call took the session's profile; a second one is decoded
 		 * again from the file's bytes: the same profile, a separate object. */
 		lomas_profile *p2 = NULL;
-		lomas_profile_info info2;
+		lomas_profile_info info2 = LOMAS_PROFILE_INFO_INIT;
 		CHECK(lomas_session_profile(s, &p2) == LOMAS_OK && p2 && p2 != p,
 		      "second profile: %s", lomas_error_message());
 		if (p2) {

@@ -119,6 +119,7 @@ static inline lomas_status run_step(char *const argv[], run_result *res, ...)
 	read_all(p[0], res->out, sizeof res->out);
 	close(p[0]);
 	assert_int_equal(st, LOMAS_OK);
+	res->stats.size = sizeof res->stats;
 	assert_int_equal(lomas_session_stats(s, &res->stats), LOMAS_OK);
 	assert_int_equal(lomas_session_profile(s, &res->prof), LOMAS_OK);
 	lomas_session_free(s);

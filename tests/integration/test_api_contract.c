@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -105,7 +106,7 @@ static void test_every_success_clears_the_message(void **state)
 	lomas_config *cfg;
 	lomas_profile *p, *q, *r;
 	lomas_trace *t;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_sample samples[4];
 	lomas_window windows[4];
 	lomas_thread threads[4];
@@ -183,7 +184,7 @@ static void test_every_success_clears_the_message(void **state)
 		CLEARS(lomas_model_thrash_bounds, (q, cache, 0, quanta, 2, 0, &lower, upper));
 	}
 	{
-		lomas_profile_info pinfo;
+		lomas_profile_info pinfo = LOMAS_PROFILE_INFO_INIT;
 		uint32_t *wp;
 		lomas_phase_info phs[8];
 		size_t nph;
@@ -202,8 +203,8 @@ static void test_every_success_clears_the_message(void **state)
 	}
 	{
 		lomas_hot_list *hl;
-		lomas_hot_pc e;
-		lomas_hot_info hinfo;
+		lomas_hot_pc e = LOMAS_HOT_PC_INIT;
+		lomas_hot_info hinfo = LOMAS_HOT_INFO_INIT;
 		lomas_hot_frame fr;
 		CLEARS(lomas_profile_hot_pcs, (q, LOMAS_POLICY_RANDOM, cache, 0, 0, &hl));
 		CLEARS_VOID(lomas_hot_list_count, (hl));
@@ -228,6 +229,38 @@ static void test_every_success_clears_the_message(void **state)
 		CLEARS(lomas_machine_info, (NULL, &json));
 		assert_non_null(strstr(json, "\"clocks\""));
 		KEEPS(lomas_string_free, (json));
+	}
+	{
+		/* As execvp finds it: /bin/sh is sh; a directory is no program. */
+		char found[4096];
+		CLEARS(lomas_program_find, ("/bin/sh", found, sizeof found));
+		assert_string_equal(found, "/bin/sh");
+		provoke();
+		assert_int_equal(lomas_program_find("/tmp", found, sizeof found), LOMAS_EPERM);
+		assert_non_null(strstr(lomas_error_message(), strerror(EISDIR)));
+		assert_int_equal(lomas_program_find("lomas-no-such-program-x", found, sizeof found),
+		                 LOMAS_ENOENT);
+		assert_non_null(strstr(lomas_error_message(), "command not found"));
+		{
+			/* A directory named like the command earlier in PATH is passed
+			 * over, as execvp does (the search took it for the program). */
+			char dir[] = "/tmp/lomas-find-XXXXXX", sub[64], *old = getenv("PATH");
+			char saved[4096], path[4200];
+			assert_non_null(mkdtemp(dir));
+			snprintf(sub, sizeof sub, "%s/sh", dir);
+			assert_int_equal(mkdir(sub, 0755), 0);
+			snprintf(saved, sizeof saved, "%s", old ? old : "");
+			snprintf(path, sizeof path, "%s:/bin", dir);
+			setenv("PATH", path, 1);
+			assert_int_equal(lomas_program_find("sh", found, sizeof found), LOMAS_OK);
+			assert_string_equal(found, "/bin/sh");
+			if (old)
+				setenv("PATH", saved, 1);
+			else
+				unsetenv("PATH");
+			rmdir(sub);
+			rmdir(dir);
+		}
 	}
 	/* The session calls: see test_session_* (each clears on entry the same way). */
 }
@@ -289,7 +322,7 @@ static lomas_config *config(const char *clock, const char *period)
 /* After stop of a running target: wait and poll give ESTATE, saying why; the rest works. */
 static void expect_stopped(lomas_session *s)
 {
-	lomas_stats st;
+	lomas_stats st = LOMAS_STATS_INIT;
 	int status = 12345, running = 7;
 	provoke();
 	assert_int_equal(lomas_session_stop(s), LOMAS_OK);
@@ -305,6 +338,12 @@ static void expect_stopped(lomas_session *s)
 	assert_int_equal(lomas_session_stats(s, &st), LOMAS_OK);
 	assert_string_equal(lomas_error_message(), "");
 	cover("lomas_session_stats");
+	assert_int_equal(st.size, sizeof st); /* a sized struct: the library filled all of it */
+	{
+		lomas_stats unset = {0};
+		assert_int_equal(lomas_session_stats(s, &unset), LOMAS_EINVAL);
+		assert_non_null(strstr(lomas_error_message(), "size"));
+	}
 }
 
 static void test_session_step_stop_then_wait(void **state)

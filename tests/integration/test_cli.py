@@ -32,7 +32,7 @@ VALGRIND = shutil.which("valgrind")
 pytestmark = pytest.mark.skipif(not DEMO, reason="LOMAS_DEMO is not set")
 
 KIB, MIB = 1 << 10, 1 << 20
-MAE_LIMIT = 0.01  # one percentage point (DESIGN.md section 9)
+MAE_LIMIT = 0.01  # one percentage point (docs/benchmarks.md)
 PERIOD = 200
 
 

@@ -166,7 +166,7 @@ static void expected_starts(uint64_t seed, double period, uint64_t refs, uint64_
 
 static void check_exact(const trace *t, const run_result *res, uint64_t seed, double period)
 {
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_sample *s;
 	size_t n, copied, nexp;
 	uint64_t *exp;
@@ -310,7 +310,7 @@ static void test_native_threads(void **state)
 	same_as_native(argv, "30");
 	assert_int_equal(run_step(argv, &s, "period", "100", NULL), LOMAS_OK);
 	assert_true(s.stats.threads >= 3);
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_profile_info_get(s.prof, &info);
 	assert_true(info.threads >= 3);
 	free_result(&s);
@@ -399,7 +399,7 @@ static void attach_detach(long interrupt_us)
 	pid_t pid;
 	lomas_config *cfg;
 	lomas_session *s;
-	lomas_stats st;
+	lomas_stats st = LOMAS_STATS_INIT;
 	lomas_profile *prof;
 	int running = 1;
 	struct sigaction sa, old_sa;

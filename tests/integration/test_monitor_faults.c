@@ -271,7 +271,7 @@ static void test_detach_call_fails(void **state)
 		int running = 1, devnull = open("/dev/null", O_WRONLY), saved = dup(1);
 		char *argv_long[] = {path, "spin", "4000000000", NULL};
 		mon_sys_hook h = {.fail_at = n, .err = ESRCH};
-		lomas_stats stt;
+		lomas_stats stt = LOMAS_STATS_INIT;
 		double t0 = mono_s();
 		dup2(devnull, 1);
 		assert_int_equal(lomas_session_start(cfg, argv_long, &s), LOMAS_OK);

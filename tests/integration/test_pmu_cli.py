@@ -34,7 +34,7 @@ def pmu_works():
 
 
 def fallback():
-    """The clock record names for a program without the inline hooks (DESIGN §3:
+    """The clock record names for a program without the inline hooks (docs/architecture.md, the clocks:
     dbi where Valgrind and the tool are, else step)."""
     return "dbi" if works("dbi") else "step"
 

@@ -1,4 +1,4 @@
-"""lomas-demo record's contract (DESIGN section 8, issue 16 items 4 and 12), end to
+"""lomas-demo record's contract (docs/cli.md, issue 16 items 4 and 12), end to
 end: every exit status (the target's own, 128+N, 125, 126, 127, 130/143), commands
 that cannot run refused like env refuses them, nothing run when the profile could not
 be written or the clock cannot run the program, and job control: a target stopped

@@ -96,7 +96,7 @@ static void live_start(live *L, char *const argv[], const char *period)
 
 static uint64_t refs(lomas_session *s)
 {
-	lomas_stats st;
+	lomas_stats st = LOMAS_STATS_INIT;
 	assert_int_equal(lomas_session_stats(s, &st), LOMAS_OK);
 	return st.refs;
 }

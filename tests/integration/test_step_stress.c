@@ -15,7 +15,7 @@
 
 static void check_profile(const lomas_profile *p, uint64_t nthreads)
 {
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_thread *th;
 	lomas_sample *s;
 	lomas_window *w;

@@ -20,7 +20,7 @@ def check_layouts(tmp_path, source_root, c_source, types):
     src = tmp_path / "layout.c"
     src.write_text(c_source)
     exe = tmp_path / "layout"
-    subprocess.run([cc, "-std=c11", "-I", os.path.join(source_root, "include"), "-o", str(exe),
+    subprocess.run([cc, "-std=c11", "-DLOMAS_EXPERIMENTAL", "-I", os.path.join(source_root, "include"), "-o", str(exe),
                     str(src)], check=True)
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout
     checked = 0

@@ -109,7 +109,8 @@ int main(void)
 	F(lomas_sample, state) F(lomas_sample, flags) F(lomas_sample, reserved)
 	F(lomas_window, start) F(lomas_window, refs) F(lomas_window, thread)
 	F(lomas_window, reserved) F(lomas_thread, tid) F(lomas_thread, refs)
-	F(lomas_profile_info, line_size) F(lomas_profile_info, samples)
+	F(lomas_profile_info, size) F(lomas_profile_info, line_bytes)
+	F(lomas_profile_info, samples)
 	F(lomas_profile_info, reused) F(lomas_profile_info, dangling)
 	F(lomas_profile_info, censored) F(lomas_profile_info, windows)
 	F(lomas_profile_info, threads) F(lomas_profile_info, refs)
@@ -122,7 +123,7 @@ int main(void)
 def test_struct_layouts_match_c(tmp_path):
     types = {"lomas_sample": lomas._CSample, "lomas_window": lomas._CWindow,
              "lomas_thread": lomas._CThread, "lomas_profile_info": lomas._CProfileInfo}
-    assert check_layouts(tmp_path, SOURCE_ROOT, LAYOUT_C, types) == 4 + 12 + 4 + 2 + 9
+    assert check_layouts(tmp_path, SOURCE_ROOT, LAYOUT_C, types) == 4 + 12 + 4 + 2 + 10
 
 
 def test_default_sizes():
@@ -245,7 +246,7 @@ def test_info_and_samples_at_period_1(mixed):
         samples = p.samples()
     n = len(mixed)
     lines = {a // LINE for a in mixed}
-    assert info.line_size == LINE
+    assert info.line_bytes == LINE
     assert info.refs == n
     assert info.threads == 1
     assert info.samples == n  # period 1: every reference is a sample
@@ -340,7 +341,7 @@ def test_curve_equals_miss_ratio_per_size(mixed):
                 curve = p.curve(sizes, policy=policy, cold=cold)
                 assert len(curve) == len(sizes)
                 for s, r in zip(sizes, curve):
-                    # The root finder stops within 1e-10 (DESIGN.md section 5).
+                    # The root finder stops within 1e-10 (docs/model.md).
                     assert r == pytest.approx(p.miss_ratio(s, policy, cold), abs=1e-8)
                     assert 0.0 <= r <= 1.0
         lru = p.curve(sizes, policy="lru")
@@ -390,11 +391,11 @@ def test_analyze_lackey_counts(tmp_path):
         n += 1
     path = tmp_path / "t.trace"
     path.write_text("\n".join(lines) + "\n")
-    with lomas.analyze_lackey(path, period=1, line_size=128) as p:
+    with lomas.analyze_lackey(path, period=1, line_bytes=128) as p:
         info = p.info
     assert info.refs == n
     assert info.samples == n
-    assert info.line_size == 128
+    assert info.line_bytes == 128
 
 
 # ---------------------------------------------- arguments C cannot hold

@@ -23,6 +23,7 @@ int main(void)
 	printf("lomas_hot_pc - %zu\n", sizeof(lomas_hot_pc));
 	printf("lomas_hot_info - %zu\n", sizeof(lomas_hot_info));
 	printf("lomas_hot_frame - %zu\n", sizeof(lomas_hot_frame));
+	F(lomas_hot_pc, size) F(lomas_hot_pc, reserved)
 	F(lomas_hot_pc, pc) F(lomas_hot_pc, misses) F(lomas_hot_pc, unseen_misses)
 	F(lomas_hot_pc, refs) F(lomas_hot_pc, miss_ratio) F(lomas_hot_pc, share)
 	F(lomas_hot_pc, samples_started) F(lomas_hot_pc, samples_ended)
@@ -30,7 +31,7 @@ int main(void)
 	F(lomas_hot_pc, module) F(lomas_hot_pc, module_offset) F(lomas_hot_pc, function)
 	F(lomas_hot_pc, file) F(lomas_hot_pc, line) F(lomas_hot_pc, column)
 	F(lomas_hot_pc, inlined)
-	F(lomas_hot_info, cache_bytes) F(lomas_hot_info, line_bytes) F(lomas_hot_info, policy)
+	F(lomas_hot_info, size) F(lomas_hot_info, cache_bytes) F(lomas_hot_info, line_bytes) F(lomas_hot_info, policy)
 	F(lomas_hot_info, flags) F(lomas_hot_info, count) F(lomas_hot_info, delinquent)
 	F(lomas_hot_info, misses) F(lomas_hot_info, refs) F(lomas_hot_info, has_maps)
 	F(lomas_hot_info, cover90)
@@ -44,7 +45,7 @@ int main(void)
 def test_layouts_match_c(tmp_path):
     types = {"lomas_hot_pc": lomas._CHotPC, "lomas_hot_info": lomas._CHotInfo,
              "lomas_hot_frame": lomas._CHotFrame}
-    assert check_layouts(tmp_path, SOURCE_ROOT, LAYOUT_C, types) == 3 + 18 + 10 + 4
+    assert check_layouts(tmp_path, SOURCE_ROOT, LAYOUT_C, types) == 3 + 20 + 11 + 4
 
 
 STREAM_PC, HOT_PC = 0x401000, 0x402000

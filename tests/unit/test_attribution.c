@@ -160,13 +160,13 @@ static void model_shares(const lomas_profile *p, lomas_policy pol, uint64_t byte
                          size_t *delinquent)
 {
 	lomas_hot_list *l;
-	lomas_hot_info info;
+	lomas_hot_info info = LOMAS_HOT_INFO_INIT;
 	memset(share, 0, NPC * sizeof *share);
 	assert_int_equal(lomas_profile_hot_pcs(p, pol, bytes, 0, LOMAS_HOT_NO_SYMBOLS, &l),
 	                 LOMAS_OK);
 	assert_int_equal(lomas_hot_list_info(l, &info), LOMAS_OK);
 	for (size_t i = 0; i < lomas_hot_list_count(l); i++) {
-		lomas_hot_pc e;
+		lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 		assert_int_equal(lomas_hot_list_get(l, i, &e), LOMAS_OK);
 		assert_int_equal(e.sym, LOMAS_SYM_NONE);
 		for (int k = 0; k < NPC; k++)
@@ -226,7 +226,7 @@ static void test_totals_are_the_curve(void **state)
 		for (int pol = 0; pol < 2; pol++) {
 			for (unsigned flags = 0; flags <= LOMAS_MODEL_COLD; flags++) {
 				lomas_hot_list *l;
-				lomas_hot_info info;
+				lomas_hot_info info = LOMAS_HOT_INFO_INIT;
 				double ratio, sum = 0.0, share = 0.0;
 				assert_int_equal(lomas_model_miss_ratio(p, (lomas_policy)pol,
 				                                        sizes[k], 0, flags, &ratio),
@@ -240,7 +240,7 @@ static void test_totals_are_the_curve(void **state)
 				            1e-9 * (ratio + 1e-9));
 				assert_true(info.refs == (double)n);
 				for (size_t i = 0; i < info.count; i++) {
-					lomas_hot_pc e;
+					lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 					assert_int_equal(lomas_hot_list_get(l, i, &e), LOMAS_OK);
 					sum += e.misses;
 					share += e.share;
@@ -273,7 +273,7 @@ static lomas_profile *handmade(const lomas_sample *s, size_t ns)
 
 static lomas_hot_pc find(const lomas_hot_list *l, uint64_t pc)
 {
-	lomas_hot_pc e;
+	lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 	for (size_t i = 0; i < lomas_hot_list_count(l); i++) {
 		assert_int_equal(lomas_hot_list_get(l, i, &e), LOMAS_OK);
 		if (e.pc == pc)
@@ -308,7 +308,7 @@ static void test_where_misses_go(void **state)
 	};
 	lomas_profile *p = handmade(s, 4);
 	lomas_hot_list *l;
-	lomas_hot_pc e;
+	lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 	(void)state;
 	assert_int_equal(
 	    lomas_profile_hot_pcs(p, LOMAS_POLICY_LRU, 64, 0, LOMAS_HOT_NO_SYMBOLS, &l), LOMAS_OK);
@@ -357,13 +357,13 @@ static lomas_profile *misses_of(const double *w, size_t ns)
 static size_t delinquent_of(const lomas_profile *p, uint64_t bytes, size_t *cover90)
 {
 	lomas_hot_list *l;
-	lomas_hot_info info;
+	lomas_hot_info info = LOMAS_HOT_INFO_INIT;
 	assert_int_equal(
 	    lomas_profile_hot_pcs(p, LOMAS_POLICY_LRU, bytes, 0, LOMAS_HOT_NO_SYMBOLS, &l),
 	    LOMAS_OK);
 	assert_int_equal(lomas_hot_list_info(l, &info), LOMAS_OK);
 	for (size_t i = 0; i < info.count; i++) {
-		lomas_hot_pc e;
+		lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 		assert_int_equal(lomas_hot_list_get(l, i, &e), LOMAS_OK);
 		assert_int_equal(e.delinquent, i < info.delinquent);
 	}
@@ -391,7 +391,7 @@ static void test_delinquent_set(void **state)
 	assert_int_equal(
 	    lomas_profile_hot_pcs(p, LOMAS_POLICY_LRU, 64, 0, LOMAS_HOT_NO_SYMBOLS, &l), LOMAS_OK);
 	for (size_t i = 0; i < 6; i++) {
-		lomas_hot_pc e;
+		lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 		assert_int_equal(lomas_hot_list_get(l, i, &e), LOMAS_OK);
 		assert_int_equal(e.pc, 0x200 + i);
 		assert_true(fabs(e.share - w[i] / 100.0) < 1e-12);
@@ -414,7 +414,7 @@ static void test_bad_arguments(void **state)
 	const lomas_sample s = {.start = 0, .end = 9, .start_pc = 1, .end_pc = 2, .weight = 1};
 	lomas_profile *p = handmade(&s, 1), *empty;
 	lomas_hot_list *l = (lomas_hot_list *)&l;
-	lomas_hot_pc e;
+	lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 	lomas_hot_frame f;
 	(void)state;
 	assert_int_equal(lomas_profile_hot_pcs(NULL, LOMAS_POLICY_LRU, 64, 0, 0, &l), LOMAS_EINVAL);
@@ -434,6 +434,29 @@ static void test_bad_arguments(void **state)
 	assert_int_equal(lomas_profile_hot_pcs(p, LOMAS_POLICY_LRU, 64, 0, 0, &l), LOMAS_OK);
 	assert_int_equal(lomas_hot_list_get(l, lomas_hot_list_count(l), &e), LOMAS_EINVAL);
 	assert_int_equal(lomas_hot_list_get(l, 0, NULL), LOMAS_EINVAL);
+	{
+		/* Sized structs (lomas.h): an older, shorter lomas_hot_pc (size and pc
+		 * only) gets those 16 bytes and no more; a size left 0 is refused. */
+		unsigned char old[sizeof(lomas_hot_pc)];
+		lomas_hot_pc whole = LOMAS_HOT_PC_INIT;
+		lomas_hot_info info0 = {0};
+		uint32_t size = 16;
+		assert_int_equal(lomas_hot_list_get(l, 0, &whole), LOMAS_OK);
+		assert_int_equal(whole.size, sizeof whole);
+		memset(old, 0x5a, sizeof old);
+		memcpy(old, &size, sizeof size);
+		assert_int_equal(lomas_hot_list_get(l, 0, (lomas_hot_pc *)(void *)old), LOMAS_OK);
+		memcpy(&size, old, sizeof size);
+		assert_int_equal(size, 16); /* what the library filled: all of it */
+		assert_memory_equal(old + 4, (const unsigned char *)&whole + 4, 12);
+		for (size_t i = 16; i < sizeof old; i++)
+			assert_int_equal(old[i], 0x5a);
+		assert_int_equal(lomas_hot_list_info(l, &info0), LOMAS_EINVAL);
+		assert_int_equal(info0.count, 0);
+		memset(old, 0, sizeof old);
+		assert_int_equal(lomas_hot_list_get(l, 0, (lomas_hot_pc *)(void *)old),
+		                 LOMAS_EINVAL);
+	}
 	assert_int_equal(lomas_hot_list_frame(l, 0, 0, &f), LOMAS_EINVAL);
 	assert_int_equal(lomas_hot_list_frame(l, 99, 0, &f), LOMAS_EINVAL);
 	assert_int_equal(lomas_hot_list_info(NULL, NULL), LOMAS_EINVAL);

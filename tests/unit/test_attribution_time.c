@@ -204,7 +204,7 @@ static void check_totals(const char *name, const lomas_profile *p, const uint64_
 		for (int pol = 0; pol < 2; pol++) {
 			for (unsigned flags = 0; flags <= LOMAS_MODEL_COLD; flags++) {
 				lomas_hot_list *l;
-				lomas_hot_info info;
+				lomas_hot_info info = LOMAS_HOT_INFO_INIT;
 				double ratio, got, sum = 0.0;
 				assert_int_equal(lomas_model_miss_ratio(p, (lomas_policy)pol,
 				                                        sizes[k], 0, flags, &ratio),
@@ -215,7 +215,7 @@ static void check_totals(const char *name, const lomas_profile *p, const uint64_
 				    LOMAS_OK);
 				assert_int_equal(lomas_hot_list_info(l, &info), LOMAS_OK);
 				for (size_t i = 0; i < info.count; i++) {
-					lomas_hot_pc e;
+					lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 					assert_int_equal(lomas_hot_list_get(l, i, &e), LOMAS_OK);
 					sum += e.misses;
 				}
@@ -365,7 +365,7 @@ static void check_shares(const char *name, const prog *g, const lomas_profile *p
 			                                       LOMAS_HOT_NO_SYMBOLS, &l),
 			                 LOMAS_OK);
 			for (size_t i = 0; i < lomas_hot_list_count(l); i++) {
-				lomas_hot_pc e;
+				lomas_hot_pc e = LOMAS_HOT_PC_INIT;
 				assert_int_equal(lomas_hot_list_get(l, i, &e), LOMAS_OK);
 				for (int j = 0; j < g->npc; j++) {
 					if (e.pc == pc_addr(j)) {

@@ -157,6 +157,15 @@ static void test_config(void **state)
 	assert_int_equal(lomas_config_set(cfg, "line_size", "4"), LOMAS_EINVAL);
 	assert_int_equal(lomas_config_set(cfg, "line_size", "128"), LOMAS_OK);
 	assert_int_equal(cfg->line_size, 128);
+	/* line_bytes is the key's name; line_size its deprecated alias, the same setting. */
+	assert_int_equal(lomas_config_set(cfg, "line_bytes", "32"), LOMAS_OK);
+	assert_int_equal(lomas_config_get(cfg, "line_size", buf, sizeof buf), LOMAS_OK);
+	assert_string_equal(buf, "32");
+	assert_int_equal(lomas_config_set(cfg, "line_bytes", "96"), LOMAS_EINVAL);
+	assert_non_null(strstr(lomas_error_message(), "line_bytes"));
+	assert_int_equal(lomas_config_set(cfg, "line_size", "128"), LOMAS_OK);
+	assert_int_equal(lomas_config_get(cfg, "line_bytes", buf, sizeof buf), LOMAS_OK);
+	assert_string_equal(buf, "128");
 	assert_int_equal(lomas_config_set(cfg, "seed", "0xff"), LOMAS_OK);
 	assert_int_equal(cfg->seed, 255);
 	assert_int_equal(lomas_config_set(cfg, "seed", "18446744073709551616"), LOMAS_EINVAL);
@@ -307,7 +316,7 @@ static lomas_profile *small_profile(const char *command)
 static void test_profile(void **state)
 {
 	lomas_profile *p = small_profile("./a.out");
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	const char *v, *k;
 	lomas_sample out[8];
 	size_t copied;
@@ -354,6 +363,73 @@ static void test_profile(void **state)
 	p->windows.items[1].thread = 3;
 	assert_int_equal(profile_validate(p), LOMAS_EFORMAT);
 	lomas_profile_free(p);
+}
+
+/*
+ * lomas_profile_info is a sized struct (lomas.h, "Structs the library
+ * fills"): a caller built against a shorter, older struct gets only the
+ * bytes it declared; one built against a longer, newer one gets ours and
+ * learns from size where they end; a size left 0 is refused, nothing
+ * written. The values checked are small_profile's, counted by hand.
+ */
+static void test_sized_profile_info(void **state)
+{
+	lomas_profile *p = small_profile(NULL);
+	const size_t ours = sizeof(lomas_profile_info);
+	unsigned char buf[sizeof(lomas_profile_info) + 32];
+	lomas_profile_info full = LOMAS_PROFILE_INFO_INIT;
+	uint32_t size;
+	(void)state;
+	assert_int_equal(full.size, ours);
+	assert_int_equal(lomas_profile_info_get(p, &full), LOMAS_OK);
+	assert_int_equal(full.size, ours);
+
+	/* An older caller: size, line_bytes and samples only (16 bytes). */
+	memset(buf, 0xa5, sizeof buf);
+	size = 16;
+	memcpy(buf, &size, sizeof size);
+	assert_int_equal(lomas_profile_info_get(p, (lomas_profile_info *)(void *)buf), LOMAS_OK);
+	memcpy(&size, buf, sizeof size);
+	assert_int_equal(size, 16);
+	assert_int_equal(((lomas_profile_info *)(void *)buf)->line_bytes, 64);
+	assert_int_equal(((lomas_profile_info *)(void *)buf)->samples, 3);
+	for (size_t i = 16; i < sizeof buf; i++)
+		assert_int_equal(buf[i], 0xa5);
+
+	/* A newer caller with 32 more bytes: ours filled, size says where they end. */
+	memset(buf, 0xa5, sizeof buf);
+	size = (uint32_t)sizeof buf;
+	memcpy(buf, &size, sizeof size);
+	assert_int_equal(lomas_profile_info_get(p, (lomas_profile_info *)(void *)buf), LOMAS_OK);
+	memcpy(&size, buf, sizeof size);
+	assert_int_equal(size, ours);
+	assert_memory_equal(buf, &full, ours);
+	for (size_t i = ours; i < sizeof buf; i++)
+		assert_int_equal(buf[i], 0xa5);
+
+	/* size not set: EINVAL naming the field, nothing else written. */
+	memset(buf, 0, sizeof buf);
+	assert_int_equal(lomas_profile_info_get(p, (lomas_profile_info *)(void *)buf),
+	                 LOMAS_EINVAL);
+	assert_non_null(strstr(lomas_error_message(), "size"));
+	for (size_t i = 0; i < sizeof buf; i++)
+		assert_int_equal(buf[i], 0);
+	lomas_profile_free(p);
+}
+
+/* Every _free of NULL is a harmless no-op and leaves the thread's message. */
+static void test_free_null(void **state)
+{
+	(void)state;
+	error_set(LOMAS_EIO, "kept");
+	lomas_config_free(NULL);
+	lomas_profile_free(NULL);
+	lomas_hot_list_free(NULL);
+	lomas_trace_free(NULL);
+	lomas_session_free(NULL);
+	lomas_string_free(NULL);
+	assert_string_equal(lomas_error_message(), "kept");
+	error_clear();
 }
 
 static void test_merge(void **state)
@@ -442,6 +518,8 @@ int main(void)
 	    cmocka_unit_test(test_crc32_paths_agree_with_the_definition),
 	    cmocka_unit_test(test_rng_gap_with),
 	    cmocka_unit_test(test_profile),
+	    cmocka_unit_test(test_sized_profile_info),
+	    cmocka_unit_test(test_free_null),
 	    cmocka_unit_test(test_merge),
 	    cmocka_unit_test(test_validate_numbers),
 	};

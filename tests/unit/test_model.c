@@ -24,7 +24,7 @@
 #include "core/core.h"
 #include "model/model.h"
 
-/* The stationary per-window equations of DESIGN.md section 5. */
+/* The stationary per-window equations of docs/model.md. */
 static const model_opts STATIONARY = {.grouping = MODEL_GROUP_WINDOW};
 
 /* The default model without the footprint bound, for many sizes. */

@@ -109,7 +109,7 @@ static void check(int nphase, int rounds)
 {
 	gen g;
 	int truth[1024];
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_window *wins;
 	uint32_t *wp;
 	lomas_phase_info phs[16];

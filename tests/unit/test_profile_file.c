@@ -1,5 +1,6 @@
 /*
- * Unit tests for the profile file (lib/core/profile_codec.c, profile_file.c):
+ * Unit tests for the profile file (lib/core/profile_encode.c, profile_decode.c,
+ * profile_pack.c, profile_window_index.c, profile_file.c):
  * round trips, every truncation, byte flips, hand-built malformed files,
  * atomic save and its failure modes.
  *

@@ -1,5 +1,5 @@
 /*
- * A save that fails half way (lib/core/profile_file.c, profile_codec.c): a
+ * A save that fails half way (lib/core/profile_file.c, profile_encode.c): a
  * full tmpfs, and every system call of the save path failed in turn through
  * the save_io_faults hook (core.h). Each failure must give LOMAS_EIO naming
  * the path and errno, leave whatever was at the path byte for byte as it

@@ -458,7 +458,7 @@ static void test_auto_period(void **state)
 	ref *r = refs_alloc(n);
 	lomas_config *cfg = cfg_make("auto", 5);
 	lomas_profile *p;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	double per;
 	(void)state;
 	gen(r, n, PAT_MIX, 2000, tids, 2);
@@ -603,7 +603,7 @@ static void check_censoring(const char *period, uint64_t max_live, const ref *r,
 		assert_int_equal(x->flags, want[s].flags);
 	}
 	{
-		lomas_profile_info info;
+		lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 		assert_int_equal(lomas_profile_info_get(p, &info), LOMAS_OK);
 		assert_int_equal(info.censored, censored);
 	}

@@ -123,7 +123,8 @@ class _CThread(ctypes.Structure):
 
 class _CProfileInfo(ctypes.Structure):
     _fields_ = [
-        ("line_size", ctypes.c_uint32),
+        ("size", ctypes.c_uint32),
+        ("line_bytes", ctypes.c_uint32),
         ("samples", ctypes.c_uint64),
         ("reused", ctypes.c_uint64),
         ("dangling", ctypes.c_uint64),
@@ -137,6 +138,8 @@ class _CProfileInfo(ctypes.Structure):
 
 class _CHotPC(ctypes.Structure):
     _fields_ = [
+        ("size", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
         ("pc", ctypes.c_uint64),
         ("misses", ctypes.c_double),
         ("unseen_misses", ctypes.c_double),
@@ -160,8 +163,9 @@ class _CHotPC(ctypes.Structure):
 
 class _CHotInfo(ctypes.Structure):
     _fields_ = [
-        ("cache_bytes", ctypes.c_uint64),
+        ("size", ctypes.c_uint32),
         ("line_bytes", ctypes.c_uint32),
+        ("cache_bytes", ctypes.c_uint64),
         ("policy", ctypes.c_int),
         ("flags", ctypes.c_uint),
         ("count", ctypes.c_size_t),
@@ -183,7 +187,7 @@ class _CHotFrame(ctypes.Structure):
 
 
 # The C sizes (x86-64): a mismatch means this file and lomas.h disagree.
-_LAYOUT = {_CSample: 64, _CWindow: 24, _CThread: 16, _CProfileInfo: 72, _CHotPC: 128,
+_LAYOUT = {_CSample: 64, _CWindow: 24, _CThread: 16, _CProfileInfo: 72, _CHotPC: 136,
            _CHotInfo: 72, _CHotFrame: 24}
 for _t, _size in _LAYOUT.items():
     if ctypes.sizeof(_t) != _size:  # pragma: no cover - a broken port
@@ -199,7 +203,8 @@ PhaseWindow = collections.namedtuple("PhaseWindow",
                                      ["window", "thread", "start_ref", "refs", "phase"])
 PhaseWindow.__doc__ = """One window's phase (lomas_profile_phases): its index, thread, first
 reference (thread clock), references, and phase id (0 = a transition)."""
-ProfileInfo = collections.namedtuple("ProfileInfo", [f for f, _ in _CProfileInfo._fields_])
+ProfileInfo = collections.namedtuple("ProfileInfo",
+                                     [f for f, _ in _CProfileInfo._fields_ if f != "size"])
 HotFrame = collections.namedtuple("HotFrame", ["function", "file", "line", "column"])
 HotFrame.__doc__ = """One call site of an inlined-at chain: the function holding it, its
 file and line (None when unknown)."""
@@ -433,7 +438,7 @@ class _Handle:
 # ------------------------------------------------------------------- config
 
 class Config(_Handle):
-    """A set of string options (period, seed, line_size, window,
+    """A set of string options (period, seed, line_bytes, window,
     max_samples_live). Keyword arguments are set in order; None is skipped."""
 
     _free = staticmethod(_config_free)
@@ -500,9 +505,9 @@ class Profile(_Handle):
         return self
 
     @classmethod
-    def new(cls, line_size=64):
+    def new(cls, line_bytes=64):
         h = ctypes.c_void_p()
-        _check(_profile_new(_u32_value(line_size, "line_size"), ctypes.byref(h)))
+        _check(_profile_new(_u32_value(line_bytes, "line_bytes"), ctypes.byref(h)))
         return cls._adopt(h)
 
     @classmethod
@@ -523,8 +528,8 @@ class Profile(_Handle):
 
     @property
     def info(self):
-        """Counts: a ProfileInfo namedtuple (line_size, samples, reused, ...)."""
-        out = _CProfileInfo()
+        """Counts: a ProfileInfo namedtuple (line_bytes, samples, reused, ...)."""
+        out = _CProfileInfo(size=ctypes.sizeof(_CProfileInfo))
         _check(_profile_info_get(self._handle(), ctypes.byref(out)))
         return ProfileInfo(*(getattr(out, f) for f in ProfileInfo._fields))
 
@@ -598,7 +603,7 @@ class Profile(_Handle):
         Poisson bootstrap of the samples (lomas_model_curve_ci: resamples
         replicates, deterministic for a seed; sampling noise only)."""
         if sizes is None:
-            sizes = default_sizes(self.info.line_size)
+            sizes = default_sizes(self.info.line_bytes)
         sizes = [_u64_value(s, "cache size") for s in sizes]
         n = len(sizes)
         arr = (_u64 * max(n, 1))(*sizes)
@@ -712,7 +717,7 @@ class Profile(_Handle):
         if self.closed:
             return "<lomas.Profile closed>"
         i = self.info
-        return "<lomas.Profile %d samples, %d refs, line %d>" % (i.samples, i.refs, i.line_size)
+        return "<lomas.Profile %d samples, %d refs, line %d>" % (i.samples, i.refs, i.line_bytes)
 
 
 # ---------------------------------------------------------------- hot pcs
@@ -732,10 +737,10 @@ class HotPCs(list):
 
 
 def _hot_list(lst):
-    info = _CHotInfo()
+    info = _CHotInfo(size=ctypes.sizeof(_CHotInfo))
     _check(_hot_list_info(lst, ctypes.byref(info)))
     out = HotPCs()
-    e = _CHotPC()
+    e = _CHotPC(size=ctypes.sizeof(_CHotPC))
     f = _CHotFrame()
     for i in range(_hot_list_count(lst)):
         _check(_hot_list_get(lst, i, ctypes.byref(e)))
@@ -827,10 +832,10 @@ class Trace(_Handle):
 
 
 
-def analyze_lackey(path, period=None, seed=None, line_size=None, window=None, config=None):
+def analyze_lackey(path, period=None, seed=None, line_bytes=None, window=None, config=None):
     """Read Valgrind lackey --trace-mem=yes output (path, '-' = stdin)
     through the trace clock and return the Profile."""
-    cfg, owned = _config_of(config, period=period, seed=seed, line_size=line_size,
+    cfg, owned = _config_of(config, period=period, seed=seed, line_bytes=line_bytes,
                             window=window)
     try:
         h = ctypes.c_void_p()

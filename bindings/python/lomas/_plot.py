@@ -80,7 +80,7 @@ def plot(profiles, sizes=None, policies=("random", "lru"), cold=False, labels=No
             raise ValueError("policies are 'random' and 'lru', not %r" % (p,))
     if ax is None:
         _fig, ax = _plt.subplots(figsize=(8.8, 5.4))
-    line = max(p.info.line_size for p in profiles)
+    line = max(p.info.line_bytes for p in profiles)
     if sizes is None:
         sizes = default_sizes(line)
     sizes = sorted(sizes)

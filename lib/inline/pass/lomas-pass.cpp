@@ -1,3 +1,6 @@
+// Over ~600 lines: one plugin, one Instrumenter whose run, group, loop-count and
+// versioning steps share its per-function state; split, that state would be public.
+//
 // lomas-pass: the inline clock's compiler pass (an LLVM 16 pass plugin).
 //
 //   clang-16 -O2 -fpass-plugin=lomas-pass.so prog.c ...
@@ -66,6 +69,8 @@
 #include "llvm/Transforms/Utils/PromoteMemToReg.h"
 #include "llvm/Transforms/Utils/ScalarEvolutionExpander.h"
 
+#include "../contract.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -76,16 +81,20 @@ using namespace llvm;
 namespace
 {
 
-// Keep in step with lib/inline/inline.h.
-constexpr unsigned FilterShift = 6;
-constexpr unsigned FilterBits = 16;
-constexpr uint64_t FilterSize = 1u << FilterBits;
-constexpr uint64_t FilterAny = 1;
-constexpr uint64_t FilterPad = 8;
-constexpr uint64_t RefStoreBit = 0x100;
-constexpr uint64_t RefNextKnownBit = 0x200;
-constexpr unsigned AfterShift = 16;
-constexpr unsigned NextShift = 32;
+// What the runtime expects of the code we write: lib/inline/contract.h,
+// which the runtime includes too.
+constexpr unsigned FilterShift = LOMAS_ABI_FILTER_SHIFT;
+constexpr unsigned FilterBits = LOMAS_ABI_FILTER_BITS;
+constexpr uint64_t FilterSize = LOMAS_ABI_FILTER_SIZE;
+constexpr uint64_t FilterAny = LOMAS_ABI_FILTER_ANY;
+constexpr uint64_t FilterPad = LOMAS_ABI_FILTER_PAD;
+constexpr uint64_t RefStoreBit = LOMAS_ABI_REF_STORE;
+constexpr uint64_t RefNextKnownBit = LOMAS_ABI_REF_NEXT_KNOWN;
+constexpr unsigned AfterShift = LOMAS_ABI_REF_AFTER_SHIFT;
+constexpr unsigned NextShift = LOMAS_ABI_REF_NEXT_SHIFT;
+// The countdown is lomas__fast's first 8 bytes: the pass declares the
+// global as an i64 and loads and stores it at its address.
+static_assert(LOMAS_ABI_FAST_COUNTDOWN == 0, "the pass addresses the countdown as lomas__fast");
 // Longest run charged at once: bounds the clock's lead inside a signal
 // handler and keeps "after" small.
 constexpr size_t MaxRun = 256;
@@ -180,15 +189,16 @@ class Instrumenter
 		I16 = Type::getInt16Ty(C);
 		I64 = Type::getInt64Ty(C);
 		Ptr = PointerType::getUnqual(C);
-		Fast = tlsGlobal("lomas__fast", I64);
-		Filter = tlsGlobal("lomas__filter", ArrayType::get(I8, FilterSize + FilterPad));
+		Fast = tlsGlobal(LOMAS_ABI_FAST, I64);
+		Filter = tlsGlobal(LOMAS_ABI_FILTER, ArrayType::get(I8, FilterSize + FilterPad));
 		AttributeList Attrs = AttributeList().addFnAttribute(C, Attribute::NoUnwind);
 		Attrs = Attrs.addFnAttribute(C, Attribute::Cold);
 		// preserve_most: the call clobbers only r11 (and the vector
 		// registers), so values live across it stay in registers.
-		Slow = M.getOrInsertFunction("lomas__slow_pm", Attrs, Type::getVoidTy(C), Ptr, I64);
+		Slow =
+		    M.getOrInsertFunction(LOMAS_ABI_SLOW_PM, Attrs, Type::getVoidTy(C), Ptr, I64);
 		RangeClean = M.getOrInsertFunction(
-		    "lomas__range_clean", AttributeList().addFnAttribute(C, Attribute::NoUnwind),
+		    LOMAS_ABI_RANGE_CLEAN, AttributeList().addFnAttribute(C, Attribute::NoUnwind),
 		    Type::getInt32Ty(C), I64, I64);
 		if (auto *SF = dyn_cast<Function>(Slow.getCallee())) {
 			SF->setCallingConv(CallingConv::PreserveMost);

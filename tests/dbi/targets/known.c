@@ -1,5 +1,5 @@
 /*
- * A loop whose references are known from its code (DESIGN §1): each
+ * A loop whose references are known from its code (docs/architecture.md): each
  * iteration of the assembly below makes 18 data references:
  *   mov (%[s]),%rax             1 load
  *   add %rax,(%[d])             a read-modify-write: 1 load + 1 store

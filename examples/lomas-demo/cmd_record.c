@@ -20,12 +20,46 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "lomas/lomas.h"
-#include "record_session.h"
+#include "demo.h"
 
-#define EXIT_LOMAS 125
-#define EXIT_CANNOT_RUN 126
-#define EXIT_NOT_FOUND 127
+enum {
+	OPT_CLOCK = DEMO_OPT_LONG,
+	OPT_EVENTS,
+	OPT_WATCH,
+	OPT_PERIOD,
+	OPT_SEED,
+	OPT_LINE_SIZE,
+	OPT_WINDOW,
+	OPT_MAX_SKID,
+};
+
+/* record's options: its getopt table, its help, and the config keys they set. */
+const struct demo_opt record_opts[] = {
+    {"output", 'o', required_argument, "OUT", "the profile to write (default lomas.lomas)", NULL},
+    {"clock", OPT_CLOCK, required_argument, "auto|inline|dbi|step|pmu",
+     "the clock (default auto: pmu where the\n"
+     "counters open, else inline when the program carries\n"
+     "the lomas-inline hooks, else dbi (under Valgrind,\n"
+     "any x86-64 program) when Valgrind is installed,\n"
+     "else step; says which); dbi cannot attach (-p)",
+     "clock"},
+    {"events", OPT_EVENTS, required_argument, "LOAD,STORE",
+     "pmu: libpfm4 event names (default: the PMU's table)", "events"},
+    {"watch", OPT_WATCH, required_argument, "auto|mprotect|debugreg", "the watchpoint engine",
+     "watch"},
+    {"period", OPT_PERIOD, required_argument, "N|auto", "mean sampling period in references",
+     "period"},
+    {"seed", OPT_SEED, required_argument, "S", "seed of the sampling generator (default 1)",
+     "seed"},
+    {"line-size", OPT_LINE_SIZE, required_argument, "B", "cache line size in bytes (default 64)",
+     "line_bytes"},
+    {"window", OPT_WINDOW, required_argument, "N|auto", "window length in references", "window"},
+    {"max-skid", OPT_MAX_SKID, required_argument, "N",
+     "simulated (step) or real (pmu) overflow skid", "max_skid"},
+    {"pid", 'p', required_argument, "PID", "attach to a running process instead", NULL},
+    {"help", 'h', no_argument, NULL, NULL, NULL},
+    {NULL, 0, 0, NULL, NULL, NULL},
+};
 
 static volatile sig_atomic_t stop_signal, stop_from_tty;
 
@@ -39,54 +73,22 @@ static void on_stop_signal(int sig, siginfo_t *si, void *uc)
 
 static int fail(const char *what)
 {
-	fprintf(stderr, "lomas-demo: record: %s: %s\n", what, lomas_error_message());
-	return EXIT_LOMAS;
+	return demo_fail_lomas_exit(EXIT_LOMAS, "record", LOMAS_EINVAL, "%s", what);
 }
 
 /*
- * Like execvp's search: 0 with the program's path in found (len bytes) when
- * it is there and executable, else 126 or 127 with a message.
+ * The program execvp would run for cmd, found by the library's search (the
+ * one lomas_session_start makes): 0 with its path in found (len bytes), else
+ * 127 (not found) or 126 (there, but not executable, or a directory) with a
+ * message.
  */
 static int check_command(const char *cmd, char *found, size_t len)
 {
-	const char *path = getenv("PATH");
-	char buf[PATH_MAX];
-	int denied = 0;
-	if (strchr(cmd, '/')) {
-		struct stat st;
-		if (stat(cmd, &st) != 0) {
-			fprintf(stderr, "lomas-demo: record: %s: %s\n", cmd, strerror(errno));
-			return EXIT_NOT_FOUND;
-		}
-		if (S_ISDIR(st.st_mode) || access(cmd, X_OK) != 0) {
-			fprintf(stderr, "lomas-demo: record: %s: %s\n", cmd,
-			        strerror(S_ISDIR(st.st_mode) ? EISDIR : EACCES));
-			return EXIT_CANNOT_RUN;
-		}
-		snprintf(found, len, "%s", cmd);
+	lomas_status st = lomas_program_find(cmd, found, len);
+	if (st == LOMAS_OK)
 		return 0;
-	}
-	if (!path)
-		path = "/usr/local/bin:/usr/bin:/bin";
-	for (;;) {
-		const char *colon = strchr(path, ':');
-		int dl = colon ? (int)(colon - path) : (int)strlen(path);
-		struct stat st;
-		snprintf(buf, sizeof buf, "%.*s%s%s", dl, path, dl ? "/" : "", cmd);
-		if (stat(buf, &st) == 0 && !S_ISDIR(st.st_mode)) {
-			if (access(buf, X_OK) == 0) {
-				snprintf(found, len, "%s", buf);
-				return 0;
-			}
-			denied = 1;
-		}
-		if (!colon)
-			break;
-		path = colon + 1;
-	}
-	fprintf(stderr, "lomas-demo: record: %s: %s\n", cmd,
-	        denied ? strerror(EACCES) : "command not found");
-	return denied ? EXIT_CANNOT_RUN : EXIT_NOT_FOUND;
+	return demo_fail_exit(st == LOMAS_EPERM ? EXIT_CANNOT_RUN : EXIT_NOT_FOUND, "record", "%s",
+	                      lomas_error_message());
 }
 
 /*
@@ -114,9 +116,9 @@ static int exec_kind(const char *path)
 		return 0;
 	for (ssize_t i = 0; i < n && b[i] != '\n'; i++)
 		if (!b[i]) {
-			fprintf(stderr, "lomas-demo: record: %s: cannot execute binary file: %s\n",
-			        path, strerror(ENOEXEC));
-			return EXIT_CANNOT_RUN;
+			return demo_fail_exit(EXIT_CANNOT_RUN, "record",
+			                      "%s: cannot execute binary file: %s", path,
+			                      strerror(ENOEXEC));
 		}
 	return 1;
 }
@@ -133,14 +135,11 @@ static int check_output(const char *out)
 	struct stat st;
 	const char *slash = strrchr(out, '/');
 	int fd;
-	if (!*out) {
-		fprintf(stderr, "lomas-demo: record: -o: empty path\n");
-		return EXIT_LOMAS;
-	}
-	if (stat(out, &st) == 0 && S_ISDIR(st.st_mode)) {
-		fprintf(stderr, "lomas-demo: record: cannot write %s: %s\n", out, strerror(EISDIR));
-		return EXIT_LOMAS;
-	}
+	if (!*out)
+		return demo_fail_exit(EXIT_LOMAS, "record", "-o: empty path");
+	if (stat(out, &st) == 0 && S_ISDIR(st.st_mode))
+		return demo_fail_exit(EXIT_LOMAS, "record", "cannot write %s: %s", out,
+		                      strerror(EISDIR));
 	if (!slash)
 		snprintf(dir, sizeof dir, ".");
 	else if (slash == out)
@@ -149,10 +148,9 @@ static int check_output(const char *out)
 		snprintf(dir, sizeof dir, "%.*s", (int)(slash - out), out);
 	snprintf(probe, sizeof probe, "%s/.lomas-probe-XXXXXX", dir);
 	fd = mkostemp(probe, O_CLOEXEC);
-	if (fd < 0) {
-		fprintf(stderr, "lomas-demo: record: cannot write %s: %s\n", out, strerror(errno));
-		return EXIT_LOMAS;
-	}
+	if (fd < 0)
+		return demo_fail_exit(EXIT_LOMAS, "record", "cannot write %s: %s", out,
+		                      strerror(errno));
 	close(fd);
 	unlink(probe);
 	return 0;
@@ -206,7 +204,7 @@ static bool left_stopped(lomas_session *s)
 /* One progress line on stderr when it is a terminal. */
 static void progress(lomas_session *s)
 {
-	lomas_stats st;
+	lomas_stats st = LOMAS_STATS_INIT;
 	if (lomas_session_stats(s, &st) == LOMAS_OK)
 		fprintf(stderr, "\r[lomas] %.1fs  %llu refs  %llu samples  %llu faults   ",
 		        (double)st.elapsed_ns / 1e9, (unsigned long long)st.refs,
@@ -216,7 +214,7 @@ static void progress(lomas_session *s)
 static int save_profile(lomas_session *s, const char *out, int argc, char **argv)
 {
 	lomas_profile *p;
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	char cmdline[4096] = "";
 	size_t used = 0;
 	if (lomas_session_profile(s, &p))
@@ -245,26 +243,8 @@ static int save_profile(lomas_session *s, const char *out, int argc, char **argv
 	return 0;
 }
 
-int record_main(int argc, char **argv)
+int cmd_record(int argc, char **argv)
 {
-	static const struct option opts[] = {
-	    {"output", required_argument, NULL, 'o'},
-	    {"clock", required_argument, NULL, 'c'},
-	    {"period", required_argument, NULL, 'P'},
-	    {"seed", required_argument, NULL, 's'},
-	    {"line-size", required_argument, NULL, 'l'},
-	    {"window", required_argument, NULL, 'w'},
-	    {"max-skid", required_argument, NULL, 'k'},
-	    {"pid", required_argument, NULL, 'p'},
-	    {"events", required_argument, NULL, 'e'},
-	    {"watch", required_argument, NULL, 'W'},
-	    {NULL, 0, NULL, 0},
-	};
-	static const struct {
-		int opt;
-		const char *key;
-	} keys[] = {{'c', "clock"},  {'P', "period"},   {'s', "seed"},   {'l', "line_size"},
-	            {'w', "window"}, {'k', "max_skid"}, {'e', "events"}, {'W', "watch"}};
 	const char *out = "lomas.lomas";
 	char program[PATH_MAX], *shargv[4096];
 	long pid = 0;
@@ -275,20 +255,21 @@ int record_main(int argc, char **argv)
 	lomas_status st;
 	bool auto_clock = false;
 
+	/* -h anywhere before the command (after "--" it is the command's). */
+	for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+		if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+			return demo_help("record");
 	if (lomas_config_new(&cfg))
 		return fail("config");
 	optind = 1;
-	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:o:p:", opts, NULL)) != -1) {
-		const char *key = NULL;
-		for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-			if (keys[i].opt == c)
-				key = keys[i].key;
-		if (key) {
-			if (lomas_config_set(cfg, key, optarg)) {
-				fprintf(stderr, "lomas-demo: record: %s\n", lomas_error_message());
+	while ((c = demo_getopt(argc, argv, record_opts, true)) != -1) {
+		const struct demo_opt *o = demo_opt_find(record_opts, c);
+		if (o && o->key_name) {
+			if (lomas_config_set(cfg, o->key_name, optarg)) {
+				rc = demo_fail_exit(EXIT_LOMAS, "record", "%s",
+				                    lomas_error_message());
 				lomas_config_free(cfg);
-				return EXIT_LOMAS;
+				return rc;
 			}
 			continue;
 		}
@@ -298,35 +279,23 @@ int record_main(int argc, char **argv)
 			char *end;
 			pid = strtol(optarg, &end, 10);
 			if (*end || pid <= 0 || pid > INT_MAX) {
-				fprintf(stderr, "lomas-demo: record: -p: '%s' is not a pid\n",
-				        optarg);
 				lomas_config_free(cfg);
-				return EXIT_LOMAS;
+				return demo_fail_exit(EXIT_LOMAS, "record", "-p: '%s' is not a pid",
+				                      optarg);
 			}
 			break;
 		}
-		default: /* one line, like the other subcommands' (common.c) */
-			if (c == ':')
-				fprintf(stderr,
-				        "lomas-demo: record: option '%s' needs an argument ",
-				        argv[optind - 1]);
-			else if (optopt > 0 && optopt < 256)
-				fprintf(stderr, "lomas-demo: record: unknown option '-%c' ",
-				        optopt);
-			else
-				fprintf(stderr, "lomas-demo: record: unknown option '%s' ",
-				        argv[optind - 1]);
-			fprintf(stderr, "(see 'lomas-demo help record')\n");
+		default: /* one line, like the other subcommands' */
 			lomas_config_free(cfg);
-			return EXIT_LOMAS;
+			return demo_bad_option_exit(EXIT_LOMAS, "record", argv, c);
 		}
 	}
 	argc -= optind;
 	argv += optind;
 	if ((pid != 0) == (argc > 0)) {
-		fprintf(stderr, "lomas-demo: record: give either a command after '--' or -p PID\n");
 		lomas_config_free(cfg);
-		return EXIT_LOMAS;
+		return demo_fail_exit(EXIT_LOMAS, "record",
+		                      "give either a command after '--' or -p PID");
 	}
 	if (argc > 0 && (rc = check_command(argv[0], program, sizeof program))) {
 		lomas_config_free(cfg);
@@ -363,20 +332,19 @@ int record_main(int argc, char **argv)
 	lomas_config_free(cfg);
 	if (st) {
 		if (st == LOMAS_ENOENT && argc > 0)
-			return fprintf(stderr, "lomas-demo: record: %s\n", lomas_error_message()),
-			       EXIT_NOT_FOUND;
+			return demo_fail_exit(EXIT_NOT_FOUND, "record", "%s",
+			                      lomas_error_message());
 		/* The program could not be executed (not ptrace): like env, 126. */
 		if (st == LOMAS_EPERM && argc > 0) {
 			char msg[1024];
 			snprintf(msg, sizeof msg, "%s", lomas_error_message());
 			if (ptrace_works())
-				return fprintf(stderr, "lomas-demo: record: %s\n", msg),
-				       EXIT_CANNOT_RUN;
+				return demo_fail_exit(EXIT_CANNOT_RUN, "record", "%s", msg);
 		}
 		return fail(pid ? "attach" : "start");
 	}
 
-	/* clock=auto: say which it chose (DESIGN section 3). */
+	/* clock=auto: say which it chose (docs/architecture.md). */
 	if (auto_clock && lomas_session_clock(s))
 		fprintf(stderr, "lomas-demo: record: --clock auto: using the %s clock\n",
 		        lomas_session_clock(s));
@@ -416,7 +384,7 @@ int record_main(int argc, char **argv)
 	sigaction(SIGTERM, &old_term, NULL);
 
 	if (st) {
-		fprintf(stderr, "lomas-demo: record: %s\n", lomas_error_message());
+		demo_fail_exit(EXIT_LOMAS, "record", "%s", lomas_error_message());
 		lomas_session_stop(s);
 		save_profile(s, out, argc, argv);
 		lomas_session_free(s);
@@ -424,7 +392,7 @@ int record_main(int argc, char **argv)
 	}
 	if (running) { /* SIGINT/SIGTERM: detach, keep what we have */
 		if (lomas_session_stop(s))
-			fprintf(stderr, "lomas-demo: record: detach: %s\n", lomas_error_message());
+			demo_fail_exit(EXIT_LOMAS, "record", "detach: %s", lomas_error_message());
 		else
 			fprintf(stderr,
 			        "lomas-demo: record: detached on signal %d; the target %s\n",
