@@ -330,7 +330,8 @@ static void auto_budget(inline_thread *t, uint64_t clock)
  */
 static void phase_step(inline_thread *t, uint64_t clock, uint64_t addr, uint64_t pc)
 {
-	uint64_t window = phase_window_refs(t->phase_window, t->base_period, t->level);
+	uint64_t window = phase_window_refs(t->phase_window, ldexp(t->base_period, t->level),
+	                                    t->phase->set.shift);
 	if (phase_on_sample(t->phase, clock, window, addr >> t->wt.line_shift, pc)) {
 		t->pshift = t->phase->shift_now;
 		redraw_gap(t, clock);

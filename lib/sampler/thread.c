@@ -123,7 +123,8 @@ void sampler_visit(sampler_thread *t, sampler_budget *b, const inline_alloc *a, 
 		auto_budget(t, b, a, clock);
 	if (t->phase &&
 	    phase_on_sample(t->phase, clock,
-	                    phase_window_refs(t->phase_window, t->base_period, t->level),
+	                    phase_window_refs(t->phase_window, times_pow2(t->base_period, t->level),
+	                                      t->phase->set.shift),
 	                    addr >> t->wt.line_shift, pc)) {
 		t->pshift = t->phase->shift_now;
 		redraw_gap(t, clock);
