@@ -177,6 +177,7 @@ const struct demo_cmd demo_cmds[] = {
      "  --line-size B           cache line size in bytes (default 64)\n"
      "  --window N|auto         window length in references\n"
      "  --max-skid N            simulated (step) or real (pmu) overflow skid\n"
+     "  --phase-guided          inline, dbi: sample known phases 16x less often\n"
      "  -p, --pid PID           attach to a running process instead\n",
      "lomas-demo record [-o OUT.lomas] [--clock C] [--period N] [...] -- COMMAND [ARGS...]\n"
      "       lomas-demo record [-o OUT.lomas] [options] -p PID",

@@ -258,6 +258,7 @@ int record_main(int argc, char **argv)
 	    {"pid", required_argument, NULL, 'p'},
 	    {"events", required_argument, NULL, 'e'},
 	    {"watch", required_argument, NULL, 'W'},
+	    {"phase-guided", no_argument, NULL, 'G'}, /* config phase_guided=yes */
 	    {NULL, 0, NULL, 0},
 	};
 	static const struct {
@@ -294,6 +295,7 @@ int record_main(int argc, char **argv)
 		}
 		switch (c) {
 		case 'o': out = optarg; break;
+		case 'G': lomas_config_set(cfg, "phase_guided", "yes"); break;
 		case 'p': {
 			char *end;
 			pid = strtol(optarg, &end, 10);
