@@ -133,6 +133,7 @@ static int core(uint64_t refs, uint64_t period, uint64_t seed, uint32_t max_live
 			sampler_thread_to_level(&ts[0], budget.level, &heap);
 		if (!wt_collect(&ts[0].wt, &ts[0].done, &heap))
 			return 1;
+		free(ts[0].phase); /* (sampler_thread_finish would have) */
 		core_print(&ts[0], 0, refs);
 		store_free(&ts[0].done, &heap);
 	}
