@@ -31,6 +31,7 @@ enum {
 	OPT_LINE_SIZE,
 	OPT_WINDOW,
 	OPT_MAX_SKID,
+	OPT_PHASE_GUIDED,
 };
 
 /* record's options: its getopt table, its help, and the config keys they set. */
@@ -56,6 +57,10 @@ const struct demo_opt record_opts[] = {
     {"window", OPT_WINDOW, required_argument, "N|auto", "window length in references", "window"},
     {"max-skid", OPT_MAX_SKID, required_argument, "N",
      "simulated (step) or real (pmu) overflow skid", "max_skid"},
+    {"phase-guided", OPT_PHASE_GUIDED, no_argument, NULL,
+     "inline, dbi: sample a phase seen for 2000\nsamples 16x less often (weights keep the "
+     "model\nunbiased)",
+     NULL},
     {"pid", 'p', required_argument, "PID", "attach to a running process instead", NULL},
     {"help", 'h', no_argument, NULL, NULL, NULL},
     {NULL, 0, 0, NULL, NULL, NULL},
@@ -275,6 +280,7 @@ int cmd_record(int argc, char **argv)
 		}
 		switch (c) {
 		case 'o': out = optarg; break;
+		case OPT_PHASE_GUIDED: lomas_config_set(cfg, "phase_guided", "yes"); break;
 		case 'p': {
 			char *end;
 			pid = strtol(optarg, &end, 10);

@@ -204,6 +204,8 @@ LOMAS_API void lomas_set_log_callback(lomas_log_fn fn, void *user);
  *              applies PERF_EVENT_IOC_PERIOD (auto: from the kernel version)
  *   pmu_calibrate  yes | no: measure what steps, faults, traps and injected
  *              calls add to the counters at start (default yes)
+ *   phase_guided  yes | no: inline and dbi clocks: sample a recognised phase
+ *              with 2000 samples 16x less often, weights x16 (default no)
  * Unknown keys and bad values give LOMAS_EINVAL naming the key.
  */
 typedef struct lomas_config lomas_config;

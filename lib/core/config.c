@@ -21,6 +21,7 @@ void config_defaults(struct lomas_config *cfg)
 	cfg->pmu_sample = PMU_SAMPLE_SKID;
 	cfg->period_sem = PERIOD_SEM_AUTO;
 	cfg->pmu_calibrate = true;
+	cfg->phase_guided = false;
 }
 
 static const char *const pmu_sample_names[] = {"skid", "precise", "double_trap"};
@@ -182,6 +183,11 @@ lomas_status lomas_config_set(lomas_config *cfg, const char *key, const char *va
 			return error_set(LOMAS_EINVAL, "pmu_calibrate: '%s' is not yes or no",
 			                 value);
 		cfg->pmu_calibrate = value[0] == 'y';
+	} else if (strcmp(key, "phase_guided") == 0) {
+		if (strcmp(value, "yes") && strcmp(value, "no"))
+			return error_set(LOMAS_EINVAL, "phase_guided: '%s' is not yes or no",
+			                 value);
+		cfg->phase_guided = value[0] == 'y';
 	} else {
 		return error_set(LOMAS_EINVAL, "unknown config key '%s'", key);
 	}
@@ -224,6 +230,8 @@ lomas_status lomas_config_get(const lomas_config *cfg, const char *key, char *bu
 			v = period_sem_names[cfg->period_sem % 3];
 		else if (strcmp(key, "pmu_calibrate") == 0)
 			v = cfg->pmu_calibrate ? "yes" : "no";
+		else if (strcmp(key, "phase_guided") == 0)
+			v = cfg->phase_guided ? "yes" : "no";
 		if (v) {
 			if (strlen(v) >= len)
 				return error_set(LOMAS_ERANGE,

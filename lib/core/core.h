@@ -116,6 +116,7 @@ struct lomas_config {
 	uint8_t pmu_sample; /* config_pmu_sample */
 	uint8_t period_sem; /* config_period_sem */
 	bool pmu_calibrate; /* measure counter perturbations at start (default true) */
+	bool phase_guided;  /* inline and dbi: phase-guided sampling (default false) */
 };
 
 typedef enum config_pmu_sample {

@@ -397,6 +397,8 @@ lomas_status dbi_backend_start(const struct lomas_config *cfg, const char *progr
 	if (cfg->window_refs != CONFIG_AUTO)
 		snprintf(opt[k++], sizeof opt[0], "--lomas-window=%llu",
 		         (unsigned long long)cfg->window_refs);
+	if (cfg->phase_guided)
+		snprintf(opt[k++], sizeof opt[0], "--lomas-phase-guided=yes");
 	if (cfg->max_samples_live)
 		snprintf(opt[k++], sizeof opt[0], "--lomas-max-live=%llu",
 		         (unsigned long long)(cfg->max_samples_live > (1u << 24)

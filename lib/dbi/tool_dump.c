@@ -218,6 +218,15 @@ Bool lt_dump(Int ended)
 	h.period = lt_settings.period;
 	h.seed = lt_settings.seed;
 	h.window = lt_window_refs;
+	/* Phase-guided: the window the sampler judged phases by, as the inline
+	 * runtime's profile has it (phase_window_refs; the threads are at the
+	 * process's level). */
+	if (!h.window && lt_settings.phase_guided)
+		h.window = phase_window_refs(
+		    0,
+		    (lt_settings.period ? (double)lt_settings.period : AUTO_START_PERIOD) *
+		        (double)(1ull << lt_budget.level),
+		    lt_settings.phase.shift);
 	h.nthreads = lt_nthreads + nrecs;
 	h.nmaps = put_maps(&w, True);
 	h.auto_level = lt_budget.level;

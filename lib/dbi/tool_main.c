@@ -13,6 +13,8 @@
  *   --lomas-trace=PATH       full trace in lackey format (thread k > 0: PATH.k)
  *   --lomas-control=PATH     a FIFO the host writes 's' (snapshot and stop) to
  *   --lomas-fastpath=ir|helper  the countdown in the IR, or a call per reference
+ *   --lomas-phase-guided=yes --lomas-phase-samples=N --lomas-phase-divide=N
+ *                            phase-guided sampling (lib/sampler/phase.c)
  */
 #include "pub_tool_aspacemgr.h"
 #include "pub_tool_libcassert.h"
@@ -40,7 +42,11 @@ Int lt_cd_offset = (Int)sizeof(VexGuestAMD64State);
 uint8_t lt_filter[FILTER_SIZE + FILTER_PAD];
 tool_thread *lt_cur;
 sampler_budget lt_budget;
-sampler_settings lt_settings = {.period = 0, .seed = 1, .max_live = DEFAULT_MAX_LIVE};
+sampler_settings lt_settings = {
+    .period = 0,
+    .seed = 1,
+    .max_live = DEFAULT_MAX_LIVE,
+    .phase = {.min_samples = PHASE_DEFAULT_SAMPLES, .shift = PHASE_DEFAULT_SHIFT}};
 Bool lt_tracing;
 Bool lt_sampling = True;
 const HChar *lt_trace_path;
@@ -481,6 +487,16 @@ static Bool process_option(const HChar *arg)
 		if (!parse_u64(v, False, 1, 1u << 24, &x))
 			VG_(fmsg_bad_option)(arg, "not a slot count from 1 to 16777216\n");
 		lt_settings.max_live = (uint32_t)x;
+	} else if VG_BOOL_CLO (arg, "--lomas-phase-guided", lt_settings.phase_guided) {
+	} else if VG_STR_CLO (arg, "--lomas-phase-samples", v) {
+		if (!parse_u64(v, False, 1, 0xffffffffull, &x))
+			VG_(fmsg_bad_option)(arg, "not a sample count >= 1\n");
+		lt_settings.phase.min_samples = (uint32_t)x;
+	} else if VG_STR_CLO (arg, "--lomas-phase-divide", v) {
+		/* A power of two: a sample's weight is base period x 2^level. */
+		if (!parse_u64(v, False, 2, 1u << PHASE_MAX_SHIFT, &x) || (x & (x - 1)))
+			VG_(fmsg_bad_option)(arg, "not a power of two from 2 to 1024\n");
+		lt_settings.phase.shift = (uint8_t)__builtin_ctzll(x);
 	} else if VG_STR_CLO (arg, "--lomas-fastpath", v) {
 		if (VG_STREQ(v, "helper"))
 			lt_helper_per_ref = True;
@@ -503,7 +519,10 @@ static void print_usage(void)
 	 "    --lomas-max-live=N        watch-table slots per thread [8192]\n"
 	 "    --lomas-trace=PATH        also write every reference (lackey format)\n"
 	 "    --lomas-control=PATH      FIFO on which liblomas asks for a snapshot\n"
-	 "    --lomas-fastpath=ir|helper  countdown in the IR or a call per reference [ir]\n");
+	 "    --lomas-fastpath=ir|helper  countdown in the IR or a call per reference [ir]\n"
+	 "    --lomas-phase-guided=no|yes  lower the rate inside known phases [no]\n"
+	 "    --lomas-phase-samples=N   a phase's samples before its rate drops [2000]\n"
+	 "    --lomas-phase-divide=N    the rate there divided by N, a power of two [16]\n");
 }
 
 static void print_debug_usage(void)
@@ -519,6 +538,7 @@ static void post_clo_init(void)
 		VG_(fmsg)("lomas: --lomas-out=PATH is required (the tool is run by liblomas)\n");
 		VG_(exit)(1);
 	}
+	lt_settings.window = lt_window_refs;
 	lt_settings.line_shift = 0;
 	while ((1u << lt_settings.line_shift) < lt_line_size)
 		lt_settings.line_shift++;

@@ -451,7 +451,7 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 	inline_session *s;
 	size_t nenv = 0, n = 0;
 	char **env;
-	char vals[7][128];
+	char vals[8][128];
 	char *pid_digits;
 	int pipefd[2], child_errno = 0;
 	ssize_t r;
@@ -477,7 +477,7 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 
 	while (environ && environ[nenv])
 		nenv++;
-	env = calloc(nenv + 8, sizeof *env);
+	env = calloc(nenv + 9, sizeof *env);
 	if (!env) {
 		rmdir(s->dir);
 		free(s);
@@ -512,6 +512,8 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 			snprintf(v, sizeof v, "%llu", (unsigned long long)cfg->max_samples_live);
 			set_env(env, &n, LOMAS_ENV_MAX_LIVE, v, vals[5], sizeof vals[5]);
 		}
+		if (cfg->phase_guided)
+			set_env(env, &n, "LOMAS_PHASE_GUIDED", "1", vals[7], sizeof vals[7]);
 	}
 	env[n] = NULL;
 

@@ -125,6 +125,11 @@ typedef struct inline_thread {
 	size_t wt_size;
 	char *trace;
 	size_t trace_len;
+	/* Phase-guided sampling (lib/sampler/phase.c): the tracker (NULL: off)
+	 * and the shift in force (samples are taken at level + pshift). */
+	phase_tracker *phase;
+	uint64_t phase_window; /* the window asked for (0: 256 x the period) */
+	uint8_t pshift;
 } inline_thread;
 
 /* A session's settings (from the environment or lomas_inline_start). */
@@ -134,6 +139,8 @@ typedef struct settings {
 	uint32_t line_size;
 	uint64_t window; /* 0 = 256 x mean period */
 	uint32_t max_live;
+	bool phase_guided;    /* LOMAS_PHASE_GUIDED */
+	phase_settings phase; /* LOMAS_PHASE_SAMPLES, LOMAS_PHASE_DIVIDE */
 } settings;
 
 /* The process-wide state. */

@@ -130,6 +130,9 @@ void rt_thread_release_data(inline_thread *t)
 	unmap_bytes(t->trace, TRACE_BUF);
 	t->trace = NULL;
 	t->trace_len = 0;
+	unmap_bytes(t->phase, sizeof *t->phase);
+	t->phase = NULL;
+	t->pshift = 0;
 }
 
 /*
@@ -220,6 +223,10 @@ static inline_thread *thread_attach(inline_fast *f, uint64_t after)
 	t->wt_mem = map_bytes(t->wt_size);
 	if (rt.trace_fd >= 0)
 		t->trace = map_bytes(TRACE_BUF);
+	/* Phase-guided sampling: without memory for the tracker, plain sampling. */
+	if (s.phase_guided && (t->phase = map_bytes(sizeof *t->phase)))
+		phase_tracker_init(t->phase, &s.phase);
+	t->phase_window = s.window;
 	if (!t->wt_mem) {
 		t->epoch = 0;
 		rt_spin_unlock(&t->lock);
@@ -279,7 +286,7 @@ void rt_thread_to_level(inline_thread *t, uint32_t level)
 /* After a level change: sampling is memoryless, so draw the next gap afresh at the new rate. */
 static void redraw_gap(inline_thread *t, uint64_t clock)
 {
-	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level));
+	t->gap_log = rng_gap_log(ldexp(t->base_period, t->level + t->pshift));
 	t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
 	t->next_gap = rng_gap_with(&t->gaps, t->gap_log);
 }
@@ -309,6 +316,24 @@ static void auto_budget(inline_thread *t, uint64_t clock)
 	level = atomic_load_explicit(&rt.auto_level, memory_order_relaxed);
 	if (t->level < level) {
 		rt_thread_to_level(t, level);
+		redraw_gap(t, clock);
+	}
+}
+
+/*
+ * Phase-guided sampling after a sample start (lib/sampler/phase.c, as
+ * lib/sampler/thread.c does it for the dbi clock, in the same order of
+ * draws): the sample joins the running window's signatures; at a window
+ * boundary the rate is decided again, and a new rate redraws the gap
+ * (sampling is memoryless). A sample drawn at the lower rate has its level
+ * raised by the shift: it weighs 2^shift more.
+ */
+static void phase_step(inline_thread *t, uint64_t clock, uint64_t addr, uint64_t pc)
+{
+	uint64_t window = phase_window_refs(t->phase_window, ldexp(t->base_period, t->level),
+	                                    t->phase->set.shift);
+	if (phase_on_sample(t->phase, clock, window, addr >> t->wt.line_shift, pc)) {
+		t->pshift = t->phase->shift_now;
 		redraw_gap(t, clock);
 	}
 }
@@ -413,9 +438,10 @@ static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info
 			s.start_pc = s.end_pc = pc;
 			s.kind = (uint8_t)kind;
 			s.state = LOMAS_SAMPLE_REUSED;
-			s.level = t->level;
+			s.level = (uint8_t)(t->level + t->pshift);
 			push_sample(t, &s);
-		} else if (wt_start(&t->wt, (uintptr_t)addr, clock, pc, kind, t->level, &s)) {
+		} else if (wt_start(&t->wt, (uintptr_t)addr, clock, pc, kind,
+		                    (uint8_t)(t->level + t->pshift), &s)) {
 			push_sample(t, &s);
 		}
 		/* The gap drawn at the last start (or redraw): the countdown the
@@ -425,6 +451,8 @@ static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info
 		t->next_gap = rng_gap_with(&t->gaps, t->gap_log);
 		if (t->adaptive)
 			auto_budget(t, clock);
+		if (t->phase)
+			phase_step(t, clock, (uintptr_t)addr, pc);
 	}
 	if (due <= 0 || t->trace) {
 		uint64_t k = t->trace ? 1 : t->next_sample - clock;

@@ -89,6 +89,9 @@ void rt_parse_env_defaults(settings *s)
 	s->line_size = 64;
 	s->window = 0;
 	s->max_live = DEFAULT_MAX_LIVE;
+	s->phase_guided = false;
+	s->phase.min_samples = PHASE_DEFAULT_SAMPLES;
+	s->phase.shift = PHASE_DEFAULT_SHIFT;
 }
 
 void rt_parse_env(settings *s)
@@ -127,6 +130,28 @@ void rt_parse_env(settings *s)
 		else
 			rt_env_problem("LOMAS_MAX_LIVE", v,
 			               "is not a slot count from 1 to 16777216");
+	}
+	/* Phase-guided sampling (lib/sampler/phase.c): off by default. */
+	if ((v = secure_getenv("LOMAS_PHASE_GUIDED"))) {
+		if (strcmp(v, "1") == 0 || strcmp(v, "yes") == 0)
+			s->phase_guided = true;
+		else if (strcmp(v, "0") != 0 && strcmp(v, "no") != 0 && *v)
+			rt_env_problem("LOMAS_PHASE_GUIDED", v, "is not 1, 0, yes or no");
+	}
+	if ((v = secure_getenv("LOMAS_PHASE_SAMPLES"))) {
+		if (config_parse_u64(v, &x) && x >= 1 && x <= UINT32_MAX)
+			s->phase.min_samples = (uint32_t)x;
+		else
+			rt_env_problem("LOMAS_PHASE_SAMPLES", v, "is not a sample count >= 1");
+	}
+	if ((v = secure_getenv("LOMAS_PHASE_DIVIDE"))) {
+		/* A power of two: a sample's weight is base period x 2^level. */
+		if (config_parse_u64(v, &x) && x >= 2 && x <= (1u << PHASE_MAX_SHIFT) &&
+		    !(x & (x - 1)))
+			s->phase.shift = (uint8_t)__builtin_ctzll(x);
+		else
+			rt_env_problem("LOMAS_PHASE_DIVIDE", v,
+			               "is not a power of two from 2 to 1024");
 	}
 }
 

@@ -195,6 +195,13 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 		if (period > max_period)
 			max_period = period;
 	}
+	/* Phase-guided: the window its sampler judged phases by (see
+	 * phase_window_refs), so one sampled at the lower rate holds enough
+	 * samples for the model; not 256 x the references per sample held,
+	 * which grows with every window sampled at the lower rate. */
+	if (!rt.set.window && rt.set.phase_guided)
+		window = phase_window_refs(0, max_period > 0 ? max_period : AUTO_START_PERIOD,
+		                           rt.set.phase.shift);
 	if (!window)
 		window = (uint64_t)(256.0 * (max_period > 0 ? max_period : AUTO_START_PERIOD));
 	for (size_t i = 0; i < n; i++) {

@@ -371,6 +371,77 @@ static inline uint32_t auto_level_at(uint64_t n)
 void sampler_thin_to(sample_store *done, watch_table *wt, rng *thin, uint32_t level,
                      const inline_alloc *a);
 
+/* ------------------------------------------- phase-guided sampling (phase.c) */
+
+/*
+ * The online phase tracker of phase-guided sampling (see phase.c): the
+ * definitions of the offline detection (lib/model/phases.c): 1024 data
+ * buckets, 32 code buckets, cosine threshold 0.8, transition threshold 2.
+ * By default a phase with 2000 samples is sampled 16 (2^4) times less often.
+ */
+#define PHASE_BUCKETS 1024u
+#define PHASE_CODE_BUCKETS 32u
+#define PHASE_THRESHOLD 0.8
+#define PHASE_TRANSITION 2u
+#define PHASE_MAX 16u       /* phases kept per thread (later ones stay transitions) */
+#define PHASE_CANDIDATES 8u /* candidates kept (the oldest goes) */
+#define PHASE_DEFAULT_SAMPLES 2000u
+#define PHASE_DEFAULT_SHIFT 4u /* divide 16 */
+#define PHASE_MAX_SHIFT 10u    /* divide 1024 */
+
+typedef struct phase_settings {
+	uint32_t min_samples; /* a phase's samples before its rate drops (0: default) */
+	uint8_t shift;        /* the rate is divided by 2^shift (0: default) */
+} phase_settings;
+
+/* A signature: the sum of k windows' bucket counts (a window: k = 1). */
+typedef struct phase_sig {
+	float data[PHASE_BUCKETS];
+	float code[PHASE_CODE_BUCKETS];
+	float k;
+	uint32_t seen;      /* candidates: windows matched */
+	uint64_t samples;   /* samples of the windows summed */
+	uint64_t code_seen; /* samples with a pc */
+} phase_sig;
+
+typedef struct phase_tracker {
+	phase_settings set;
+	uint64_t window_end; /* clock at which the running window ends; 0 before the first */
+	uint32_t current;    /* the last closed window's phase (0: transition) */
+	uint8_t shift_now;   /* the shift in force */
+	uint32_t nphases, ncand;
+	phase_sig win; /* the running window */
+	phase_sig phases[PHASE_MAX];
+	phase_sig cand[PHASE_CANDIDATES];
+	/* Statistics: windows closed, those sampled at the lower rate, samples
+	 * seen and those drawn at the lower rate. */
+	uint64_t windows, reduced_windows, samples, reduced_samples;
+} phase_tracker;
+
+/* A fresh tracker with settings s (defaults filled in). */
+void phase_tracker_init(phase_tracker *pt, const phase_settings *s);
+/* phases.c's code bucket of pc. */
+uint32_t phase_code_bucket(uint64_t pc);
+/* Similarity of two signatures: the mean of the noise-corrected data and
+ * code cosines (data alone when either has no pc), in [0, 1]. */
+double phase_similarity(const phase_sig *a, const phase_sig *b);
+/* A sampled reference to line (addr >> line shift) by pc joins the running window. */
+void phase_add(phase_tracker *pt, uint64_t line, uint64_t pc);
+/* The running window ends: its phase id (1.., 0 = transition), counted
+ * there; the running window starts empty. */
+uint32_t phase_close(phase_tracker *pt);
+/* The shift the rate decision asks for now: the tracker's shift when the
+ * last window's phase holds min_samples samples, else 0. */
+unsigned phase_shift(const phase_tracker *pt);
+/*
+ * A sample starts at clock (line, pc), windows of window_refs references:
+ * when it is past the running window, that window is closed and the rate
+ * decided for the next (shift_now); then the sample joins the running
+ * window. True when shift_now changed (the caller redraws its gap).
+ */
+bool phase_on_sample(phase_tracker *pt, uint64_t clock, uint64_t window_refs, uint64_t line,
+                     uint64_t pc);
+
 /* ------------------------------------------------ a thread's sampler (thread.c) */
 
 /* Period auto's budget, one per process: what its threads have taken. */
@@ -384,6 +455,9 @@ typedef struct sampler_settings {
 	uint64_t seed;
 	uint32_t max_live; /* watch-table slots */
 	unsigned line_shift;
+	uint64_t window;   /* window length for phase-guided sampling; 0 = 256 x period */
+	bool phase_guided; /* phase-guided sampling (phase.c) */
+	phase_settings phase;
 } sampler_settings;
 
 /* One thread's sampler: its gaps, its finished samples and its watch table. */
@@ -400,6 +474,12 @@ typedef struct sampler_thread {
 	rng gaps, thin;
 	sample_store done;
 	watch_table wt;
+	/* Phase-guided sampling: the tracker (NULL: off, or no memory for it),
+	 * the window length asked for (0 = 256 x the period) and the shift in
+	 * force (samples are taken at level + pshift). */
+	phase_tracker *phase;
+	uint64_t phase_window;
+	uint8_t pshift;
 } sampler_thread;
 
 /*
@@ -431,6 +511,24 @@ void sampler_thread_to_level(sampler_thread *t, uint32_t level, const inline_all
  * samples as they are.
  */
 void sampler_thread_finish(sampler_thread *t, sampler_budget *b, const inline_alloc *a);
+
+/*
+ * The window of a phase-guided run, online and in its profile: the one
+ * asked for, else PHASE_WINDOW_SAMPLES x 2^shift x the period in force
+ * without the phase's shift (at least the default 256 x the period,
+ * DESIGN §1), so that a window sampled at the lower rate still holds
+ * PHASE_WINDOW_SAMPLES samples on average. At 256 x the period a window at
+ * 1/16 of the rate held 16: the model, which judges windows by their
+ * samples, was 1-2 pp off on the phases workload (0.3-0.7 pp with 64);
+ * the online match of so few samples was noisier too.
+ */
+#define PHASE_WINDOW_SAMPLES 64u
+static inline uint64_t phase_window_refs(uint64_t asked, double period, unsigned shift)
+{
+	double k = (double)(PHASE_WINDOW_SAMPLES << shift), w;
+	w = (k > 256.0 ? k : 256.0) * period;
+	return asked ? asked : w < 1.0 ? 1 : (uint64_t)w;
+}
 
 /* ------------------------------------------------------------- windows */
 

@@ -53,6 +53,9 @@ void sampler_thread_init(sampler_thread *t, const sampler_settings *s, uint32_t 
 	/* A thread joining a running process samples at the process's current rate. */
 	if (t->adaptive)
 		sampler_thread_to_level(t, b->level, a);
+	if (s->phase_guided && (t->phase = a->alloc(sizeof *t->phase)))
+		phase_tracker_init(t->phase, &s->phase);
+	t->phase_window = s->window;
 	t->gap_log = rng_gap_log(times_pow2(t->base_period, t->level));
 	/* The first reference has clock 0. */
 	t->next_sample = rng_gap_with(&t->gaps, t->gap_log) - 1;
@@ -62,7 +65,7 @@ void sampler_thread_init(sampler_thread *t, const sampler_settings *s, uint32_t 
 /* After a level change: sampling is memoryless, so draw the next gap afresh at the new rate. */
 static void redraw_gap(sampler_thread *t, uint64_t clock)
 {
-	t->gap_log = rng_gap_log(times_pow2(t->base_period, t->level));
+	t->gap_log = rng_gap_log(times_pow2(t->base_period, t->level + t->pshift));
 	t->next_sample = clock + rng_gap_with(&t->gaps, t->gap_log);
 	t->next_gap = rng_gap_with(&t->gaps, t->gap_log);
 }
@@ -110,13 +113,22 @@ void sampler_visit(sampler_thread *t, sampler_budget *b, const inline_alloc *a, 
 	sampler_touch(t, a, addr, clock, pc);
 	if (clock < t->next_sample)
 		return;
-	if (wt_start(&t->wt, addr, clock, pc, kind, t->level, &s))
+	/* Drawn at the phase's rate: it weighs 2^pshift more (phase.c). */
+	if (wt_start(&t->wt, addr, clock, pc, kind, (uint8_t)(t->level + t->pshift), &s))
 		push(t, a, &s); /* the table was full: its oldest sample, censored */
 	/* The gap drawn at the last start (or redraw), as the inline runtime does. */
 	t->next_sample = clock + t->next_gap;
 	t->next_gap = rng_gap_with(&t->gaps, t->gap_log);
 	if (t->adaptive)
 		auto_budget(t, b, a, clock);
+	if (t->phase &&
+	    phase_on_sample(t->phase, clock,
+	                    phase_window_refs(t->phase_window, times_pow2(t->base_period, t->level),
+	                                      t->phase->set.shift),
+	                    addr >> t->wt.line_shift, pc)) {
+		t->pshift = t->phase->shift_now;
+		redraw_gap(t, clock);
+	}
 }
 
 void sampler_thread_finish(sampler_thread *t, sampler_budget *b, const inline_alloc *a)
@@ -133,4 +145,8 @@ void sampler_thread_finish(sampler_thread *t, sampler_budget *b, const inline_al
 	}
 	if (!wt_collect(&t->wt, &t->done, a))
 		t->lost += t->wt.live;
+	if (t->phase) {
+		a->release(t->phase, sizeof *t->phase);
+		t->phase = NULL;
+	}
 }

@@ -15,6 +15,7 @@
  *   inline  the inline clock's runtime (liblomas-inline.so), fed through its
  *           sanitizer-coverage hooks, called here by hand.
  * tests/dbi/test_dbi.py runs all three on the same stream and compares.
+ * SAMPLER_PHASE_GUIDED set: the core with phase-guided sampling.
  *
  *   sampler_stream core|inline REFS PERIOD|auto SEED MAX_LIVE [THREADS]
  */
@@ -110,6 +111,13 @@ static int core(uint64_t refs, uint64_t period, uint64_t seed, uint32_t max_live
 {
 	sampler_settings set = {
 	    .period = period, .seed = seed, .max_live = max_live, .line_shift = 6};
+	/* Phase-guided sampling at its defaults (the core builds only: the
+	 * inline runtime's pcs are its own return addresses, these are 0). */
+	if (getenv("SAMPLER_PHASE_GUIDED")) {
+		set.phase_guided = true;
+		set.phase.min_samples = PHASE_DEFAULT_SAMPLES;
+		set.phase.shift = PHASE_DEFAULT_SHIFT;
+	}
 	sampler_budget budget = {0};
 	sampler_thread *ts = calloc(nthreads ? nthreads : 1, sizeof *ts);
 	uint8_t *filter = calloc(1, FILTER_SIZE + FILTER_PAD);
@@ -125,6 +133,7 @@ static int core(uint64_t refs, uint64_t period, uint64_t seed, uint32_t max_live
 			sampler_thread_to_level(&ts[0], budget.level, &heap);
 		if (!wt_collect(&ts[0].wt, &ts[0].done, &heap))
 			return 1;
+		free(ts[0].phase); /* (sampler_thread_finish would have) */
 		core_print(&ts[0], 0, refs);
 		store_free(&ts[0].done, &heap);
 	}

@@ -286,7 +286,9 @@ def test_period_auto_is_one_budget_for_all_threads(tmp_path):
 
 @pytest.mark.parametrize("var,value", [("LOMAS_PERIOD", "abc"), ("LOMAS_SEED", "-3"),
                                        ("LOMAS_LINE_SIZE", "100"), ("LOMAS_WINDOW", "0"),
-                                       ("LOMAS_MAX_LIVE", "0")])
+                                       ("LOMAS_MAX_LIVE", "0"), ("LOMAS_PHASE_GUIDED", "on"),
+                                       ("LOMAS_PHASE_SAMPLES", "0"),
+                                       ("LOMAS_PHASE_DIVIDE", "12")])
 def test_invalid_environment_value(var, value, tmp_path):
     prof = str(tmp_path / "p.lomas")
     base = run([plain("matmul"), "32"])
