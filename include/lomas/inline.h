@@ -37,6 +37,12 @@
  *                    lackey format (" L addr,size" / " S addr,size")
  *   LOMAS_OUTPUT_PID the pid these settings are for (lomas-demo record sets
  *                    it): another process that inherits them writes nothing
+ *   LOMAS_PHASE_GUIDED  1 or yes: phase-guided sampling (default off): once
+ *                    the running window's phase has LOMAS_PHASE_SAMPLES
+ *                    samples (default 2000), sample it LOMAS_PHASE_DIVIDE
+ *                    times less often (a power of two 2..1024, default 16);
+ *                    those samples weigh that much more; an auto window
+ *                    is then 64 x that divisor x the period long
  *
  * An invalid value gives one line on stderr (while the program's fd 2 is
  * the one it started with) and the default. A child that inherited
@@ -71,6 +77,9 @@ extern "C" {
 #define LOMAS_ENV_MAX_LIVE "LOMAS_MAX_LIVE"
 #define LOMAS_ENV_TRACE "LOMAS_TRACE"
 #define LOMAS_ENV_OUTPUT_PID "LOMAS_OUTPUT_PID"
+#define LOMAS_ENV_PHASE_GUIDED "LOMAS_PHASE_GUIDED"
+#define LOMAS_ENV_PHASE_SAMPLES "LOMAS_PHASE_SAMPLES"
+#define LOMAS_ENV_PHASE_DIVIDE "LOMAS_PHASE_DIVIDE"
 
 #if defined(LOMAS_INLINE_BUILDING) && defined(__GNUC__)
 #define LOMAS_INLINE_API __attribute__((visibility("default")))

@@ -513,7 +513,7 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 			set_env(env, &n, LOMAS_ENV_MAX_LIVE, v, vals[5], sizeof vals[5]);
 		}
 		if (cfg->phase_guided)
-			set_env(env, &n, "LOMAS_PHASE_GUIDED", "1", vals[7], sizeof vals[7]);
+			set_env(env, &n, LOMAS_ENV_PHASE_GUIDED, "1", vals[7], sizeof vals[7]);
 	}
 	env[n] = NULL;
 
