@@ -304,8 +304,62 @@ static void test_threads(void **state)
 			seen |= 1u << s[i].thread;
 	assert_true(__builtin_popcount(seen) >= 2);
 	assert_int_equal(meta_u64(&r, "debugreg.unexplained_traps"), 0);
+	/* Its stretch with SIGRTMAX blocked: the counters were read instead. */
+	assert_true(meta_u64(&r, "debugreg.polls") > 0);
 	free(s);
 	free_result(&r);
+}
+
+/*
+ * (e) Attach, sample, detach while breakpoints are armed: the program runs
+ * on and ends as natively (no breakpoint left, no overflow signal left
+ * pending to kill it: SIGRTMAX's default action ends a process).
+ */
+static void test_detach(void **state)
+{
+	char path[4200], out[256];
+	(void)state;
+	target(path, sizeof path, "t_loop");
+	for (int k = 0; k < 3; k++) {
+		int p[2], status, running = 1;
+		pid_t pid;
+		lomas_config *cfg;
+		lomas_session *s;
+		lomas_stats st;
+		assert_int_equal(pipe(p), 0);
+		fflush(NULL);
+		pid = fork();
+		if (pid == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			dup2(p[1], 1);
+			close(p[0]);
+			close(p[1]);
+			execl(path, path, "400000", (char *)NULL);
+			_exit(127);
+		}
+		close(p[1]);
+		usleep(20000);
+		assert_int_equal(lomas_config_new(&cfg), LOMAS_OK);
+		assert_int_equal(lomas_config_set(cfg, "clock", "step"), LOMAS_OK);
+		assert_int_equal(lomas_config_set(cfg, "watch", "debugreg"), LOMAS_OK);
+		assert_int_equal(lomas_config_set(cfg, "period", k ? "7" : "30"), LOMAS_OK);
+		assert_int_equal(lomas_session_attach(cfg, pid, &s), LOMAS_OK);
+		for (int i = 0; i < 4 + 2 * k && running; i++)
+			assert_int_equal(lomas_session_poll(s, 50, &running), LOMAS_OK);
+		assert_true(running);
+		assert_int_equal(lomas_session_stats(s, &st), LOMAS_OK);
+		assert_true(st.samples > 0);
+		assert_int_equal(lomas_session_stop(s), LOMAS_OK);
+		lomas_session_free(s);
+		lomas_config_free(cfg);
+		read_all(p[0], out, sizeof out);
+		close(p[0]);
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		if (!WIFEXITED(status))
+			fail_msg("detached target ended by signal %d", WTERMSIG(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+		assert_string_equal(out, "loop done\n");
+	}
 }
 
 /* perf_event_open refused with EACCES from here on (as perf_event_paranoid would). */
@@ -324,7 +378,7 @@ static void refuse_perf(void)
 }
 
 /*
- * (e) Where breakpoints are refused: LOMAS_ENOTSUP with one line naming
+ * (f) Where breakpoints are refused: LOMAS_ENOTSUP with one line naming
  * the cause and the other engine, nothing run; lomas-demo record exits 125.
  */
 static void test_capability_error(void **state)
@@ -390,8 +444,11 @@ int main(void)
 	/* Same addresses in every run: the full trace and the sampled runs must agree. */
 	personality(ADDR_NO_RANDOMIZE);
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_exact_word_distances),   cmocka_unit_test(test_same_as_mprotect),
-	    cmocka_unit_test(test_hostile_same_as_native), cmocka_unit_test(test_threads),
+	    cmocka_unit_test(test_exact_word_distances),
+	    cmocka_unit_test(test_same_as_mprotect),
+	    cmocka_unit_test(test_hostile_same_as_native),
+	    cmocka_unit_test(test_threads),
+	    cmocka_unit_test(test_detach),
 	    cmocka_unit_test(test_capability_error),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
