@@ -431,6 +431,64 @@ static void test_capability_error(void **state)
 	assert_ptr_equal(strchr(err, '\n'), err + strlen(err) - 1); /* one line */
 }
 
+/* Run demo's argv with stdout and stderr captured; its wait status. */
+static int run_demo(char *const argv[], char *out, size_t outlen)
+{
+	int p[2], st;
+	pid_t pid;
+	assert_int_equal(pipe(p), 0);
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		dup2(p[1], 1);
+		dup2(p[1], 2);
+		close(p[0]);
+		close(p[1]);
+		execv(argv[0], argv);
+		_exit(98);
+	}
+	close(p[1]);
+	read_all(p[0], out, outlen);
+	close(p[0]);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	return st;
+}
+
+/*
+ * (g) From the command line: record --clock step --watch debugreg exits
+ * with the target's status, and report states the engine and its word
+ * granularity.
+ */
+static void test_cli(void **state)
+{
+	char path[4200], prof[] = "/tmp/lomas-dreg-XXXXXX", out[16384];
+	const char *demo = getenv("LOMAS_DEMO");
+	run_result n;
+	int fd, st;
+	(void)state;
+	if (!demo)
+		skip();
+	target(path, sizeof path, "t_dreg");
+	char *native[] = {path, "single", "3", NULL};
+	run_native(native, &n);
+	fd = mkstemp(prof);
+	assert_true(fd >= 0);
+	close(fd);
+	char *rec[] = {(char *)demo, "record",   "--clock", "step", "--watch",
+	               "debugreg",   "--period", "10",      "-o",   prof,
+	               "--",         path,       "single",  "3",    NULL};
+	st = run_demo(rec, out, sizeof out);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 3);
+	assert_non_null(strstr(out, n.out));
+	char *rep[] = {(char *)demo, "report", prof, NULL};
+	st = run_demo(rep, out, sizeof out);
+	assert_int_equal(st, 0);
+	assert_non_null(strstr(out, "debugreg"));
+	assert_non_null(strstr(out, "word (8-byte hardware breakpoints)"));
+	unlink(prof);
+}
+
 int main(void)
 {
 	int skip = step_test_setup();
@@ -450,6 +508,7 @@ int main(void)
 	    cmocka_unit_test(test_threads),
 	    cmocka_unit_test(test_detach),
 	    cmocka_unit_test(test_capability_error),
+	    cmocka_unit_test(test_cli),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -61,7 +61,8 @@ int main(int argc, char **argv)
 	int threads = argc > 1 && argv[1][0] == 't';
 	unsigned long n = t_arg(argc, argv, 2, 8);
 	uint64_t sum = 0;
-	/* SA_NODEFER: the step clock cannot step a handler with SIGTRAP blocked (README) */
+	/* SA_NODEFER: the step clock cannot step a handler with SIGTRAP blocked
+	 * (docs/architecture.md) */
 	t_sigaction(SIGTRAP, on_trap, SA_SIGINFO | SA_NODEFER, 0);
 	t_sigaction(64, on_rt, SA_SIGINFO, 0);
 	t_sigaction(SIGSEGV, on_segv, SA_SIGINFO, 0);
@@ -75,7 +76,8 @@ int main(int argc, char **argv)
 		t_raise(SIGTRAP);
 		t_raise(64);
 		if (k % 3 == 0) {
-			/* Not SIGTRAP: the step clock cannot step with it blocked (README). */
+			/* Not SIGTRAP: the step clock cannot step with it blocked
+			 * (docs/architecture.md). */
 			uint64_t old = t_sigmask(SIG_BLOCK, ~T_SIG(SIGTRAP));
 			sweep((unsigned)k + 1);
 			t_sigmask(SIG_SETMASK, old);
