@@ -20,7 +20,11 @@
  * breakpoints): cross-thread touches are not recorded by this engine.
  */
 #include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
 
 #include "monitor.h"
 
@@ -167,13 +171,70 @@ void dwatch_exec(monitor *m)
 	}
 }
 
+/* Is our signal pending for thread tid and not blocked there (/proc status)? */
+static bool sig_pending(pid_t pid, pid_t tid, int sig)
+{
+	char path[96], line[256];
+	unsigned long long pnd = 0, blk = 0, bit = 1ull << (sig - 1);
+	FILE *f;
+	snprintf(path, sizeof path, "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	if (!(f = fopen(path, "re")))
+		return false;
+	while (fgets(line, sizeof line, f)) {
+		if (!strncmp(line, "SigPnd:", 7))
+			pnd = strtoull(line + 7, NULL, 16);
+		else if (!strncmp(line, "SigBlk:", 7))
+			blk = strtoull(line + 7, NULL, 16);
+	}
+	fclose(f);
+	return (pnd & bit) && !(blk & bit);
+}
+
+/*
+ * Before the monitor lets the target go (every thread stopped): close every
+ * breakpoint, so that none signals a program we no longer trace (SIGRTMAX's
+ * default action ends it), and take the signals already sent: a stopped
+ * thread with one pending is let run into its signal-delivery-stop, where
+ * it is not delivered. The program's own SIGRTMAX (not POLL_IN with one of
+ * our descriptors) is kept for delivery at detach, unlike the pmu clock's
+ * drain, which drops any SIGRTMAX.
+ */
 void dwatch_detach(monitor *m)
 {
-	for (size_t i = 0; i < m->threads.n; i++)
-		dreg_thread_close(&m->threads.items[i].dreg);
-	/* Signals already sent to stopped threads are taken as the pmu clock's are. */
-	m->psig = m->dreg.sig;
-	pmu_detach(m);
+	for (size_t i = 0; i < m->threads.n; i++) {
+		mon_thread *t = &m->threads.items[i];
+		if (t->queued_sig &&
+		    dreg_signal_slot(&m->dreg, &t->dreg, t->queued.si_signo, &t->queued) != -1)
+			t->queued_sig = false;
+		dreg_thread_close(&t->dreg);
+	}
+	for (size_t i = 0; i < m->threads.n; i++) {
+		mon_thread *t = &m->threads.items[i];
+		siginfo_t si;
+		int status;
+		/* A few rounds: another signal may come first (it is kept and sent again). */
+		for (int k = 0;
+		     k < 4 && t->state == MT_STOPPED && sig_pending(m->pid, t->tid, m->dreg.sig);
+		     k++) {
+			if (mon_ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0 ||
+			    mon_wait_tid(m, t->tid, 2000, &status) != 1)
+				break;
+			if (WIFEXITED(status) || WIFSIGNALED(status)) {
+				step_thread_gone(m, t);
+				mon_reap(m, t, status);
+				break;
+			}
+			if ((status >> 16) != 0 ||
+			    mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) < 0)
+				break;
+			if (dreg_signal_slot(&m->dreg, &t->dreg, WSTOPSIG(status), &si) != -1)
+				continue; /* ours: taken, the thread stays in its stop */
+			if (!t->queued_sig) {
+				t->queued = si; /* delivered again at detach */
+				t->queued_sig = true;
+			}
+		}
+	}
 }
 
 lomas_status dwatch_profile_meta(monitor *m, lomas_profile *p)
