@@ -1,5 +1,5 @@
 /*
- * Phase-guided sampling (issue 21 item 2; DESIGN §5): the in-process clocks
+ * Phase-guided sampling (docs/architecture.md; the model: docs/model.md): the in-process clocks
  * recognise the running program's phase online, with the signatures and the
  * clustering of the offline phase detection (lib/model/phases.c), and lower
  * the sampling rate inside a phase that already has enough samples.

@@ -516,7 +516,7 @@ void sampler_thread_finish(sampler_thread *t, sampler_budget *b, const inline_al
  * The window of a phase-guided run, online and in its profile: the one
  * asked for, else PHASE_WINDOW_SAMPLES x 2^shift x the period in force
  * without the phase's shift (at least the default 256 x the period,
- * DESIGN §1), so that a window sampled at the lower rate still holds
+ * docs/model.md), so that a window sampled at the lower rate still holds
  * PHASE_WINDOW_SAMPLES samples on average. At 256 x the period a window at
  * 1/16 of the rate held 16: the model, which judges windows by their
  * samples, was 1-2 pp off on the phases workload (0.3-0.7 pp with 64);

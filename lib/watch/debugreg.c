@@ -1,5 +1,5 @@
 /*
- * The debug-register watch engine (DESIGN §4): x86 data breakpoints as
+ * The debug-register watch engine (docs/architecture.md, "The debug-register engine"): x86 data breakpoints as
  * perf hardware breakpoints, one per debug register (DR0-DR3) of a target
  * thread. Unlike the mprotect engine it needs nothing injected into the
  * target and has no false positives: a breakpoint fires only on an access

@@ -215,7 +215,7 @@ size_t mprot_protected_pages(const mprot_engine *e);
 /* ---------------------------------------------------- debug-register engine */
 
 /*
- * The debug-register engine (DESIGN §4, debugreg.c): x86 data breakpoints,
+ * The debug-register engine (docs/architecture.md, debugreg.c): x86 data breakpoints,
  * as perf hardware breakpoints (PERF_TYPE_BREAKPOINT, HW_BREAKPOINT_RW, 8
  * bytes) on one thread of the target, one per DR0-DR3. A breakpoint watches
  * the aligned 8-byte word of the sampled reference, so reuse is found at

@@ -50,7 +50,7 @@ static size_t expected_starts(uint64_t seed, double period, uint64_t refs, uint6
 
 static lomas_sample *samples_of(const run_result *res, size_t *n)
 {
-	lomas_profile_info info;
+	lomas_profile_info info = LOMAS_PROFILE_INFO_INIT;
 	lomas_sample *s;
 	size_t copied;
 	assert_int_equal(lomas_profile_info_get(res->prof, &info), LOMAS_OK);
@@ -325,7 +325,7 @@ static void test_detach(void **state)
 		pid_t pid;
 		lomas_config *cfg;
 		lomas_session *s;
-		lomas_stats st;
+		lomas_stats st = LOMAS_STATS_INIT;
 		assert_int_equal(pipe(p), 0);
 		fflush(NULL);
 		pid = fork();
