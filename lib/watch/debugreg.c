@@ -1,9 +1,9 @@
 /*
- * The debug-register watch engine (docs/architecture.md, "The debug-register engine"): x86 data breakpoints as
- * perf hardware breakpoints, one per debug register (DR0-DR3) of a target
- * thread. Unlike the mprotect engine it needs nothing injected into the
- * target and has no false positives: a breakpoint fires only on an access
- * to its own 8 bytes. Its granularity is therefore the word, not the line.
+ * The debug-register watch engine (docs/architecture.md, "The debug-register engine"): x86 data
+ * breakpoints as perf hardware breakpoints, one per debug register (DR0-DR3) of a target thread.
+ * Unlike the mprotect engine it needs nothing injected into the target and has no false positives:
+ * a breakpoint fires only on an access to its own 8 bytes. Its granularity is therefore the word,
+ * not the line.
  *
  * Kernel behaviour this depends on (arch/x86/kernel/hw_breakpoint.c,
  * kernel/events/core.c):
