@@ -84,9 +84,16 @@ void dwatch_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c0
 	t->last = *in;
 	t->last_c0 = c0;
 	t->have_last = true;
-	if (!t->dreg.quiet)
-		return;
-	/* The thread blocks the signal: read the armed counters after each instruction. */
+	/*
+	 * Read the armed counters after every instruction, signal or not: the
+	 * count moves in the #DB handler, within the step that made the access,
+	 * but the overflow signal comes through perf's irq_work and can arrive
+	 * an instruction or more late under load, when t->last is no longer
+	 * the access (seen in CI: a reuse at distance 4 ended at 111). A read
+	 * costs ~1 us against a step's ~85 us; the signal is then a hint
+	 * (stale when the read took it first), and the only path while the
+	 * thread blocks it.
+	 */
 	for (unsigned i = 0; i < DREG_SLOTS; i++) {
 		if (!t->dreg.s[i].armed)
 			continue;
