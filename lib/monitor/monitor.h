@@ -137,6 +137,9 @@ typedef struct mon_thread {
 	bool have_last; /* last: the instruction that retired last, its first clock */
 	decode_insn last;
 	uint64_t last_c0;
+	bool have_prev; /* prev: the one before last (a late data breakpoint) */
+	decode_insn prev;
+	uint64_t prev_c0;
 } mon_thread;
 
 typedef struct monitor_stats {
