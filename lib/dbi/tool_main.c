@@ -6,7 +6,7 @@
  * new program runs natively: --trace-children=no), a forked child (it
  * samples nothing and writes nothing) and the host's request for what has
  * been collected so far (a byte on the --lomas-control FIFO, read at thread
- * switches). Its options come from the host (lib/dbi/backend.c):
+ * switches). Its options come from the host (lib/session/backend_dbi.c):
  *   --lomas-out=PATH         the hand-over file (dump.h), written atomically
  *   --lomas-period=N|auto    --lomas-seed=S  --lomas-line-size=B
  *   --lomas-window=N|auto    --lomas-max-live=N

@@ -113,7 +113,7 @@ def main():
         bad.append("inline.h names %s, which runtime_env.c does not read" % v)
     for v in sorted(read - env):
         bad.append("runtime_env.c reads %s, which inline.h does not name" % v)
-    backend = open(src + "/lib/inline/backend.c").read()
+    backend = open(src + "/lib/session/backend_inline.c").read()
     for v in sorted(set(re.findall(r'"(LOMAS_[A-Z_]+)"', backend)) - env):
         bad.append("the inline session backend sets %s, which inline.h does not name" % v)
 

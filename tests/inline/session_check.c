@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
-#include "session.h"
+#include "session/session.h"
 
 static int failures;
 

@@ -34,9 +34,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../session.h"
-#include "dbi.h"
-#include "dump.h"
+#include "dbi/dbi.h"
+#include "dbi/dump.h"
+#include "session.h"
 
 extern char **environ;
 

@@ -36,8 +36,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../session.h"
 #include "lomas/inline.h"
+#include "session.h"
 
 extern char **environ;
 

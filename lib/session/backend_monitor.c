@@ -1,6 +1,6 @@
 /*
  * Session backend of the monitor: the step clock behind the session_ops of
- * lib/session.c (spawn or attach, poll, stop = detach, stats, profile, free).
+ * session.c (spawn or attach, poll, stop = detach, stats, profile, free).
  */
 #include <errno.h>
 #include <signal.h>
@@ -13,8 +13,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../session.h"
-#include "monitor.h"
+#include "monitor/monitor.h"
+#include "session.h"
 
 static uint64_t mono_ms(void)
 {

@@ -1,6 +1,6 @@
 /*
  * The session's internal interface: a live clock is a backend with these
- * operations; lib/session.c chooses one from the config and forwards the
+ * operations; session.c chooses one from the config and forwards the
  * public lomas_session_* calls to it.
  */
 #ifndef LOMAS_SESSION_H
@@ -37,19 +37,19 @@ lomas_status session_find_program(const char *argv0, char *buf, size_t len);
 /* argv joined with spaces into buf (truncated to len), the profile's "command". */
 void session_command_line(char *const argv[], char *buf, size_t len);
 
-/* lib/inline: run a program built with the lomas-inline hooks. */
+/* backend_inline.c: run a program built with the lomas-inline hooks. */
 bool inline_backend_detect(const char *program_path);
 lomas_status inline_backend_start(const struct lomas_config *cfg, const char *program_path,
                                   char *const argv[], const session_ops **ops, void **impl);
 
-/* lib/dbi: run any program under the dbi clock's Valgrind tool. */
+/* backend_dbi.c: run any program under the dbi clock's Valgrind tool. */
 bool dbi_backend_available(void);
 lomas_status dbi_backend_start(const struct lomas_config *cfg, const char *program_path,
                                char *const argv[], const session_ops **ops, void **impl);
 /* The dbi clock cannot attach: always an error (LOMAS_ENOTSUP) with the reason. */
 lomas_status dbi_backend_attach(void);
 
-/* lib/monitor: ptrace supervisor with the step clock (and later pmu). */
+/* backend_monitor.c: the ptrace supervisor (lib/monitor) with the step or pmu clock. */
 lomas_status monitor_backend_start(const struct lomas_config *cfg, const char *program_path,
                                    char *const argv[], const session_ops **ops, void **impl);
 lomas_status monitor_backend_attach(const struct lomas_config *cfg, int pid,
