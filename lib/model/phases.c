@@ -32,8 +32,9 @@
 #include <string.h>
 
 #include "model.h"
+#include "sampler/phase_sig.h" /* the code hash and the norm, shared with the online detection */
 
-#define CODE_BUCKETS 32
+#define CODE_BUCKETS PHASE_CODE_BUCKETS
 #define MAX_CANDIDATES 64
 
 typedef struct sig {
@@ -44,30 +45,16 @@ typedef struct sig {
 	uint64_t windows, refs;
 } sig;
 
-static uint32_t code_bucket(uint64_t pc)
-{
-	/* A 64-bit mix (splitmix64's finalizer): pcs of one loop are close. */
-	pc ^= pc >> 30;
-	pc *= 0xbf58476d1ce4e5b9ull;
-	pc ^= pc >> 27;
-	pc *= 0x94d049bb133111ebull;
-	pc ^= pc >> 31;
-	return (uint32_t)(pc % CODE_BUCKETS);
-}
-
-/* Estimated squared norm of the rates behind a sum v of k windows' counts. */
+/* Estimated squared norm of the rates behind a sum v of k windows' counts
+ * (phase_rate_norm2). */
 static double rate_norm2(const double *v, size_t n, double k)
 {
-	double s = 0.0, s2 = 0.0, est, flat;
+	double s = 0.0, s2 = 0.0;
 	for (size_t i = 0; i < n; i++) {
 		s += v[i];
 		s2 += v[i] * v[i];
 	}
-	s /= k;
-	s2 /= k * k;
-	est = s2 - s / k;
-	flat = s * s / (double)n;
-	return est > flat ? est : flat;
+	return phase_rate_norm2(s, s2, k, (uint32_t)n);
 }
 
 static double cosine(const double *a, double ka, const double *b, double kb, size_t n)
@@ -176,7 +163,7 @@ lomas_status lomas_profile_phases(const lomas_profile *p, uint32_t buckets, doub
 			continue;
 		win[s->window].data[(s->addr / p->line_size) % buckets] += 1.0;
 		if (s->start_pc) {
-			win[s->window].code[code_bucket(s->start_pc)] += 1.0;
+			win[s->window].code[phase_code_bucket(s->start_pc)] += 1.0;
 			code = true;
 		}
 	}

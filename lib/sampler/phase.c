@@ -8,7 +8,7 @@
  * window asked for), a data signature (PHASE_BUCKETS buckets: the set index
  * of each sampled line, line mod PHASE_BUCKETS, counted) and a code
  * signature (the sampled pc hashed into PHASE_CODE_BUCKETS buckets, with
- * phases.c's hash). Similarity is the mean of the two noise-corrected
+ * phases.c's hash: phase_sig.h). Similarity is the mean of the two noise-corrected
  * cosines (see phases.c: the window's Poisson noise is taken off the norms).
  * When a sample starts in a new window, the window that ended joins the most
  * similar stored phase at or above PHASE_THRESHOLD, and that phase counts
@@ -51,32 +51,17 @@ static double newton_sqrt(double x)
 	return r;
 }
 
-uint32_t phase_code_bucket(uint64_t pc)
-{
-	/* phases.c's hash (splitmix64's finalizer): pcs of one loop are close. */
-	pc ^= pc >> 30;
-	pc *= 0xbf58476d1ce4e5b9ull;
-	pc ^= pc >> 27;
-	pc *= 0x94d049bb133111ebull;
-	pc ^= pc >> 31;
-	return (uint32_t)(pc % PHASE_CODE_BUCKETS);
-}
-
 /* Estimated squared norm of the rates behind a sum v of k windows' counts
- * (phases.c rate_norm2: the Poisson noise taken off, floored at the flattest
- * distribution with that many counts). */
+ * (phase_rate_norm2, phase_sig.h: the Poisson noise taken off, floored at
+ * the flattest distribution with that many counts). */
 static double rate_norm2(const float *v, uint32_t n, double k)
 {
-	double s = 0.0, s2 = 0.0, est, flat;
+	double s = 0.0, s2 = 0.0;
 	for (uint32_t i = 0; i < n; i++) {
 		s += v[i];
 		s2 += (double)v[i] * v[i];
 	}
-	s /= k;
-	s2 /= k * k;
-	est = s2 - s / k;
-	flat = s * s / (double)n;
-	return est > flat ? est : flat;
+	return phase_rate_norm2(s, s2, k, n);
 }
 
 static double cosine(const float *a, double ka, const float *b, double kb, uint32_t n)

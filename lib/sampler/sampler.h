@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "sampler/phase_sig.h" /* PHASE_CODE_BUCKETS, phase_code_bucket */
+
 /* ------------------------------------------------------------ the filter */
 
 /*
@@ -380,7 +382,6 @@ void sampler_thin_to(sample_store *done, watch_table *wt, rng *thin, uint32_t le
  * By default a phase with 2000 samples is sampled 16 (2^4) times less often.
  */
 #define PHASE_BUCKETS 1024u
-#define PHASE_CODE_BUCKETS 32u
 #define PHASE_THRESHOLD 0.8
 #define PHASE_TRANSITION 2u
 #define PHASE_MAX 16u       /* phases kept per thread (later ones stay transitions) */
@@ -420,8 +421,6 @@ typedef struct phase_tracker {
 
 /* A fresh tracker with settings s (defaults filled in). */
 void phase_tracker_init(phase_tracker *pt, const phase_settings *s);
-/* phases.c's code bucket of pc. */
-uint32_t phase_code_bucket(uint64_t pc);
 /* Similarity of two signatures: the mean of the noise-corrected data and
  * code cosines (data alone when either has no pc), in [0, 1]. */
 double phase_similarity(const phase_sig *a, const phase_sig *b);
