@@ -96,24 +96,31 @@ static void vmessage(const char *cmd, const char *fmt, va_list ap)
 	        demo_escape(raw, safe, sizeof safe));
 }
 
+/* The one body of demo_fail and demo_fail_exit. */
+static int vfail(int status, const char *cmd, const char *fmt, va_list ap)
+{
+	vmessage(cmd, fmt, ap);
+	fputc('\n', stderr);
+	return status;
+}
+
 int demo_fail_exit(int status, const char *cmd, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vmessage(cmd, fmt, ap);
+	status = vfail(status, cmd, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	return status;
 }
 
 int demo_fail(const char *cmd, const char *fmt, ...)
 {
+	int status;
 	va_list ap;
 	va_start(ap, fmt);
-	vmessage(cmd, fmt, ap);
+	status = vfail(EXIT_USAGE, cmd, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
-	return EXIT_USAGE;
+	return status;
 }
 
 /* ": <the library's message>" (or the status name) and the newline. */
@@ -125,29 +132,34 @@ static void lomas_detail(lomas_status st, const char *detail)
 	        demo_escape(detail[0] ? detail : lomas_strerror(st), safe, sizeof safe));
 }
 
-int demo_fail_lomas_exit(int status, const char *cmd, lomas_status st, const char *fmt, ...)
+/* The one body of demo_fail_lomas and demo_fail_lomas_exit. */
+static int vfail_lomas(int status, const char *cmd, lomas_status st, const char *fmt, va_list ap)
 {
 	/* Copy first: the message is only valid until the next library call. */
 	char detail[1024];
-	va_list ap;
 	snprintf(detail, sizeof detail, "%s", lomas_error_message());
-	va_start(ap, fmt);
 	vmessage(cmd, fmt, ap);
-	va_end(ap);
 	lomas_detail(st, detail);
+	return status;
+}
+
+int demo_fail_lomas_exit(int status, const char *cmd, lomas_status st, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	status = vfail_lomas(status, cmd, st, fmt, ap);
+	va_end(ap);
 	return status;
 }
 
 int demo_fail_lomas(const char *cmd, lomas_status st, const char *fmt, ...)
 {
-	char detail[1024];
+	int status;
 	va_list ap;
-	snprintf(detail, sizeof detail, "%s", lomas_error_message());
 	va_start(ap, fmt);
-	vmessage(cmd, fmt, ap);
+	status = vfail_lomas(EXIT_USAGE, cmd, st, fmt, ap);
 	va_end(ap);
-	lomas_detail(st, detail);
-	return EXIT_USAGE;
+	return status;
 }
 
 bool demo_names_path(const char *path)
