@@ -20,6 +20,9 @@ import time
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import curve_check  # noqa: E402  (tests/curve_check.py)
+
 DEMO = os.environ.get("LOMAS_DEMO", "build/examples/lomas-demo/lomas-demo")
 EXACTSIM = os.environ.get("LOMAS_EXACTSIM", "build/tests/tools/exactsim")
 TARGETS = os.environ.get("LOMAS_DBI_TARGETS", "build/tests/dbi")
@@ -276,33 +279,17 @@ def test_helper_per_reference_takes_the_same_samples(tmp_path):
     assert got[0] == got[1]
 
 
-def sizes_4k_64m():
-    out, s = [], 4096.0
-    while s <= 64 * 2**20 * 1.0001:
-        out.append(int(round(s / 64)) * 64)
-        s *= 2**0.25
-    return out
-
-
-def curve_csv(text):
-    rows = csv.DictReader(io.StringIO(text))
-    return {int(r["size_bytes"]): (float(r["random"]), float(r["lru"])) for r in rows}
-
-
 def accuracy(exe, args, period, tmp_path, tag):
     trace, prof = tmp_path / f"{tag}.trace", tmp_path / f"{tag}.lomas"
     opts = ["--seed", "1"] + (["--period", str(period)] if period else [])
     record([exe] + args, prof, opts, trace=trace)
     info = export_json(prof)
     assert sum(t["refs"] for t in info["threads"]) == trace_refs(trace)
-    sizes = sizes_4k_64m()
-    joined = ",".join(map(str, sizes))
-    exact = curve_csv(run([EXACTSIM, "--sizes", joined, "--runs", "3", trace]).stdout)
-    model = curve_csv(run([DEMO, "curve", "--sizes", joined, prof]).stdout)
+    sizes = curve_check.sizes_4k_64m()
+    exact = curve_check.exact_curve(EXACTSIM, trace, sizes)
+    model = curve_check.model_curve(DEMO, prof, sizes)
     os.unlink(trace)
-    maes = []
-    for pol in (0, 1):
-        maes.append(sum(abs(exact[s][pol] - model[s][pol]) for s in sizes) / len(sizes))
+    maes = [mae for mae, _ in curve_check.curve_errors(exact, model, sizes)]
     print(f"{tag}: MAE random {100 * maes[0]:.3f} pp, lru {100 * maes[1]:.3f} pp, "
           f"{len(info['samples'])} samples")
     return maes, len(info["samples"])

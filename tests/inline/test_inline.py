@@ -16,6 +16,9 @@ import sys
 
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import curve_check  # noqa: E402  (tests/curve_check.py)
+
 BUILD = os.environ.get("LOMAS_BUILD_ROOT", "build")
 SOURCE = os.environ.get("LOMAS_SOURCE_ROOT", ".")
 WORKLOADS = os.environ.get("LOMAS_WORKLOADS", os.path.join(BUILD, "examples", "workloads"))
@@ -64,19 +67,6 @@ def export_csv(profile):
     return list(csv.DictReader(io.StringIO(run([DEMO, "export", "--csv", profile]).stdout)))
 
 
-def sizes_4k_64m():
-    out, s = [], 4096.0
-    while s <= 64 * 2**20 * 1.0001:
-        out.append(int(round(s / 64)) * 64)
-        s *= 2**0.25
-    return out
-
-
-def curve_csv(text):
-    rows = csv.DictReader(io.StringIO(text))
-    return {int(r["size_bytes"]): (float(r["random"]), float(r["lru"])) for r in rows}
-
-
 @pytest.mark.parametrize("w", sorted(ACCURACY))
 def test_accuracy_against_exact_simulation(w, tmp_path):
     args, period = ACCURACY[w]
@@ -89,12 +79,11 @@ def test_accuracy_against_exact_simulation(w, tmp_path):
     assert len(info["samples"]) >= 10000
     # The clock counted exactly the references the trace holds.
     assert sum(t["refs"] for t in info["threads"]) == nrefs
-    sizes = sizes_4k_64m()
-    joined = ",".join(map(str, sizes))
-    exact = curve_csv(run([EXACTSIM, "--sizes", joined, "--runs", "3", trace]).stdout)
-    model = curve_csv(run([DEMO, "curve", "--sizes", joined, prof]).stdout)
-    for pol, name in ((0, "random"), (1, "lru")):
-        mae = sum(abs(exact[s][pol] - model[s][pol]) for s in sizes) / len(sizes)
+    sizes = curve_check.sizes_4k_64m()
+    exact = curve_check.exact_curve(EXACTSIM, trace, sizes)
+    model = curve_check.model_curve(DEMO, prof, sizes)
+    errs = curve_check.curve_errors(exact, model, sizes)
+    for name, (mae, _) in zip(curve_check.POLICIES, errs):
         print(f"{w} {name}: MAE {100 * mae:.3f} pp over {len(sizes)} sizes, "
               f"{len(info['samples'])} samples")
         assert mae <= 0.01, f"{w} {name}: MAE {100 * mae:.3f} pp"

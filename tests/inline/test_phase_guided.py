@@ -6,13 +6,15 @@ Ground truth is independent of the sampler: exactsim (exact fully
 associative simulation, no liblomas code) over the full trace the same
 program writes (LOMAS_TRACE), and the reference counts of the runs.
 """
-import csv
-import io
 import json
 import os
 import subprocess
+import sys
 
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+import curve_check  # noqa: E402  (tests/curve_check.py)
 
 BUILD = os.environ.get("LOMAS_BUILD_ROOT", "build")
 WORKLOADS = os.environ.get("LOMAS_WORKLOADS", os.path.join(BUILD, "examples", "workloads"))
@@ -40,32 +42,9 @@ def export_json(profile):
     return json.loads(run([DEMO, "export", "--json", profile]).stdout)
 
 
-def sizes_4k_64m():
-    out, s = [], 4096.0
-    while s <= 64 * 2**20 * 1.0001:
-        out.append(int(round(s / 64)) * 64)
-        s *= 2**0.25
-    return out
-
-
-def curve_csv(text):
-    rows = csv.DictReader(io.StringIO(text))
-    return {int(r["size_bytes"]): (float(r["random"]), float(r["lru"])) for r in rows}
-
-
 def errors(prof, exact, sizes):
     """(MAE, largest error) per policy of prof's curve against exact."""
-    model = curve_csv(run([DEMO, "curve", "--sizes", ",".join(map(str, sizes)), prof]).stdout)
-    out = []
-    for pol in (0, 1):
-        e = [abs(exact[s][pol] - model[s][pol]) for s in sizes]
-        out.append((sum(e) / len(e), max(e)))
-    return out
-
-
-def exact_curve(trace, sizes):
-    return curve_csv(run([EXACTSIM, "--sizes", ",".join(map(str, sizes)), "--runs", "3",
-                          trace]).stdout)
+    return curve_check.curve_errors(exact, curve_check.model_curve(DEMO, prof, sizes), sizes)
 
 
 def inline(w):
@@ -94,10 +73,10 @@ def test_phased_program_fewer_samples_curve_within_1pp(tmp_path):
     assert weights == {128.0, 2048.0}
     w = sum(s["weight"] for s in pg["samples"])
     assert abs(w - refs) < 0.03 * refs, (w, refs)
-    sizes = sizes_4k_64m()
-    exact = exact_curve(trace, sizes)
+    sizes = curve_check.sizes_4k_64m()
+    exact = curve_check.exact_curve(EXACTSIM, trace, sizes)
     for name, prof in (("full", p0), ("phase-guided", p1)):
-        for pol, (mae, worst) in zip(("random", "lru"), errors(prof, exact, sizes)):
+        for pol, (mae, worst) in zip(curve_check.POLICIES, errors(prof, exact, sizes)):
             print(f"{name} {pol}: MAE {100 * mae:.3f} pp, largest {100 * worst:.2f} pp")
             assert mae <= 0.01, (name, pol, mae, worst)
 
@@ -119,11 +98,11 @@ def test_non_phased_program_curve_unaffected(w, args, period, tmp_path):
     a = sorted(tuple(s[k] for k in key) for s in export_json(str(tmp_path / "x.lomas"))["samples"])
     b = sorted(tuple(s[k] for k in key) for s in export_json(off)["samples"])
     assert a == b and len(a) > 10000
-    sizes = sizes_4k_64m()
-    exact = exact_curve(trace, sizes)
+    sizes = curve_check.sizes_4k_64m()
+    exact = curve_check.exact_curve(EXACTSIM, trace, sizes)
     n1 = len(export_json(p1)["samples"])
     for name, prof in (("full", p0), ("phase-guided", p1)):
-        for pol, (mae, worst) in zip(("random", "lru"), errors(prof, exact, sizes)):
+        for pol, (mae, worst) in zip(curve_check.POLICIES, errors(prof, exact, sizes)):
             print(f"{w} {name} ({n1 if prof == p1 else len(a)} samples) {pol}: "
                   f"MAE {100 * mae:.3f} pp, largest {100 * worst:.2f} pp")
             assert mae <= 0.01, (name, pol, mae)
