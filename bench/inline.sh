@@ -20,18 +20,9 @@ if [ ! -x "$dir/matmul-inline" ]; then
 	exit 1
 fi
 
-# Sizes for runs of ~0.1-0.5 s natively (the defaults run for milliseconds).
-declare -A args=(
-	[stream]="2097152 10"
-	[stride]="67108864 64 8"
-	[random]="4194304 8388608"
-	[chase]="262144 4000000"
-	[matmul]="480"
-	[tiled]="480 32"
-	[phases]="16777216 32768 8"
-	[threads]="65536 1000000"
-)
-order=(stream stride random chase matmul tiled phases threads)
+# The workloads, in order, at sizes for runs of ~0.1-0.5 s natively.
+# shellcheck source=bench/workloads-lib.sh
+. "$(dirname "$0")/workloads-lib.sh"
 
 # shellcheck source=bench/inline-lib.sh
 . "$(dirname "$0")/inline-lib.sh"
@@ -41,14 +32,14 @@ printf '%-8s %10s %10s %7s %10s %10s %7s %9s\n' workload plain_s inline_s time_x
 logsum_t=0
 logsum_m=0
 n=0
-for w in "${order[@]}"; do
+for w in "${bench_workloads[@]}"; do
 	: >"$tmp/pt"; : >"$tmp/it"; : >"$tmp/pm"; : >"$tmp/im"
 	for ((r = 0; r < reps; r++)); do
 		# shellcheck disable=SC2086
-		read -r t m < <(one "$dir/$w-clang" ${args[$w]})
+		read -r t m < <(one "$dir/$w-clang" ${bench_timing_args[$w]})
 		echo "$t" >>"$tmp/pt"; echo "$m" >>"$tmp/pm"
 		# shellcheck disable=SC2086
-		read -r t m < <(LOMAS_OUTPUT="$tmp/p.lomas" one "$dir/$w-inline" ${args[$w]})
+		read -r t m < <(LOMAS_OUTPUT="$tmp/p.lomas" one "$dir/$w-inline" ${bench_timing_args[$w]})
 		echo "$t" >>"$tmp/it"; echo "$m" >>"$tmp/im"
 	done
 	pt=$(sort -n "$tmp/pt" | head -1); it=$(sort -n "$tmp/it" | head -1)

@@ -40,7 +40,8 @@ trap 'rm -rf "$tmp"' EXIT
 # shellcheck source=bench/accuracy-lib.sh
 . "$root/bench/accuracy-lib.sh"
 sizes=$(accuracy_sizes)
-order=(stream stride random chase matmul tiled phases threads)
+# shellcheck source=bench/workloads-lib.sh
+. "$root/bench/workloads-lib.sh"
 # name -> "period args..." (tests/inline/test_inline.py ACCURACY)
 declare -A acc=(
 	[stream]="15 65536 4"
@@ -50,16 +51,6 @@ declare -A acc=(
 	[matmul]="15 64"
 	[tiled]="40 96 16"
 	[phases]="25 1500000 16384 4"
-)
-declare -A big=(
-	[stream]="2097152 10"
-	[stride]="67108864 64 8"
-	[random]="4194304 8388608"
-	[chase]="262144 4000000"
-	[matmul]="480"
-	[tiled]="480 32"
-	[phases]="16777216 32768 8"
-	[threads]="65536 1000000"
 )
 
 # samples PROFILE: the number of samples in it.
@@ -89,7 +80,7 @@ for clock in ${clocks//,/ }; do
 	echo "# clock $clock: accuracy (test_inline.py's sizes and periods, seed 1)"
 	printf '%-8s %10s %8s %8s %6s %8s %8s %8s %8s\n' workload refs samp_off samp_on ratio \
 		rnd_off rnd_on lru_off lru_on
-	for w in "${order[@]}"; do
+	for w in "${bench_workloads[@]}"; do
 		[ "$w" = threads ] && continue
 		# shellcheck disable=SC2206
 		a=(${acc[$w]})
@@ -136,9 +127,9 @@ for clock in ${clocks//,/ }; do
 	echo
 	echo "# clock $clock: time (bench/inline.sh sizes, median of $reps, wall seconds)"
 	printf '%-8s %9s %9s %7s %9s %9s %6s\n' workload t_off t_on time_x samp_off samp_on ratio
-	for w in "${order[@]}"; do
+	for w in "${bench_workloads[@]}"; do
 		# shellcheck disable=SC2206
-		args=(${big[$w]})
+		args=(${bench_timing_args[$w]})
 		t0=() t1=()
 		for ((i = 0; i < reps; i++)); do
 			for pg in 0 1; do
