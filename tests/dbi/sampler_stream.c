@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "sampler/sampler.h"
+#include "../unit/heap_alloc.h"
 
 #ifdef WITH_INLINE
 #include <pthread.h>
@@ -66,25 +67,6 @@ static void print_sample(const isample *is, uint64_t thread)
 	printf("%" PRIu64 " %" PRIu64 " %u %u %" PRIx64 " %u %" PRIu64 "\n", is->start, is->end,
 	       is->state, is->kind, is->addr, is->level, thread);
 }
-
-static void *zalloc(size_t bytes)
-{
-	return calloc(1, bytes);
-}
-
-static void release(void *mem, size_t bytes)
-{
-	(void)bytes;
-	free(mem);
-}
-
-static void *grow(void *mem, size_t old, size_t bytes)
-{
-	(void)old;
-	return realloc(mem, bytes);
-}
-
-static const inline_alloc heap = {zalloc, release, grow};
 
 /* Thread k's references, its sampler started (index k) and not finished. */
 static void core_run(sampler_thread *t, sampler_budget *budget, uint64_t k, uint64_t refs)

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "sampler/sampler.h"
+#include "heap_alloc.h"
 
 /* xorshift64: the test's own generator, independent of lib/core/rng.c. */
 static uint64_t next(uint64_t *x)
@@ -188,25 +189,6 @@ static void test_rate_drops_when_the_phase_has_its_samples(void **state)
 }
 
 /* ------------------------------------------------- the core's thread */
-
-static void *zalloc(size_t bytes)
-{
-	return calloc(1, bytes);
-}
-
-static void release(void *mem, size_t bytes)
-{
-	(void)bytes;
-	free(mem);
-}
-
-static void *grow(void *mem, size_t old, size_t bytes)
-{
-	(void)old;
-	return realloc(mem, bytes);
-}
-
-static const inline_alloc heap = {zalloc, release, grow};
 
 #define SWEEP_LINES 16384u /* 1 MiB */
 #define SMALL_LINES 512u   /* 32 KiB */
