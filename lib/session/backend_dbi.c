@@ -22,13 +22,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -188,22 +186,12 @@ static void ended(dbi_session *s, int status)
 
 /* ---------------------------------------------------------------- session */
 
-/* Wait up to ms for the target to exit (its pidfd), or sleep a little. */
-static void wait_for_exit(dbi_session *s, long ms)
-{
-	if (s->pidfd >= 0) {
-		struct pollfd pfd = {.fd = s->pidfd, .events = POLLIN};
-		poll(&pfd, 1, (int)(ms > INT_MAX ? INT_MAX : ms));
-		return;
-	}
-	struct timespec ts = {0, (ms < 10 ? ms : 10) * 1000000L};
-	nanosleep(&ts, NULL);
-}
-
 static lomas_status dsess_poll(void *impl, int timeout_ms, bool *running)
 {
 	dbi_session *s = impl;
 	uint64_t t0 = now_ms();
+	/* Without a pidfd, naps of 10 ms: Valgrind's own start-up takes far longer. */
+	long nap_us = 10000;
 	while (s->running && !s->detached) {
 		int status;
 		pid_t r = waitpid(s->pid, &status, timeout_ms < 0 ? 0 : WNOHANG);
@@ -224,7 +212,7 @@ static lomas_status dsess_poll(void *impl, int timeout_ms, bool *running)
 			if ((long)spent >= timeout_ms)
 				break;
 			errno = 0;
-			wait_for_exit(s, timeout_ms - (long)spent);
+			session_wait_exit(s->pidfd, timeout_ms - (long)spent, &nap_us);
 			if (errno == EINTR)
 				break;
 		}
@@ -262,7 +250,8 @@ static lomas_status dsess_stop(void *impl)
 			load_profile(s);
 			break;
 		}
-		wait_for_exit(s, 10);
+		long nap_us = 10000;
+		session_wait_exit(s->pidfd, 10, &nap_us);
 	}
 	s->detached = true;
 	if (!s->profile && !s->load_status) {
@@ -350,9 +339,8 @@ lomas_status dbi_backend_start(const struct lomas_config *cfg, const char *progr
 	const char *launcher, *tmp = getenv("TMPDIR"), *trace = getenv("LOMAS_DBI_TRACE");
 	size_t nargs = 0, nenv = 0, k = 0, n = 0;
 	char **args, **env;
-	int pipefd[2], child_errno = 0;
+	int exec_errno;
 	lomas_status st;
-	ssize_t r;
 	if (!cfg || !program_path || !argv || !argv[0] || !ops || !impl)
 		return error_set(LOMAS_EINVAL, "dbi_backend_start: NULL argument");
 	if (!dbi_find(tool, sizeof tool, &launcher))
@@ -448,46 +436,17 @@ lomas_status dbi_backend_start(const struct lomas_config *cfg, const char *progr
 	env[n++] = launcher_env;
 	env[n] = NULL;
 
-	/* exec failure comes back through a close-on-exec pipe. */
-	if (pipe2(pipefd, O_CLOEXEC) != 0) {
-		st = error_set(LOMAS_EIO, "pipe: %s", strerror(errno));
-		goto fail;
-	}
-	s->pid = fork();
-	if (s->pid == 0) {
-		close(pipefd[0]);
-		execve(tool, args, env);
-		child_errno = errno;
-		r = write(pipefd[1], &child_errno, sizeof child_errno);
-		(void)r;
-		_exit(127);
-	}
-	close(pipefd[1]);
-	if (s->pid < 0) {
-		close(pipefd[0]);
-		st = error_set(LOMAS_ETARGET, "fork: %s", strerror(errno));
-		goto fail;
-	}
-	do
-		r = read(pipefd[0], &child_errno, sizeof child_errno);
-	while (r < 0 && errno == EINTR);
-	close(pipefd[0]);
-	if (r == (ssize_t)sizeof child_errno) {
-		int status;
-		waitpid(s->pid, &status, 0);
-		st = error_set(LOMAS_ENOTSUP, "cannot run the dbi clock's Valgrind tool %s: %s",
-		               tool, strerror(child_errno));
+	st = session_spawn(tool, args, env, NULL, &s->pid, &s->pidfd, &exec_errno);
+	if (st) {
+		if (exec_errno)
+			st = error_set(LOMAS_ENOTSUP,
+			               "cannot run the dbi clock's Valgrind tool %s: %s", tool,
+			               strerror(exec_errno));
 		goto fail;
 	}
 	free(args);
 	free(env);
 	s->running = true;
-#ifdef SYS_pidfd_open
-	/* Not reaped yet, so the pid cannot have been reused; close-on-exec. */
-	s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
-	if (s->pidfd < 0)
-		s->pidfd = -1;
-#endif
 	*ops = &dbi_ops;
 	*impl = s;
 	return LOMAS_OK;

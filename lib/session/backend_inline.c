@@ -24,13 +24,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -233,30 +231,6 @@ static void ended(inline_session *s, int status)
 	load_profile(s);
 }
 
-/*
- * Wait up to ms milliseconds for the target to exit: on its pidfd, which
- * becomes readable the moment it does; without one (a kernel before 5.3, or
- * a seccomp filter that refuses pidfd_open), in sleeps that start at 0.1 ms
- * and double up to 10 ms (*nap_us), so a short target is not kept waiting
- * for a whole sleep after it ended (it was a fixed 10 ms: lomas-demo record
- * of a 1 ms program took 14 ms). A signal ends the wait early, so the caller
- * sees its own flags (lomas-demo's SIGINT) at once.
- */
-static void wait_for_exit(inline_session *s, long ms, long *nap_us)
-{
-	if (s->pidfd >= 0) {
-		struct pollfd pfd = {.fd = s->pidfd, .events = POLLIN};
-		poll(&pfd, 1, (int)(ms > INT_MAX ? INT_MAX : ms));
-		return;
-	}
-	struct timespec ts;
-	long us = *nap_us < ms * 1000 ? *nap_us : ms * 1000;
-	ts.tv_sec = us / 1000000;
-	ts.tv_nsec = (us % 1000000) * 1000;
-	nanosleep(&ts, NULL);
-	*nap_us = *nap_us * 2 > 10000 ? 10000 : *nap_us * 2;
-}
-
 static long long now_ms(void)
 {
 	struct timespec ts;
@@ -361,7 +335,7 @@ static lomas_status isess_poll(void *impl, int timeout_ms, bool *running)
 					wait_ms = left < 1 ? 1 : (long)left;
 			}
 			errno = 0;
-			wait_for_exit(s, wait_ms, &nap_us);
+			session_wait_exit(s->pidfd, wait_ms, &nap_us);
 			if (errno == EINTR)
 				break;
 		}
@@ -453,8 +427,8 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 	char **env;
 	char vals[8][128];
 	char *pid_digits;
-	int pipefd[2], child_errno = 0;
-	ssize_t r;
+	int exec_errno;
+	lomas_status st;
 	const char *tmp = getenv("TMPDIR");
 	if (!cfg || !program_path || !argv || !argv[0] || !ops || !impl)
 		return error_set(LOMAS_EINVAL, "inline_backend_start: NULL argument");
@@ -466,9 +440,8 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 		tmp = "/tmp";
 	snprintf(s->dir, sizeof s->dir, "%s/lomas-inline-XXXXXX", tmp);
 	if (!mkdtemp(s->dir)) {
-		lomas_status st =
-		    error_set(LOMAS_EIO, "cannot create a temporary directory in %s: %s", tmp,
-		              strerror(errno));
+		st = error_set(LOMAS_EIO, "cannot create a temporary directory in %s: %s", tmp,
+		               strerror(errno));
 		free(s);
 		return st;
 	}
@@ -517,57 +490,17 @@ lomas_status inline_backend_start(const struct lomas_config *cfg, const char *pr
 	}
 	env[n] = NULL;
 
-	/* exec failure comes back through a close-on-exec pipe. */
-	if (pipe2(pipefd, O_CLOEXEC) != 0) {
-		free(env);
-		rmdir(s->dir);
-		free(s);
-		return error_set(LOMAS_EIO, "pipe: %s", strerror(errno));
-	}
-	s->pid = fork();
-	if (s->pid == 0) {
-		/* Async-signal-safe from here on: digits by hand. */
-		char digits[24];
-		int nd = 0;
-		for (unsigned long v = (unsigned long)getpid(); v || !nd; v /= 10)
-			digits[nd++] = (char)('0' + v % 10);
-		while (nd)
-			*pid_digits++ = digits[--nd];
-		*pid_digits = '\0';
-		close(pipefd[0]);
-		execve(program_path, argv, env);
-		child_errno = errno;
-		r = write(pipefd[1], &child_errno, sizeof child_errno);
-		(void)r;
-		_exit(127);
-	}
+	st = session_spawn(program_path, argv, env, pid_digits, &s->pid, &s->pidfd, &exec_errno);
 	free(env);
-	close(pipefd[1]);
-	if (s->pid < 0) {
-		close(pipefd[0]);
+	if (st) {
 		rmdir(s->dir);
 		free(s);
-		return error_set(LOMAS_ETARGET, "fork: %s", strerror(errno));
-	}
-	do
-		r = read(pipefd[0], &child_errno, sizeof child_errno);
-	while (r < 0 && errno == EINTR);
-	close(pipefd[0]);
-	if (r == (ssize_t)sizeof child_errno) {
-		int status;
-		waitpid(s->pid, &status, 0);
-		rmdir(s->dir);
-		free(s);
-		return error_set(child_errno == ENOENT ? LOMAS_ENOENT : LOMAS_ETARGET,
-		                 "cannot run %s: %s", program_path, strerror(child_errno));
+		if (exec_errno)
+			return error_set(exec_errno == ENOENT ? LOMAS_ENOENT : LOMAS_ETARGET,
+			                 "cannot run %s: %s", program_path, strerror(exec_errno));
+		return st;
 	}
 	s->running = true;
-#ifdef SYS_pidfd_open
-	/* Not reaped yet, so the pid cannot have been reused; close-on-exec. */
-	s->pidfd = (int)syscall(SYS_pidfd_open, s->pid, 0);
-	if (s->pidfd < 0)
-		s->pidfd = -1;
-#endif
 	*ops = &inline_ops;
 	*impl = s;
 	return LOMAS_OK;

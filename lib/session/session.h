@@ -7,6 +7,7 @@
 #define LOMAS_SESSION_H
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "core/core.h"
 
@@ -36,6 +37,29 @@ lomas_status session_find_program(const char *argv0, char *buf, size_t len);
 
 /* argv joined with spaces into buf (truncated to len), the profile's "command". */
 void session_command_line(char *const argv[], char *buf, size_t len);
+
+/*
+ * spawn.c: fork and execve(path, argv, env) for a backend that runs its
+ * target itself. pid_digits (or NULL): the end of one of env's strings,
+ * where the child writes its own pid in decimal before the exec. On success
+ * *pid is the child and *pidfd its pidfd (-1 where the kernel has none).
+ * An exec that fails reaps the child and returns LOMAS_ETARGET with its
+ * errno in *exec_errno (0 otherwise); a failed pipe or fork, LOMAS_EIO or
+ * LOMAS_ETARGET.
+ */
+lomas_status session_spawn(const char *path, char *const argv[], char *const env[],
+                           char *pid_digits, pid_t *pid, int *pidfd, int *exec_errno);
+
+/*
+ * Wait up to ms milliseconds for the child to exit: on its pidfd, which
+ * becomes readable the moment it does; without one (a kernel before 5.3, or
+ * a seccomp filter that refuses pidfd_open), in sleeps that start at
+ * *nap_us (the caller's, 100 at first) and double up to 10 ms, so a short
+ * target is not kept waiting for a whole sleep after it ended (a fixed
+ * 10 ms made lomas-demo record of a 1 ms program take 14 ms). A signal ends
+ * the wait early, so the caller sees its own flags at once.
+ */
+void session_wait_exit(int pidfd, long ms, long *nap_us);
 
 /* backend_inline.c: run a program built with the lomas-inline hooks. */
 bool inline_backend_detect(const char *program_path);
