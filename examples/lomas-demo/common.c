@@ -11,8 +11,7 @@
 
 #include "demo.h"
 
-/* The length of the UTF-8 sequence at s (len bytes left) and its code point, or 0 if invalid. */
-static size_t utf8_decode(const unsigned char *s, size_t len, uint32_t *cp)
+size_t demo_utf8_decode(const unsigned char *s, size_t len, uint32_t *cp)
 {
 	unsigned c = s[0];
 	size_t n;
@@ -57,7 +56,7 @@ const char *demo_escape(const char *s, char *buf, size_t cap)
 		char esc[12];
 		const char *out = esc;
 		uint32_t cp = 0;
-		size_t n = utf8_decode(u + i, len - i, &cp), k;
+		size_t n = demo_utf8_decode(u + i, len - i, &cp), k;
 		bool unsafe = cp < 0x20 || (cp >= 0x7f && cp <= 0x9f) || cp == 0x200e ||
 		              cp == 0x200f || (cp >= 0x2028 && cp <= 0x202e) ||
 		              (cp >= 0x2066 && cp <= 0x2069);

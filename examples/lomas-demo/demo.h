@@ -75,6 +75,10 @@ bool demo_names_path(const char *path);
  * demo_fail and demo_fail_lomas escape their whole message this way.
  */
 const char *demo_escape(const char *s, char *buf, size_t cap);
+/* The length of the UTF-8 sequence at s (len bytes left, len >= 1) and its
+ * code point in *cp, or 0 if it is malformed (overlong, a surrogate, past
+ * U+10FFFF, cut short). demo_escape and the SVG writer read text with it. */
+size_t demo_utf8_decode(const unsigned char *s, size_t len, uint32_t *cp);
 /* Report a getopt error (unknown option, missing argument) for cmd; EXIT_USAGE. */
 int demo_bad_option(const char *cmd, char **argv, int optopt_char);
 /* The same, returning status. */

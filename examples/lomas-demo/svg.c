@@ -2,37 +2,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "demo.h" /* demo_utf8_decode */
 #include "svg.h"
-
-/* The code point of the UTF-8 sequence at s (len bytes) and its length; 0 if malformed. */
-static size_t utf8_next(const unsigned char *s, size_t len, uint32_t *cp)
-{
-	size_t n;
-	uint32_t v, min;
-	if (s[0] < 0x80) {
-		*cp = s[0];
-		return 1;
-	}
-	if ((s[0] & 0xe0) == 0xc0)
-		n = 2, v = s[0] & 0x1f, min = 0x80;
-	else if ((s[0] & 0xf0) == 0xe0)
-		n = 3, v = s[0] & 0x0f, min = 0x800;
-	else if ((s[0] & 0xf8) == 0xf0)
-		n = 4, v = s[0] & 0x07, min = 0x10000;
-	else
-		return 0;
-	if (n > len)
-		return 0;
-	for (size_t i = 1; i < n; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		v = v << 6 | (s[i] & 0x3f);
-	}
-	if (v < min || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff))
-		return 0;
-	*cp = v;
-	return n;
-}
 
 const char *svg_escape(const char *in, char *out, size_t cap)
 {
@@ -42,7 +13,7 @@ const char *svg_escape(const char *in, char *out, size_t cap)
 		return out;
 	for (size_t i = 0; i < len;) {
 		uint32_t cp = 0;
-		size_t n = utf8_next(u + i, len - i, &cp), k;
+		size_t n = demo_utf8_decode(u + i, len - i, &cp), k;
 		const char *rep = NULL;
 		bool bad = n == 0 || (cp < 0x20 && cp != '\t' && cp != '\n' && cp != '\r') ||
 		           cp == 0xfffe || cp == 0xffff;
