@@ -52,22 +52,8 @@ logsum_t=0
 logsum_m=0
 n=0
 for w in "${order[@]}"; do
-	: >"$tmp/pt"; : >"$tmp/it"; : >"$tmp/pm"; : >"$tmp/im"
-	for ((r = 0; r < reps; r++)); do
-		# shellcheck disable=SC2086
-		read -r t m < <(one "$tmp/$w-plain" ${args[$w]})
-		cp "$tmp/out" "$tmp/out.plain"
-		echo "$t" >>"$tmp/pt"; echo "$m" >>"$tmp/pm"
-		# shellcheck disable=SC2086
-		read -r t m < <(LOMAS_OUTPUT="$tmp/p.lomas" one "$tmp/$w-inline" ${args[$w]})
-		if ! cmp -s "$tmp/out" "$tmp/out.plain"; then
-			echo "inline-extra.sh: $w prints differently with the sampler" >&2
-			exit 1
-		fi
-		echo "$t" >>"$tmp/it"; echo "$m" >>"$tmp/im"
-	done
-	pt=$(sort -n "$tmp/pt" | head -1); it=$(sort -n "$tmp/it" | head -1)
-	pm=$(median <"$tmp/pm"); im=$(median <"$tmp/im")
+	# shellcheck disable=SC2086
+	same_output=1 measure_pair "$w" "$tmp/$w-plain" "$tmp/$w-inline" ${args[$w]}
 	awk -v w="$w" -v pt="$pt" -v it="$it" -v pm="$pm" -v im="$im" 'BEGIN {
 		printf "%-9s %10.3f %10.3f %7.2f %10d %10d %7.2f\n", w, pt / 1e6, it / 1e6,
 			it / pt, pm, im, im / pm }'

@@ -14,6 +14,29 @@ one() {
 	echo "$(( (t1 - t0) / 1000 )) $(cat "$tmp/rss")"
 }
 
+# REPS alternating runs of PLAIN and INLINE (each with ARGS...): sets pt and
+# it (the fastest run of each, microseconds) and pm and im (the median peak
+# RSS, KB). With same_output=1, exits 1 when INLINE prints differently.
+# Usage: measure_pair NAME PLAIN INLINE ARGS...   (needs $reps; LOMAS_OUTPUT=$tmp/p.lomas)
+measure_pair() {
+	local name=$1 plain=$2 inst=$3 r t m
+	shift 3
+	: >"$tmp/pt"; : >"$tmp/it"; : >"$tmp/pm"; : >"$tmp/im"
+	for ((r = 0; r < reps; r++)); do
+		read -r t m < <(one "$plain" "$@")
+		cp "$tmp/out" "$tmp/out.plain"
+		echo "$t" >>"$tmp/pt"; echo "$m" >>"$tmp/pm"
+		read -r t m < <(LOMAS_OUTPUT="$tmp/p.lomas" one "$inst" "$@")
+		if [ "${same_output:-0}" = 1 ] && ! cmp -s "$tmp/out" "$tmp/out.plain"; then
+			echo "$(basename "$0"): $name prints differently with the sampler" >&2
+			exit 1
+		fi
+		echo "$t" >>"$tmp/it"; echo "$m" >>"$tmp/im"
+	done
+	pt=$(sort -n "$tmp/pt" | head -1); it=$(sort -n "$tmp/it" | head -1)
+	pm=$(median <"$tmp/pm"); im=$(median <"$tmp/im")
+}
+
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}'; }
 
 # The geometric means of the ratios (sums of logs over n rows) and the goals.

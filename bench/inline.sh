@@ -33,17 +33,8 @@ logsum_t=0
 logsum_m=0
 n=0
 for w in "${bench_workloads[@]}"; do
-	: >"$tmp/pt"; : >"$tmp/it"; : >"$tmp/pm"; : >"$tmp/im"
-	for ((r = 0; r < reps; r++)); do
-		# shellcheck disable=SC2086
-		read -r t m < <(one "$dir/$w-clang" ${bench_timing_args[$w]})
-		echo "$t" >>"$tmp/pt"; echo "$m" >>"$tmp/pm"
-		# shellcheck disable=SC2086
-		read -r t m < <(LOMAS_OUTPUT="$tmp/p.lomas" one "$dir/$w-inline" ${bench_timing_args[$w]})
-		echo "$t" >>"$tmp/it"; echo "$m" >>"$tmp/im"
-	done
-	pt=$(sort -n "$tmp/pt" | head -1); it=$(sort -n "$tmp/it" | head -1)
-	pm=$(median <"$tmp/pm"); im=$(median <"$tmp/im")
+	# shellcheck disable=SC2086
+	measure_pair "$w" "$dir/$w-clang" "$dir/$w-inline" ${bench_timing_args[$w]}
 	samples=?
 	if [ -x "$build/examples/lomas-demo/lomas-demo" ]; then
 		samples=$("$build/examples/lomas-demo/lomas-demo" export --csv "$tmp/p.lomas" | tail -n +2 | wc -l)
