@@ -13,6 +13,19 @@
  * A trap that no decoded reference explains is counted
  * (debugreg.unexplained_traps) and ends nothing (end_fired()).
  *
+ * THE DECODED REFERENCES DECIDE, the trap confirms. The clock counts the
+ * decoder's references, and the decoder gives a masked vector access its
+ * full operand size (lib/decode/decode.c, "Documented choices"); the CPU
+ * touches only the elements the mask selects, so a data breakpoint on a
+ * masked-out word does not fire. Seen in CI: glibc's memset tail
+ * (__memset_avx512_unaligned_erms, vmovdqu8 zmm16, [rax]{k1} with a bzhi
+ * mask, reached through malloc's MALLOC_PERTURB_ fill) counted as a
+ * 64-byte store over a sampled word its mask left out, a reuse at distance
+ * 4 that the breakpoint ended at 111. So every instruction's decoded
+ * references are checked against the armed words, trap or not: a touch
+ * with no trap ends the sample exactly and is counted
+ * (debugreg.decoded_only_reuses), as a trap with no touch is.
+ *
  * Nothing is protected and nothing injected: system calls and signal
  * deliveries need no lifts (the kernel's own accesses are excluded), and
  * the mprotect engine (m->eng) stays empty, so step.c's table checks find
@@ -43,7 +56,7 @@ void dwatch_thread_init(monitor *m, mon_thread *t)
 {
 	(void)m;
 	dreg_thread_init(&t->dreg, t->tid);
-	t->have_last = t->have_prev = false;
+	t->have_last = false;
 }
 
 void dwatch_thread_end(monitor *m, mon_thread *t)
@@ -59,6 +72,15 @@ static bool touches(const decode_ref *r, uint64_t word)
 	return r->addr < word + DREG_WORD && last >= word;
 }
 
+/* The first of in's references that touches word, or -1. */
+static int first_touch(const decode_insn *in, uint64_t word)
+{
+	for (unsigned k = 0; k < in->nrefs; k++)
+		if (touches(&in->refs[k], word))
+			return (int)k;
+	return -1;
+}
+
 /*
  * Slot s (fired) of t: its sample ends at the first reference of t's last
  * instruction that touches the word. false when none does: an access the
@@ -69,53 +91,51 @@ static bool touches(const decode_ref *r, uint64_t word)
  */
 static bool end_fired(monitor *m, mon_thread *t, const dreg_slot *s)
 {
-	uint64_t start = m->samples.items[s->sample].start;
-	if (t->have_last)
-		for (unsigned k = 0; k < t->last.nrefs; k++)
-			if (touches(&t->last.refs[k], s->word)) {
-				step_end_sample(m, s->sample, t->last_c0 + k, t->last.pc, true);
-				return true;
-			}
-	/*
-	 * The instruction before: a data breakpoint hit by a repeated string
-	 * instruction may be reported an iteration late (Intel SDM vol. 3,
-	 * 17.3.1.2, fast-string operation), and a single step retires one
-	 * iteration. Seen in CI: a reuse at distance 4 otherwise ended at 111.
-	 */
-	if (t->have_prev)
-		for (unsigned k = 0; k < t->prev.nrefs; k++)
-			if (t->prev_c0 + k > start && touches(&t->prev.refs[k], s->word)) {
-				step_end_sample(m, s->sample, t->prev_c0 + k, t->prev.pc, true);
-				return true;
-			}
+	int k = t->have_last ? first_touch(&t->last, s->word) : -1;
+	if (k >= 0) {
+		step_end_sample(m, s->sample, t->last_c0 + (unsigned)k, t->last.pc, true);
+		return true;
+	}
 	m->dreg_unexplained++;
 	return false;
 }
 
 void dwatch_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c0)
 {
-	t->prev = t->last;
-	t->prev_c0 = t->last_c0;
-	t->have_prev = t->have_last;
 	t->last = *in;
 	t->last_c0 = c0;
 	t->have_last = true;
 	/*
 	 * Read the armed counters after every instruction, signal or not: the
 	 * count moves in the #DB handler, within the step that made the access,
-	 * but the overflow signal comes through perf's irq_work and can arrive
-	 * an instruction or more late under load, when t->last is no longer
-	 * the access (seen in CI: a reuse at distance 4 ended at 111). A read
-	 * costs ~1 us against a step's ~85 us; the signal is then a hint
-	 * (stale when the read took it first), and the only path while the
-	 * thread blocks it.
+	 * but the overflow signal comes through perf's irq_work and may arrive
+	 * later. A read costs ~1 us against a step's ~85 us; the signal is then
+	 * a hint (stale when the read took it first), and the only path while
+	 * the thread blocks it.
 	 */
 	for (unsigned i = 0; i < DREG_SLOTS; i++) {
-		if (!t->dreg.s[i].armed)
+		dreg_slot *s = &t->dreg.s[i];
+		bool fired;
+		int k;
+		if (!s->armed)
 			continue;
 		m->dreg.stats.polls++;
-		if (dreg_fired(&m->dreg, &t->dreg, i) && end_fired(m, t, &t->dreg.s[i]))
-			dreg_disarm(&m->dreg, &t->dreg, i);
+		fired = dreg_fired(&m->dreg, &t->dreg, i);
+		if ((k = first_touch(in, s->word)) < 0) {
+			if (fired)
+				m->dreg_unexplained++; /* stays armed (end_fired()) */
+			continue;
+		}
+		/*
+		 * A decoded touch: the reuse, trap or not. Without a trap the CPU
+		 * did not access the word (a masked vector access whose mask
+		 * leaves it out, counted full-size by the decoder): the clock's
+		 * reference stream still has it, and the sample ends there.
+		 */
+		if (!fired)
+			m->dreg_decoded_only++;
+		step_end_sample(m, s->sample, c0 + (unsigned)k, in->pc, fired);
+		dreg_disarm(&m->dreg, &t->dreg, i);
 	}
 }
 
@@ -145,8 +165,12 @@ void dwatch_start(monitor *m, mon_thread *t, uint64_t id, const decode_insn *in,
 	}
 	if (!evicted)
 		return;
-	if (fired && end_fired(m, t, &old))
-		return; /* reused by this instruction; its signal comes later (stale) */
+	/*
+	 * dwatch_commit() read every counter after this instruction and ended
+	 * what its references touch: a count moved since is no reuse.
+	 */
+	if (fired)
+		m->dreg_unexplained++;
 	/* Four slots: the oldest sample is censored (its distance is at least its age). */
 	x = &m->samples.items[old.sample];
 	if (x->state == LOMAS_SAMPLE_DANGLING) {
@@ -190,7 +214,7 @@ void dwatch_exec(monitor *m)
 {
 	for (size_t i = 0; i < m->threads.n; i++) {
 		dreg_thread_close(&m->threads.items[i].dreg);
-		m->threads.items[i].have_last = m->threads.items[i].have_prev = false;
+		m->threads.items[i].have_last = false;
 	}
 }
 
@@ -288,7 +312,9 @@ lomas_status dwatch_profile_meta(monitor *m, lomas_profile *p)
 	                            (unsigned long long)s->refused)) ||
 	    (st = profile_meta_setf(p, "debugreg.polls", "%llu", (unsigned long long)s->polls)) ||
 	    (st = profile_meta_setf(p, "debugreg.unexplained_traps", "%llu",
-	                            (unsigned long long)m->dreg_unexplained)))
+	                            (unsigned long long)m->dreg_unexplained)) ||
+	    (st = profile_meta_setf(p, "debugreg.decoded_only_reuses", "%llu",
+	                            (unsigned long long)m->dreg_decoded_only)))
 		return st;
 	return LOMAS_OK;
 }

@@ -137,9 +137,6 @@ typedef struct mon_thread {
 	bool have_last; /* last: the instruction that retired last, its first clock */
 	decode_insn last;
 	uint64_t last_c0;
-	bool have_prev; /* prev: the one before last (a late data breakpoint) */
-	decode_insn prev;
-	uint64_t prev_c0;
 } mon_thread;
 
 typedef struct monitor_stats {
@@ -178,7 +175,8 @@ typedef struct monitor {
 	/* the debug-register engine (dwatch.c) instead of mprotect's (eng stays empty) */
 	bool dreg_mode;
 	dreg_engine dreg;
-	uint64_t dreg_unexplained; /* traps no decoded reference of the instruction explains */
+	uint64_t dreg_unexplained;  /* traps no decoded reference of the instruction explains */
+	uint64_t dreg_decoded_only; /* reuses decoded with no trap (masked vector accesses) */
 	/* the pmu clock (pmu_clock.c) */
 	bool pmu_mode;
 	pmu_table ptab;
