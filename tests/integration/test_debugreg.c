@@ -70,12 +70,16 @@ static uint64_t meta_u64(const run_result *r, const char *key)
 
 typedef struct word_check {
 	size_t reused, dangling, censored;
+	size_t sure; /* samples the trace says must be reused (see check_words) */
 } word_check;
 
 /*
  * Every sample of the debugreg run res: at the seed's point, and its
  * distance the exact WORD distance of the trace (reused), none (dangling),
  * or a lower bound of it (censored: its slot went to a newer sample).
+ * A sample whose word the trace reuses before four newer samples started
+ * cannot have lost its slot (four per thread, the oldest gives way): it
+ * must be reused ("sure"), however many samples the run offers.
  */
 static word_check check_words(const trace *t, const run_result *res, uint64_t seed, double period)
 {
@@ -87,7 +91,22 @@ static word_check check_words(const trace *t, const run_result *res, uint64_t se
 	assert_int_equal(n, nexp);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t d = exact_block_distance(t, s[i].start, 8);
+		size_t newer = 0;
 		assert_int_equal(s[i].start, exp[i]);
+		if (d != UINT64_MAX) {
+			for (size_t j = i + 1; j < n && exp[j] < exp[i] + d + 1; j++)
+				newer++;
+			if (newer < 4) {
+				c.sure++;
+				if (s[i].state != LOMAS_SAMPLE_REUSED)
+					fail_msg(
+					    "sample %zu at %llu addr %#llx: state %d, but its word "
+					    "is reused at distance %llu, %zu newer samples before",
+					    i, (unsigned long long)s[i].start,
+					    (unsigned long long)s[i].addr, s[i].state,
+					    (unsigned long long)d, newer);
+			}
+		}
 		assert_int_equal(s[i].addr, t->r[s[i].start].addr);
 		switch (s[i].state) {
 		case LOMAS_SAMPLE_REUSED:
@@ -128,23 +147,30 @@ static word_check check_words(const trace *t, const run_result *res, uint64_t se
 /*
  * (a) Sampled distances are the exact word distances of an independent
  * trace, every sample at the seed's point, and the breakpoints did the
- * work: traps, no false positive, none unexplained.
+ * work: traps, no false positive, most reuses ended by a trap. Returns
+ * the reuses the decoder saw and no trap confirmed (a masked store).
  */
-static void exact_words(char *const argv[], const char *period, uint64_t seed)
+static uint64_t exact_words(char *const argv[], const char *period, uint64_t seed)
 {
 	trace t = {0};
 	run_result r;
 	char sd[32];
 	word_check c;
+	uint64_t by_trap, decoded_only;
 	snprintf(sd, sizeof sd, "%llu", (unsigned long long)seed);
 	full_trace(argv, &t);
 	assert_int_equal(
 	    run_step(argv, &r, "watch", "debugreg", "period", period, "seed", sd, NULL), LOMAS_OK);
 	c = check_words(&t, &r, seed, strtod(period, NULL));
-	assert_true(c.reused > 10);
+	/* Not a fixed count: the environment moves the sample points (env -i: few). */
+	assert_true(c.sure > 0);
+	assert_true(c.reused >= c.sure);
 	assert_int_equal(r.stats.false_positives, 0);
 	assert_true(r.stats.faults > 0);
-	assert_true(meta_u64(&r, "step.reuse_by_fault") > c.reused / 2);
+	by_trap = meta_u64(&r, "step.reuse_by_fault");
+	decoded_only = meta_u64(&r, "debugreg.decoded_only_reuses");
+	assert_true(by_trap + decoded_only <= c.reused);
+	assert_true(by_trap > c.reused / 2);
 	{
 		const char *w = NULL;
 		assert_int_equal(lomas_profile_meta_get(r.prof, "watch", &w), LOMAS_OK);
@@ -152,11 +178,14 @@ static void exact_words(char *const argv[], const char *period, uint64_t seed)
 		assert_int_equal(lomas_profile_meta_get(r.prof, "watch.granularity", &w), LOMAS_OK);
 		assert_non_null(strstr(w, "word"));
 	}
-	fprintf(stderr, "  %s %s period %s: %zu reused, %zu dangling, %zu censored, %llu traps\n",
-	        argv[0], argv[1] ? argv[1] : "", period, c.reused, c.dangling, c.censored,
-	        (unsigned long long)r.stats.faults);
+	fprintf(stderr,
+	        "  %s %s period %s: %zu reused (%zu sure), %zu dangling, %zu censored, %llu "
+	        "traps, %llu decoded-only\n",
+	        argv[0], argv[1] ? argv[1] : "", period, c.reused, c.sure, c.dangling, c.censored,
+	        (unsigned long long)r.stats.faults, (unsigned long long)decoded_only);
 	free_result(&r);
 	free(t.r);
+	return decoded_only;
 }
 
 static void test_exact_word_distances(void **state)
@@ -173,6 +202,27 @@ static void test_exact_word_distances(void **state)
 	exact_words(a2, "50", 3);
 	exact_words(a3, "20", 5);
 	exact_words(a3, "7", 9);
+}
+
+/*
+ * (a') A store whose word's next decoded touch is an AVX-512 masked store
+ * that leaves it out (glibc's memset tail; the CI failure, where malloc's
+ * MALLOC_PERTURB_ fill ran it): the CPU does not touch the word, so no
+ * trap, but the clock counts the decoder's full-size reference and the
+ * distance is that. Ended by decode and counted, never missed.
+ */
+static void test_masked_store(void **state)
+{
+	char dreg[4200];
+	uint64_t n;
+	(void)state;
+	target(dreg, sizeof dreg, "t_dreg");
+	char *a[] = {dreg, "masked", "4", NULL};
+	n = exact_words(a, "3", 5);
+	n += exact_words(a, "11", 8);
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512bw"))
+		assert_true(n > 0);
 }
 
 /*
@@ -501,8 +551,11 @@ int main(void)
 	}
 	/* Same addresses in every run: the full trace and the sampled runs must agree. */
 	personality(ADDR_NO_RANDOMIZE);
+	if (getenv("LOMAS_TEST_FILTER")) /* one test while working on it */
+		cmocka_set_test_filter(getenv("LOMAS_TEST_FILTER"));
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_exact_word_distances),
+	    cmocka_unit_test(test_masked_store),
 	    cmocka_unit_test(test_same_as_mprotect),
 	    cmocka_unit_test(test_hostile_same_as_native),
 	    cmocka_unit_test(test_threads),
