@@ -327,6 +327,7 @@ static void test_hostile_same_as_native(void **state)
 	char *a5[] = {p[4], "64", "16", "40", NULL};
 	char *a6[] = {p[5], NULL};
 	char *a7[] = {p[6], NULL};
+	char *a8[] = {p[0], "masked", "5", NULL}; /* zmm0 and k1 kept across our stops */
 	same_as_native(a0, "5");
 	same_as_native(a1, "5");
 	same_as_native(a2, "20");
@@ -335,6 +336,7 @@ static void test_hostile_same_as_native(void **state)
 	same_as_native(a5, "20");
 	same_as_native(a6, "50");
 	same_as_native(a7, "50");
+	same_as_native(a8, "4");
 }
 
 /* (d) Threads: each has its own breakpoints; samples of several threads are reused. */
