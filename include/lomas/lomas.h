@@ -192,7 +192,9 @@ LOMAS_API void lomas_set_log_callback(lomas_log_fn fn, void *user);
  *   clock      auto | inline | dbi | step | pmu (live sessions; default auto:
  *              inline when the program carries the lomas-inline hooks, else
  *              dbi when Valgrind and the dbi tool are installed, else step)
- *   watch      auto | mprotect | debugreg (watchpoint engine; default auto)
+ *   watch      auto | mprotect | debugreg (watchpoint engine; default auto =
+ *              mprotect; debugreg: hardware breakpoints on the sampled 8-byte
+ *              word, step clock only, so reuse is at word granularity)
  *   max_skid   references a simulated (step) or real (pmu) overflow may land
  *              late; the planner compensates (default 0 for step)
  *   events     pmu clock: "LOAD,STORE" event names in libpfm4 syntax (or one

@@ -132,6 +132,11 @@ typedef struct mon_thread {
 	uint64_t fs_base;
 	uint64_t rseq_addr;
 	uint32_t rseq_len;
+	/* the debug-register engine (dwatch.c) */
+	dreg_thread dreg;
+	bool have_last; /* last: the instruction that retired last, its first clock */
+	decode_insn last;
+	uint64_t last_c0;
 } mon_thread;
 
 typedef struct monitor_stats {
@@ -167,6 +172,11 @@ typedef struct monitor {
 	pid_t cur_tid;      /* the stopped thread injections run in */
 	bool sync_needed;   /* watches changed: bring protections in line at the next stop */
 	bool segv_ignored;  /* the process ignores SIGSEGV: holds one lift (sigstate.c) */
+	/* the debug-register engine (dwatch.c) instead of mprotect's (eng stays empty) */
+	bool dreg_mode;
+	dreg_engine dreg;
+	uint64_t dreg_unexplained;  /* traps no decoded reference of the instruction explains */
+	uint64_t dreg_decoded_only; /* reuses decoded with no trap (masked vector accesses) */
 	/* the pmu clock (pmu_clock.c) */
 	bool pmu_mode;
 	pmu_table ptab;
@@ -263,6 +273,34 @@ void step_thread_gone(monitor *m, mon_thread *t);
 lomas_status step_restore(monitor *m, mon_thread *t);
 /* The profile so far. */
 lomas_status step_profile(monitor *m, lomas_profile **out);
+
+/* step.c, for dwatch.c: end sample id at clock (pc), by the engine's trap or by decode. */
+void step_end_sample(monitor *m, uint64_t id, uint64_t clock, uint64_t pc, bool by_trap);
+
+/* ------------------------------------------- debug-register engine hooks */
+
+/* Check that breakpoints can be armed, set the engine up: in step_init. */
+lomas_status dwatch_init(monitor *m);
+/* A new thread (no breakpoint yet); t is gone (its breakpoints closed). */
+void dwatch_thread_init(monitor *m, mon_thread *t);
+void dwatch_thread_end(monitor *m, mon_thread *t);
+/* The instruction in (first clock c0) of t retires: remember it, poll a quiet thread. */
+void dwatch_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c0);
+/* Sample id starts at reference j of in (first clock c0), which retires: watch its word. */
+void dwatch_start(monitor *m, mon_thread *t, uint64_t id, const decode_insn *in, unsigned j,
+                  uint64_t c0);
+/* A signal stop of t: 1 when it was a breakpoint's (swallowed, t resumed unless detaching). */
+int dwatch_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si, bool detaching);
+/* The same without resuming (a signal kept from an injected call). */
+bool dwatch_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si);
+/* t's blocked signals are mask now (sigstate.c). */
+void dwatch_mask(monitor *m, mon_thread *t, uint64_t mask);
+/* exec replaced the address space: every breakpoint goes. */
+void dwatch_exec(monitor *m);
+/* Before detaching (every thread stopped): breakpoints closed, sent signals taken. */
+void dwatch_detach(monitor *m);
+/* The engine's metadata in the profile. */
+lomas_status dwatch_profile_meta(monitor *m, lomas_profile *p);
 
 /* ------------------------------------------------------- pmu clock hooks */
 

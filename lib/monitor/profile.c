@@ -56,7 +56,7 @@ lomas_status step_profile(monitor *m, lomas_profile **out)
 			goto fail;
 	}
 	if ((st = profile_meta_setf(p, "clock", m->pmu_mode ? "pmu" : "step")) ||
-	    (st = profile_meta_setf(p, "watch", "mprotect")) ||
+	    (st = profile_meta_setf(p, "watch", m->dreg_mode ? "debugreg" : "mprotect")) ||
 	    (st = profile_meta_setf(p, "period", "%.17g", m->period)) ||
 	    (st = profile_meta_setf(p, "seed", "%llu", (unsigned long long)m->cfg.seed)) ||
 	    (st = profile_meta_setf(p, "max_skid", "%u", m->cfg.max_skid)) ||
@@ -74,6 +74,8 @@ lomas_status step_profile(monitor *m, lomas_profile **out)
 	                            (unsigned long long)m->stats.unwatchable)))
 		goto fail;
 	if (m->pmu_mode && (st = pmu_profile_meta(m, p)))
+		goto fail;
+	if (m->dreg_mode && (st = dwatch_profile_meta(m, p)))
 		goto fail;
 	/* The step clock counts exactly: nothing to compensate. */
 	for (int k = 0; k < LEDGER_NKINDS && !m->pmu_mode; k++) {

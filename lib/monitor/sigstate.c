@@ -56,6 +56,8 @@ void sig_guard_thread(monitor *m, mon_thread *t)
 	if (mon_ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof mask, &mask) < 0)
 		mask = ~0ull; /* unknown (the thread is going away): assume the worst */
 	hold(m, &t->segv_lift, in_set(mask, SIGSEGV));
+	if (m->dreg_mode)
+		dwatch_mask(m, t, mask);
 }
 
 void sig_forget_thread(monitor *m, mon_thread *t)

@@ -105,9 +105,14 @@ lomas_status step_init(monitor *m, const struct lomas_config *cfg)
 	    cfg->window_refs == CONFIG_AUTO ? (uint64_t)(256.0 * m->period) : cfg->window_refs;
 	if (!m->window_refs)
 		m->window_refs = 1;
-	if (cfg->watch == WATCH_DEBUGREG)
-		return error_set(LOMAS_ENOTSUP, "the debugreg watch engine is not built yet; use "
-		                                "watch=mprotect with the step clock");
+	if (cfg->watch == WATCH_DEBUGREG) {
+		if (cfg->clock == CLOCK_PMU)
+			return error_set(LOMAS_ENOTSUP,
+			                 "the debugreg watch engine runs with the step clock only "
+			                 "(not yet with the pmu clock): use --watch mprotect");
+		if ((st = dwatch_init(m)))
+			return st;
+	}
 	if ((st = decoder_new(&m->dec)))
 		return st;
 	decoder_set_mem_ops(m->dec, &mon_decode_mem_ops);
@@ -133,6 +138,8 @@ void step_free(monitor *m)
 void step_thread_init(monitor *m, mon_thread *t)
 {
 	lomas_status st;
+	if (m->dreg_mode)
+		dwatch_thread_init(m, t);
 	if (m->pmu_mode) {
 		/* Its counters, or the session ends: a thread we cannot count is not measured. */
 		if ((st = pmu_thread_start(m, t)))
@@ -166,7 +173,7 @@ static void refresh_tcb(monitor *m, mon_thread *t, const struct user_regs_struct
 
 /* ------------------------------------------------------------ sample ends */
 
-static void end_sample(monitor *m, uint64_t id, uint64_t clock, uint64_t pc, bool by_fault)
+void step_end_sample(monitor *m, uint64_t id, uint64_t clock, uint64_t pc, bool by_fault)
 {
 	lomas_sample *s = &m->samples.items[id];
 	if (s->state != LOMAS_SAMPLE_DANGLING || clock <= s->start)
@@ -200,9 +207,10 @@ static void ref_lines(const monitor *m, const decode_ref *r, uint64_t *l0, uint6
 		*l1 = *l0 + m->cfg.line_size; /* at most two lines per reference */
 }
 
-static void start_sample(monitor *m, mon_thread *t, uint64_t clock, const decode_ref *r,
-                         uint64_t pc)
+static void start_sample(monitor *m, mon_thread *t, const decode_insn *in, unsigned j, uint64_t c0)
 {
+	const decode_ref *r = &in->refs[j];
+	uint64_t clock = c0 + j, pc = in->pc;
 	lomas_sample s = {.start = clock,
 	                  .end = LOMAS_CLOCK_NONE,
 	                  .addr = r->addr,
@@ -220,6 +228,10 @@ static void start_sample(monitor *m, mon_thread *t, uint64_t clock, const decode
 		return;
 	}
 	m->samples.items[m->samples.n++] = s;
+	if (m->dreg_mode) {
+		dwatch_start(m, t, id, in, j, c0);
+		return;
+	}
 	st = mprot_watch(&m->eng, r->addr, t->index, id, &old, &displaced);
 	if (st) {
 		/* Not mapped (a bad decode) or out of memory: record, never drop. */
@@ -235,7 +247,7 @@ static void start_sample(monitor *m, mon_thread *t, uint64_t clock, const decode
 	if (displaced) {
 		lomas_sample *o = &m->samples.items[old.sample];
 		if (old.thread == t->index && old.line == (r->addr & m->eng.table.line_mask)) {
-			end_sample(m, old.sample, clock, pc, false);
+			step_end_sample(m, old.sample, clock, pc, false);
 		} else if (o->state == LOMAS_SAMPLE_DANGLING) {
 			/* Evicted for lack of a slot: censored, end = its thread's clock now. */
 			uint64_t now =
@@ -253,6 +265,8 @@ void step_commit(monitor *m, mon_thread *t)
 	uint64_t c0 = t->pending_c0;
 	unsigned idx[DECODE_MAX_REFS], nidx, si = 0;
 	bool relaxed = m->eng.lift_events != t->resume_epoch || m->eng.lift_depth > 0;
+	if (m->dreg_mode)
+		dwatch_commit(m, t, in, c0);
 	nidx = m->pmu_mode ? pmu_commit(m, t, in, c0, idx)
 	                   : step_sampler_commit(&t->sampler, c0, in->nrefs, idx);
 	for (unsigned j = 0; j < in->nrefs; j++) {
@@ -267,7 +281,7 @@ void step_commit(monitor *m, mon_thread *t)
 					bool by_fault =
 					    t->fault_page &&
 					    (l & m->eng.table.page_mask) == t->fault_page;
-					end_sample(m, e.sample, c0 + j, in->pc, by_fault);
+					step_end_sample(m, e.sample, c0 + j, in->pc, by_fault);
 					m->sync_needed = true;
 				}
 				mark_cross(m, l, t->index);
@@ -277,7 +291,7 @@ void step_commit(monitor *m, mon_thread *t)
 		}
 		if (si < nidx && idx[si] == j) {
 			si++;
-			start_sample(m, t, c0 + j, r, in->pc);
+			start_sample(m, t, in, j, c0);
 		}
 	}
 	t->clock = c0 + in->nrefs;
@@ -472,7 +486,8 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 		sig = t->queued.si_signo;
 		si = &t->queued;
 		/* The counter's overflow, met during an injected call: taken, not delivered. */
-		if (m->pmu_mode && pmu_take_signal(m, t, sig, si))
+		if ((m->pmu_mode && pmu_take_signal(m, t, sig, si)) ||
+		    (m->dreg_mode && dwatch_take_signal(m, t, sig, si)))
 			sig = 0, si = NULL;
 	}
 	if (sig) {

@@ -37,6 +37,8 @@ static void handle_exec(monitor *m, mon_thread *t)
 	t->fs_base = 0;
 	t->rseq_addr = 0;
 	mprot_forget_all(&m->eng);
+	if (m->dreg_mode)
+		dwatch_exec(m);
 	maps_read(&m->maps, m->pid);
 	decoder_invalidate(m->dec, 0, UINT64_MAX);
 	m->scratch = 0;
@@ -204,6 +206,14 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 		if (r > 0)
 			return LOMAS_OK;
 	}
+	if (m->dreg_mode) {
+		/* A breakpoint's signal is swallowed: its sample ends (dwatch.c). */
+		int r = dwatch_signal(m, t, sig, &si, detaching);
+		if (r < 0)
+			return r;
+		if (r > 0)
+			return LOMAS_OK;
+	}
 	if (sig == SIGTRAP &&
 	    (si.si_code == TRAP_TRACE || si.si_code == TRAP_BRKPT || si.si_code == SIGTRAP)) {
 		/* Our step report: the pending instruction retired (or a handler was entered). */
@@ -279,6 +289,8 @@ void step_thread_gone(monitor *m, mon_thread *t)
 	mprot_fault_forget(&m->eng, t->index);
 	if (m->pmu_mode)
 		pmu_thread_end(m, t);
+	if (m->dreg_mode)
+		dwatch_thread_end(m, t);
 	t->state = MT_GONE;
 	m->sync_needed = true;
 }

@@ -167,6 +167,8 @@ lomas_status mon_detach(monitor *m)
 	}
 	if (m->pmu_mode)
 		pmu_detach(m);
+	else if (m->dreg_mode)
+		dwatch_detach(m);
 	/* 2. A step report may still be queued behind an interrupt: collect it. */
 	for (size_t i = 0; i < m->threads.n; i++) {
 		mon_thread *t = &m->threads.items[i];
@@ -255,8 +257,8 @@ static lomas_status mb_stats(void *impl, lomas_stats *out)
 		out->reused += m->samples.items[i].state == LOMAS_SAMPLE_REUSED;
 		out->censored += m->samples.items[i].state == LOMAS_SAMPLE_CENSORED;
 	}
-	out->faults = m->eng.stats.faults;
-	out->false_positives = m->eng.stats.false_positives;
+	out->faults = m->dreg_mode ? m->dreg.stats.fired : m->eng.stats.faults;
+	out->false_positives = m->eng.stats.false_positives; /* debugreg: none, by design */
 	out->reprotects = m->eng.stats.reprotects;
 	out->steps = m->stats.steps;
 	out->injected_syscalls = m->stats.injected;

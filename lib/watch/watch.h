@@ -7,6 +7,7 @@
 #ifndef LOMAS_WATCH_H
 #define LOMAS_WATCH_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -210,5 +211,98 @@ lomas_status mprot_restore_all(mprot_engine *e);
 void mprot_forget_all(mprot_engine *e);
 /* Pages currently PROT_NONE because of us. */
 size_t mprot_protected_pages(const mprot_engine *e);
+
+/* ---------------------------------------------------- debug-register engine */
+
+/*
+ * The debug-register engine (docs/architecture.md, debugreg.c): x86 data breakpoints,
+ * as perf hardware breakpoints (PERF_TYPE_BREAKPOINT, HW_BREAKPOINT_RW, 8
+ * bytes) on one thread of the target, one per DR0-DR3. A breakpoint watches
+ * the aligned 8-byte word of the sampled reference, so reuse is found at
+ * word granularity. Its overflow (sample_period 1) is routed to the thread
+ * as a signal (F_SETOWN_EX F_OWNER_TID, F_SETSIG, O_ASYNC) that the monitor
+ * swallows; the counter itself (read(2)) is what says a slot fired, so a
+ * late or repeated signal is harmless.
+ */
+#define DREG_SLOTS 4 /* DR0-DR3 */
+#define DREG_WORD 8  /* HW_BREAKPOINT_LEN_8 */
+
+typedef struct dreg_slot {
+	int fd;          /* -1: not open */
+	bool armed;      /* watching word for sample */
+	uint64_t word;   /* aligned to DREG_WORD */
+	uint64_t sample; /* the caller's sample id */
+	uint64_t seq;    /* arming order: eviction takes the oldest */
+	uint64_t base;   /* the counter when armed (or last taken): more = it fired */
+} dreg_slot;
+
+typedef struct dreg_thread {
+	int tid;
+	bool quiet; /* the thread blocks the signal: no O_ASYNC, the counters are polled */
+	dreg_slot s[DREG_SLOTS];
+} dreg_thread;
+
+typedef struct dreg_stats {
+	uint64_t arms;      /* breakpoints armed */
+	uint64_t opens;     /* perf_event_open calls */
+	uint64_t modifies;  /* re-armed by PERF_EVENT_IOC_MODIFY_ATTRIBUTES */
+	uint64_t reopens;   /* re-armed by close and open (no MODIFY_ATTRIBUTES) */
+	uint64_t fired;     /* breakpoints that fired (the counter moved) */
+	uint64_t signals;   /* overflow signals taken */
+	uint64_t stale;     /* ... whose breakpoint had been taken already */
+	uint64_t evictions; /* armed breakpoints taken for a newer sample (4 slots) */
+	uint64_t refused;   /* breakpoints the kernel would not arm (the sample is censored) */
+	uint64_t polls;     /* counter reads while the thread blocks the signal */
+} dreg_stats;
+
+#define DREG_FD_BITS 4096
+
+typedef struct dreg_engine {
+	int sig;        /* the overflow signal (F_SETSIG) */
+	bool no_modify; /* MODIFY_ATTRIBUTES refused: re-arm by close and open */
+	uint64_t seq;
+	dreg_stats stats;
+	/* descriptors that were ever a breakpoint: a late signal of a closed one is ours */
+	uint64_t fds[DREG_FD_BITS / 64];
+} dreg_engine;
+
+/*
+ * Can this process arm a data breakpoint on a thread (ourselves stands for
+ * the target)? LOMAS_OK, or LOMAS_ENOTSUP with one line naming the cause
+ * (perf_event_paranoid and CAP_PERFMON, no breakpoint support) and the
+ * engine to use instead.
+ */
+lomas_status dreg_probe(void);
+/* Does this CPU have AMD's breakpoint address-mask extension (64-byte lines)? */
+bool dreg_cpu_has_bpext(void);
+void dreg_init(dreg_engine *e, int sig);
+void dreg_thread_init(dreg_thread *t, int tid);
+/*
+ * Watch the word of addr in t for sample. When every slot is armed, the
+ * oldest is taken: *evicted gets its state and *evicted_fired whether it
+ * fired since it was armed (a reuse whose signal has not come yet). On
+ * LOMAS_ENOTSUP the kernel refused the breakpoint (no debug register free):
+ * nothing is armed and the caller censors the sample.
+ */
+lomas_status dreg_arm(dreg_engine *e, dreg_thread *t, uint64_t addr, uint64_t sample,
+                      dreg_slot *evicted, bool *did_evict, bool *evicted_fired);
+/* Stop slot i (the sample ended otherwise): disabled, kept open for the next arm. */
+void dreg_disarm(dreg_engine *e, dreg_thread *t, unsigned i);
+/* The slot of t whose descriptor is fd, or -1. */
+int dreg_slot_of_fd(const dreg_thread *t, int fd);
+/* Did armed slot i fire since it was armed? (reads the counter; true once per firing) */
+bool dreg_fired(dreg_engine *e, dreg_thread *t, unsigned i);
+/*
+ * Is si the overflow signal of one of t's slots? Its index; -2 when it is
+ * the signal of a breakpoint closed or moved since (stale, ours all the
+ * same); -1 when it is not ours.
+ */
+int dreg_signal_slot(const dreg_engine *e, const dreg_thread *t, int sig, const siginfo_t *si);
+/* t blocks (quiet) or takes the signal: route it or not (O_ASYNC). */
+void dreg_set_quiet(dreg_engine *e, dreg_thread *t, bool quiet);
+/* Close every breakpoint of t (it is gone, exec'd, or we detach). */
+void dreg_thread_close(dreg_thread *t);
+/* Armed slots of t. */
+unsigned dreg_armed(const dreg_thread *t);
 
 #endif /* LOMAS_WATCH_H */
