@@ -147,7 +147,7 @@ static void test_strided_walks(void **state)
 			sim_push(&tr, (uint32_t)(i % walks[w].K) * walks[w].stride);
 		snprintf(name, sizeof name, "s%ux%u", walks[w].stride, walks[w].K);
 		check(name, &tr, 20, strided_geoms, sizeof strided_geoms / sizeof *strided_geoms,
-		      0.01, 0.025, &fa_err);
+		      0.01, 0.05, &fa_err);
 		free(tr.t);
 	}
 	/* What the fully associative model misses here: tens of points. */
@@ -182,13 +182,12 @@ static void test_mixed(void **state)
 		sim_push(&tr, (uint32_t)(1 << 20) + (uint32_t)sm_below(&x, 256));
 	}
 	/*
-	 * Random replacement is 13 points low at 64 KiB 16-way: the misses
-	 * crowd into the strided walk's four sets, so a line there is evicted
-	 * faster than its set's share of the lines says (the model takes the
-	 * share of lines for the share of misses). A known limit, not hidden.
+	 * The misses crowd into the strided walk's few sets: one global
+	 * random-replacement ratio (the share of lines taken for the share of
+	 * misses) was 12.9 points low at 64 KiB 16-way; per set, within 0.4.
 	 */
 	check("mixed", &tr, 20, strided_geoms, sizeof strided_geoms / sizeof *strided_geoms, 0.01,
-	      0.15, NULL);
+	      0.01, NULL);
 	free(tr.t);
 }
 
