@@ -42,6 +42,21 @@
 
 #include "model.h"
 
+#define NBANDS 128 /* half octaves of d + 1 */
+#define NCLASS 48  /* half octaves of 1 + r_s S */
+
+static unsigned band_of(double d)
+{
+	unsigned b = (unsigned)(2.0 * log2(d + 1.0));
+	return b < NBANDS ? b : NBANDS - 1;
+}
+
+static unsigned class_of(double share, uint64_t S)
+{
+	unsigned c = (unsigned)(2.0 * log2(1.0 + share * (double)S));
+	return c < NCLASS ? c : NCLASS - 1;
+}
+
 /* A weighted sample: where it starts, its line and set, its reuse. */
 typedef struct ar_ref {
 	uint64_t line;
@@ -50,6 +65,7 @@ typedef struct ar_ref {
 	double own; /* its line's share of all the weight */
 	double d;   /* reuse distance (reused samples) */
 	uint32_t group;
+	uint16_t band; /* band_of(d) */
 	uint8_t state;
 } ar_ref;
 
@@ -58,6 +74,7 @@ typedef struct ar_set {
 	uint64_t set;
 	double share; /* r_s, shrunk */
 	double raw;   /* r_s as sampled */
+	unsigned cls; /* class_of(share) */
 	double load;  /* distinct lines mapping to it (expected) */
 } ar_set;
 
@@ -77,18 +94,33 @@ static int by_group_set(const void *a, const void *b)
 	return x->set < y->set ? -1 : x->set > y->set;
 }
 
-/* The set table's entry for set s (present). */
-static const ar_set *set_find(const ar_set *t, size_t n, uint64_t s)
+/*
+ * The set table: the sets the samples touch, ascending, and for set
+ * counts up to DENSE_MAX each set's index (a lookup per pair and size:
+ * a binary search there doubled the model's time).
+ */
+#define DENSE_MAX (1u << 22)
+
+typedef struct ar_sets {
+	ar_set *t;
+	size_t n;
+	uint32_t *ix; /* S entries when S <= DENSE_MAX */
+} ar_sets;
+
+/* The table's entry for set s (present). */
+static const ar_set *set_find(const ar_sets *T, uint64_t s)
 {
-	size_t lo = 0, hi = n;
+	size_t lo = 0, hi = T->n;
+	if (T->ix)
+		return &T->t[T->ix[s]];
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
-		if (t[mid].set < s)
+		if (T->t[mid].set < s)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	return &t[lo];
+	return &T->t[lo];
 }
 
 /*
@@ -179,6 +211,7 @@ static lomas_status refs_build(const lomas_profile *p, model_data *m, ar_ref **o
 		r[n].w = s->weight;
 		r[n].state = (uint8_t)s->state;
 		r[n].d = s->state == LOMAS_SAMPLE_REUSED ? (double)sample_distance(s) : 0.0;
+		r[n].band = (uint16_t)band_of(r[n].d);
 		dang += s->state == LOMAS_SAMPLE_DANGLING ? s->weight : 0.0;
 		n++;
 	}
@@ -215,8 +248,6 @@ static lomas_status refs_build(const lomas_profile *p, model_data *m, ar_ref **o
  */
 #define PAIRS_PER_REUSE 16
 #define REUSES_MAX 262144u
-#define NBANDS 128 /* half octaves of d + 1 */
-#define NCLASS 48  /* half octaves of 1 + r_s S */
 
 typedef struct ar_pair {
 	uint64_t lx, lj; /* the reuse's line; the reference's */
@@ -254,18 +285,6 @@ static size_t key_lower(const ar_key *k, size_t lo, size_t hi, uint32_t t, uint6
 	return lo;
 }
 
-static unsigned band_of(double d)
-{
-	unsigned b = (unsigned)(2.0 * log2(d + 1.0));
-	return b < NBANDS ? b : NBANDS - 1;
-}
-
-static unsigned class_of(double share, uint64_t S)
-{
-	unsigned c = (unsigned)(2.0 * log2(1.0 + share * (double)S));
-	return c < NCLASS ? c : NCLASS - 1;
-}
-
 /* The share of line l (present in lw[n], sorted). */
 static double line_share(const ar_line *lw, size_t n, uint64_t l)
 {
@@ -285,13 +304,10 @@ static lomas_status pairs_build(const lomas_profile *p, const ar_line *lw, size_
 {
 	size_t ns = p->samples.n, nk = 0, nreused = 0, step, np = 0;
 	ar_key *keys = malloc((ns ? ns : 1) * sizeof *keys);
-	ar_pair *pr = malloc((size_t)REUSES_MAX * PAIRS_PER_REUSE * sizeof *pr);
+	ar_pair *pr;
 	rng g;
-	if (!keys || !pr) {
-		free(keys);
-		free(pr);
+	if (!keys)
 		return error_set(LOMAS_ENOMEM, "out of memory");
-	}
 	for (size_t i = 0; i < ns; i++) {
 		const lomas_sample *s = &p->samples.items[i];
 		if (!(s->weight > 0.0))
@@ -299,9 +315,15 @@ static lomas_status pairs_build(const lomas_profile *p, const ar_line *lw, size_
 		keys[nk++] = (ar_key){s->thread, s->start, (uint32_t)i};
 		nreused += s->state == LOMAS_SAMPLE_REUSED;
 	}
+	step = nreused > REUSES_MAX ? (nreused + REUSES_MAX - 1) / REUSES_MAX : 1;
+	/* At most ceil(nreused / step) <= REUSES_MAX reuses are looked into. */
+	pr = malloc(((nreused + step - 1) / step * PAIRS_PER_REUSE + 1) * sizeof *pr);
+	if (!pr) {
+		free(keys);
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	}
 	qsort(keys, nk, sizeof *keys, key_cmp);
 	rng_seed(&g, 0x4a2d0);
-	step = nreused > REUSES_MAX ? (nreused + REUSES_MAX - 1) / REUSES_MAX : 1;
 	for (size_t q = 0, seen = 0; q < nk; q++) {
 		const lomas_sample *si = &p->samples.items[keys[q].ix];
 		size_t lo = q + 1, hi, take;
@@ -336,15 +358,15 @@ static lomas_status pairs_build(const lomas_profile *p, const ar_line *lw, size_
  * where q does not stand out of its sampling noise: then the set's share
  * over the run is its share in between).
  */
-static lomas_status locality(const ar_pair *pr, size_t np, const ar_set *t, size_t nt, uint64_t S,
+static lomas_status locality(const ar_pair *pr, size_t np, const ar_sets *T, uint64_t S,
                              double *factor)
 {
 	double *acc = calloc((size_t)NBANDS * NCLASS * 4, sizeof *acc);
 	if (!acc)
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	for (size_t i = 0; i < np; i++) {
-		const ar_set *e = set_find(t, nt, pr[i].lx % S);
-		double *a = acc + ((size_t)pr[i].band * NCLASS + class_of(e->share, S)) * 4;
+		const ar_set *e = set_find(T, pr[i].lx % S);
+		double *a = acc + ((size_t)pr[i].band * NCLASS + e->cls) * 4;
 		a[0] += pr[i].om;
 		a[1] += pr[i].om * pr[i].om;
 		a[2] += pr[i].lj % S == pr[i].lx % S ? pr[i].om : 0.0;
@@ -364,10 +386,11 @@ static lomas_status locality(const ar_pair *pr, size_t np, const ar_set *t, size
 	return LOMAS_OK;
 }
 
-/* Per set of S: its shrunk share of the weight and its load; *nt the sets. */
-static void sets_build(ar_ref *r, size_t n, uint64_t S, double unseen, ar_set *t, size_t *nt)
+/* Per set of S: its shrunk share of the weight and its load (T->t holds n). */
+static lomas_status sets_build(ar_ref *r, size_t n, uint64_t S, double unseen, ar_sets *T)
 {
 	double tot = 0.0, tot2 = 0.0, u = 1.0 / (double)S;
+	ar_set *t = T->t;
 	size_t k = 0;
 	for (size_t i = 0; i < n; i++) {
 		r[i].set = r[i].line % S;
@@ -384,10 +407,21 @@ static void sets_build(ar_ref *r, size_t n, uint64_t S, double unseen, ar_set *t
 		t[k].set = r[i0].set;
 		t[k].share = assoc_shrink(ws, tot, tot2, u);
 		t[k].raw = ws / tot;
+		t[k].cls = class_of(t[k].share, S);
 		t[k].load = lines + unseen / (double)S;
 		k++;
 	}
-	*nt = k;
+	T->n = k;
+	free(T->ix);
+	T->ix = NULL;
+	if (S <= DENSE_MAX) {
+		if (!(T->ix = malloc(S * sizeof *T->ix)))
+			return error_set(LOMAS_ENOMEM, "out of memory");
+		/* Only the sets in t are ever looked up. */
+		for (size_t i = 0; i < k; i++)
+			T->ix[t[i].set] = (uint32_t)i;
+	}
+	return LOMAS_OK;
 }
 
 lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, size_t n,
@@ -397,10 +431,10 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 	model_data m;
 	model_mean mean;
 	ar_ref *r = NULL;
-	ar_set *t = NULL;
+	ar_sets T = {0};
 	ar_pair *pr = NULL;
 	ar_line *lw = NULL;
-	size_t nr = 0, nt = 0, np = 0, nl = 0;
+	size_t nr = 0, np = 0, nl = 0;
 	double unseen = 0.0, A = (double)ways;
 	double *c = NULL, *x = NULL, *w = NULL, *dd = NULL;
 	double *factor = malloc((size_t)NBANDS * NCLASS * sizeof *factor);
@@ -418,12 +452,12 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 	if ((st = refs_build(p, &m, &r, &nr, &unseen, lw, &nl)) ||
 	    (st = pairs_build(p, lw, nl, &pr, &np)))
 		goto out;
-	t = malloc((nr ? nr : 1) * sizeof *t);
+	T.t = malloc((nr ? nr : 1) * sizeof *T.t);
 	x = malloc((nr ? nr : 1) * sizeof *x);
 	w = malloc((nr ? nr : 1) * sizeof *w);
 	dd = malloc((nr ? nr : 1) * sizeof *dd);
 	c = malloc((m.ngroups + 1) * sizeof *c);
-	if (!t || !x || !w || !dd || !c || !factor) {
+	if (!T.t || !x || !w || !dd || !c || !factor) {
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -435,8 +469,8 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 		/* One set is the fully associative cache: no difference. */
 		if (S <= 1)
 			continue;
-		sets_build(r, nr, S, unseen, t, &nt);
-		if ((st = locality(pr, np, t, nt, S, factor)))
+		if ((st = sets_build(r, nr, S, unseen, &T)) ||
+		    (st = locality(pr, np, &T, S, factor)))
 			goto out;
 		qsort(r, nr, sizeof *r, by_group_set);
 		for (size_t g0 = 0, g1; g0 < nr; g0 = g1) {
@@ -455,9 +489,9 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 			Rfa = root(x, w, k, g->C, g->S, c[r[g0].group]) *
 			      model_footprint_keep(&m, g->thread, Lj);
 			for (size_t s0 = g0, s1; s0 < g1; s0 = s1) {
-				const ar_set *e = set_find(t, nt, r[s0].set);
+				const ar_set *e = set_find(&T, r[s0].set);
 				double Ss = 0.0, Cs = 0.0, occ = e->load / fmax(e->load - 1.0, 1.0);
-				const double *fc = factor + class_of(e->share, S);
+				const double *fc = factor + e->cls;
 				bool fit = e->load < A + 0.5;
 				k = 0;
 				for (s1 = s0; s1 < g1 && r[s1].set == r[s0].set; s1++) {
@@ -467,7 +501,7 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 					else if (r[s1].state == LOMAS_SAMPLE_REUSED) {
 						double q = fmax(0.0, e->share - r[s1].own) /
 						           (1.0 - fmin(r[s1].own, 0.5)) *
-						           fc[band_of(r[s1].d) * NCLASS];
+						           fc[r[s1].band * NCLASS];
 						x[k] = fit ? 0.0 : fmin(q, 1.0) * occ / A;
 						dd[k] = r[s1].d;
 						w[k++] = r[s1].w;
@@ -482,7 +516,8 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 	}
 out:
 	free(r);
-	free(t);
+	free(T.t);
+	free(T.ix);
 	free(x);
 	free(w);
 	free(dd);
