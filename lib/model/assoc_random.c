@@ -108,7 +108,7 @@ typedef struct ar_sets {
 } ar_sets;
 
 /* The table's entry for set s (present). */
-static const ar_set *set_find(const ar_sets *T, uint64_t s)
+static ar_set *set_find(const ar_sets *T, uint64_t s)
 {
 	size_t lo = 0, hi = T->n;
 	if (T->ix)
@@ -192,7 +192,7 @@ typedef struct ar_line {
 } ar_line;
 
 static lomas_status refs_build(const lomas_profile *p, model_data *m, ar_ref **out, size_t *nout,
-                               double *unseen, ar_line *lw, size_t *nl)
+                               double *unseen, ar_line *lw, size_t *nl, double *wsum, double *w2sum)
 {
 	size_t n = 0, distinct = 0;
 	double dang = 0.0, tot = 0.0;
@@ -225,6 +225,10 @@ static lomas_status refs_build(const lomas_profile *p, model_data *m, ar_ref **o
 	}
 	for (size_t i = 0; i < distinct; i++)
 		lw[i].share /= tot;
+	*wsum = tot;
+	*w2sum = 0.0;
+	for (size_t i = 0; i < n; i++)
+		*w2sum += r[i].w * r[i].w;
 	for (size_t i = 0, k = 0; i < n; i++) {
 		k += i > 0 && r[i].line != r[i - 1].line;
 		r[i].own = lw[k].share;
@@ -386,29 +390,32 @@ static lomas_status locality(const ar_pair *pr, size_t np, const ar_sets *T, uin
 	return LOMAS_OK;
 }
 
-/* Per set of S: its shrunk share of the weight and its load (T->t holds n). */
-static lomas_status sets_build(ar_ref *r, size_t n, uint64_t S, double unseen, ar_sets *T)
+static int u64_cmp(const void *a, const void *b)
 {
-	double tot = 0.0, tot2 = 0.0, u = 1.0 / (double)S;
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Per set of S: its shrunk share of the weight and its load, from the
+ * distinct lines lw[nl] (tot, tot2: the samples' weight and squared
+ * weight); tmp holds nl. T->t holds nl.
+ */
+static lomas_status sets_build(const ar_line *lw, size_t nl, double tot, double tot2, uint64_t S,
+                               double unseen, uint64_t *tmp, ar_sets *T)
+{
+	double u = 1.0 / (double)S;
 	ar_set *t = T->t;
 	size_t k = 0;
-	for (size_t i = 0; i < n; i++) {
-		r[i].set = r[i].line % S;
-		tot += r[i].w;
-		tot2 += r[i].w * r[i].w;
-	}
-	qsort(r, n, sizeof *r, by_set_line);
-	for (size_t i0 = 0, i1; i0 < n; i0 = i1) {
-		double ws = 0.0, lines = 0.0;
-		for (i1 = i0; i1 < n && r[i1].set == r[i0].set; i1++) {
-			ws += r[i1].w;
-			lines += i1 == i0 || r[i1].line != r[i1 - 1].line;
-		}
-		t[k].set = r[i0].set;
-		t[k].share = assoc_shrink(ws, tot, tot2, u);
-		t[k].raw = ws / tot;
-		t[k].cls = class_of(t[k].share, S);
-		t[k].load = lines + unseen / (double)S;
+	for (size_t i = 0; i < nl; i++)
+		tmp[i] = lw[i].line % S;
+	qsort(tmp, nl, sizeof *tmp, u64_cmp);
+	for (size_t i0 = 0, i1; i0 < nl; i0 = i1) {
+		for (i1 = i0; i1 < nl && tmp[i1] == tmp[i0]; i1++)
+			;
+		t[k].set = tmp[i0];
+		t[k].raw = 0.0;
+		t[k].load = (double)(i1 - i0) + unseen / (double)S;
 		k++;
 	}
 	T->n = k;
@@ -420,6 +427,12 @@ static lomas_status sets_build(ar_ref *r, size_t n, uint64_t S, double unseen, a
 		/* Only the sets in t are ever looked up. */
 		for (size_t i = 0; i < k; i++)
 			T->ix[t[i].set] = (uint32_t)i;
+	}
+	for (size_t i = 0; i < nl; i++)
+		set_find(T, lw[i].line % S)->raw += lw[i].share;
+	for (size_t i = 0; i < k; i++) {
+		t[i].share = assoc_shrink(t[i].raw * tot, tot, tot2, u);
+		t[i].cls = class_of(t[i].share, S);
 	}
 	return LOMAS_OK;
 }
@@ -435,7 +448,8 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 	ar_pair *pr = NULL;
 	ar_line *lw = NULL;
 	size_t nr = 0, np = 0, nl = 0;
-	double unseen = 0.0, A = (double)ways;
+	double unseen = 0.0, tot = 0.0, tot2 = 0.0, A = (double)ways;
+	uint64_t *tmp = NULL;
 	double *c = NULL, *x = NULL, *w = NULL, *dd = NULL;
 	double *factor = malloc((size_t)NBANDS * NCLASS * sizeof *factor);
 	lomas_status st;
@@ -449,15 +463,16 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto out;
 	}
-	if ((st = refs_build(p, &m, &r, &nr, &unseen, lw, &nl)) ||
+	if ((st = refs_build(p, &m, &r, &nr, &unseen, lw, &nl, &tot, &tot2)) ||
 	    (st = pairs_build(p, lw, nl, &pr, &np)))
 		goto out;
 	T.t = malloc((nr ? nr : 1) * sizeof *T.t);
+	tmp = malloc((nr ? nr : 1) * sizeof *tmp);
 	x = malloc((nr ? nr : 1) * sizeof *x);
 	w = malloc((nr ? nr : 1) * sizeof *w);
 	dd = malloc((nr ? nr : 1) * sizeof *dd);
 	c = malloc((m.ngroups + 1) * sizeof *c);
-	if (!T.t || !x || !w || !dd || !c || !factor) {
+	if (!T.t || !tmp || !x || !w || !dd || !c || !factor) {
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -469,9 +484,11 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 		/* One set is the fully associative cache: no difference. */
 		if (S <= 1)
 			continue;
-		if ((st = sets_build(r, nr, S, unseen, &T)) ||
+		if ((st = sets_build(lw, nl, tot, tot2, S, unseen, tmp, &T)) ||
 		    (st = locality(pr, np, &T, S, factor)))
 			goto out;
+		for (size_t i = 0; i < nr; i++)
+			r[i].set = r[i].line % S;
 		qsort(r, nr, sizeof *r, by_group_set);
 		for (size_t g0 = 0, g1; g0 < nr; g0 = g1) {
 			const model_group *g = &m.groups[r[g0].group];
@@ -518,6 +535,7 @@ out:
 	free(r);
 	free(T.t);
 	free(T.ix);
+	free(tmp);
 	free(x);
 	free(w);
 	free(dd);
