@@ -64,6 +64,7 @@ static double sim_assoc_misses(const sim_trace *tr, uint64_t S, unsigned A, int 
 }
 
 #define RANDOM_SEEDS 3
+#define GEOMS_MAX 16
 
 typedef struct geom {
 	uint64_t bytes;
@@ -80,34 +81,56 @@ static void check(const char *name, const sim_trace *tr, double period, const ge
 {
 	lomas_profile *p = NULL;
 	int bad = 0;
+	double model[2][GEOMS_MAX], fa[2][GEOMS_MAX];
+	assert_true(ng <= GEOMS_MAX);
 	assert_int_equal(lomas_profile_new(SIM_LINE, &p), LOMAS_OK);
 	sim_sample(p, 0, tr, period, 77, NULL);
+	/* The models: all the sizes of one associativity in one call. */
+	for (int lru = 0; lru < 2; lru++) {
+		lomas_policy pol = lru ? LOMAS_POLICY_LRU : LOMAS_POLICY_RANDOM;
+		uint64_t sizes[GEOMS_MAX];
+		bool done[GEOMS_MAX] = {false};
+		for (size_t i = 0; i < ng; i++)
+			sizes[i] = g[i].bytes;
+		assert_int_equal(lomas_model_curve(p, pol, sizes, ng, 0, 0, fa[lru]), LOMAS_OK);
+		for (size_t i = 0; i < ng; i++) {
+			size_t ix[GEOMS_MAX], k = 0;
+			double out[GEOMS_MAX];
+			if (done[i])
+				continue;
+			for (size_t j = i; j < ng; j++)
+				if (g[j].ways == g[i].ways) {
+					ix[k] = j;
+					sizes[k++] = g[j].bytes;
+					done[j] = true;
+				}
+			assert_int_equal(
+			    lomas_model_curve_assoc(p, pol, sizes, k, 0, g[i].ways, 0, out),
+			    LOMAS_OK);
+			for (size_t j = 0; j < k; j++)
+				model[lru][ix[j]] = out[j];
+		}
+	}
 	for (size_t i = 0; i < ng; i++) {
 		uint64_t S = g[i].bytes / SIM_LINE / g[i].ways;
 		for (int lru = 0; lru < 2; lru++) {
-			lomas_policy pol = lru ? LOMAS_POLICY_LRU : LOMAS_POLICY_RANDOM;
-			double exact = 0.0, model = -1, fa = -1;
+			double exact = 0.0, m = model[lru][i], f = fa[lru][i];
 			/* Random replacement: the mean of several seeds of the simulator. */
 			for (int k = 0; k < (lru ? 1 : RANDOM_SEEDS); k++)
 				exact += sim_assoc_misses(tr, S, g[i].ways, lru, 5 + (uint64_t)k) /
 				         (lru ? 1 : RANDOM_SEEDS);
-			assert_int_equal(lomas_model_curve_assoc(p, pol, &g[i].bytes, 1, 0,
-			                                         g[i].ways, 0, &model),
-			                 LOMAS_OK);
-			assert_int_equal(lomas_model_curve(p, pol, &g[i].bytes, 1, 0, 0, &fa),
-			                 LOMAS_OK);
 			printf("%-10s %8llu B %2u-way %-6s exact %7.3f%%  model %7.3f%%  "
 			       "(%+6.2f pp; fully assoc. %7.3f%%)\n",
 			       name, (unsigned long long)g[i].bytes, g[i].ways,
-			       lru ? "lru" : "random", 100 * exact, 100 * model,
-			       100 * (model - exact), 100 * fa);
+			       lru ? "lru" : "random", 100 * exact, 100 * m, 100 * (m - exact),
+			       100 * f);
 			double tol = lru ? tol_lru : tol_random;
-			if (fabs(model - exact) > tol) {
+			if (fabs(m - exact) > tol) {
 				printf("  ^ more than %.1f pp off\n", 100 * tol);
 				bad++;
 			}
-			if (fa_err && fabs(fa - exact) > *fa_err)
-				*fa_err = fabs(fa - exact);
+			if (fa_err && fabs(f - exact) > *fa_err)
+				*fa_err = fabs(f - exact);
 		}
 	}
 	lomas_profile_free(p);
