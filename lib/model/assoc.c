@@ -1,7 +1,4 @@
 /*
- * Over ~600 lines: the LRU and random-replacement set models share the
- * spread-over-sets estimate built here; both halves read its private tables.
- *
  * Set-associative caches (docs/model.md): an A-way cache of S sets
  * (L = A S lines; a line's set is its line number modulo S).
  *
@@ -23,14 +20,9 @@
  * sweep, gives exactly that many: the even spread of an array). A set
  * whose load is at most A lines never misses (one set's footprint bound).
  *
- * Random replacement: each miss that lands in a line's set evicts it with
- * probability 1/A; with a share rho of the misses in that set a line
- * survives M misses with probability (1 - rho/A)^M, StatCache's f with
- * L = A / rho (uniform placement: (1 - 1/(A S))^M, the fully associative
- * cache, as it should be). Each segment's miss ratio R solves
- * sum w (1 - (1 - rho/A)^((R + c) d)) + C = R S.
+ * Random replacement is per set, in assoc_random.c.
  *
- * Both are stationary per segment. The fully associative model
+ * The LRU model is stationary per segment. The fully associative model
  * (lomas_model_curve) is better than that (crossing reuses, reuse classes,
  * footprint bound), so the result is that curve plus the difference this
  * file's model makes between A ways and full associativity, computed on the
@@ -296,7 +288,7 @@ static lomas_status collect_pairs(const lomas_profile *p, const as_lines *L, as_
 }
 
 /* Shrink the estimate same/tot towards prior by how far it stands out of its noise. */
-static double shrink(double same, double tot, double tot2, double prior)
+double assoc_shrink(double same, double tot, double tot2, double prior)
 {
 	double rho, neff, var0, dev2;
 	if (!(tot > 0.0))
@@ -340,10 +332,10 @@ static lomas_status estimate_rho(const as_pair *pr, size_t np, const as_lines *L
 	}
 	for (unsigned b = 0; b < NBANDS; b++) {
 		const double *ab = acc + ((size_t)b * (NCLASS + 1) + NCLASS) * 3;
-		double rb = S == 1 ? 1.0 : shrink(ab[2], ab[0], ab[1], u);
+		double rb = S == 1 ? 1.0 : assoc_shrink(ab[2], ab[0], ab[1], u);
 		for (unsigned c = 0; c < NCLASS; c++) {
 			const double *a = acc + ((size_t)b * (NCLASS + 1) + c) * 3;
-			rho[b * NCLASS + c] = S == 1 ? 1.0 : shrink(a[2], a[0], a[1], rb);
+			rho[b * NCLASS + c] = S == 1 ? 1.0 : assoc_shrink(a[2], a[0], a[1], rb);
 		}
 	}
 	free(acc);
@@ -417,81 +409,6 @@ static lomas_status lru_delta(const as_reuse *r, size_t nr, const as_lines *L, c
 	return LOMAS_OK;
 }
 
-/*
- * StatCache's root for one group: sum_i w_i (1 - e^{-(R + c) x_i}) + C = R S
- * with x_i = d_i lam_i, by Newton from R = 1 (the left side less R S is
- * concave and not positive at 1, so the iterates fall monotonically to the
- * largest root, never to R = 0 by accident).
- */
-static double group_root(const double *x, const double *w, size_t k, double C, double S, double c)
-{
-	double R = 1.0;
-	for (int it = 0; it < 100; it++) {
-		double h = C - R * S, dh = -S, step;
-		for (size_t i = 0; i < k; i++) {
-			double e = exp(-(R + c) * x[i]);
-			h += w[i] * (1.0 - e);
-			dh += w[i] * x[i] * e;
-		}
-		if (h >= 0.0 || !(dh < 0.0))
-			break;
-		step = h / dh;
-		R -= step;
-		if (R <= 0.0)
-			return 0.0;
-		if (fabs(step) < 1e-10)
-			break;
-	}
-	return R < 0.0 ? 0.0 : (R > 1.0 ? 1.0 : R);
-}
-
-/*
- * Random replacement: the A-way less the fully associative miss ratio for
- * the sizes j of one set count (r sorted by group; c the cold rates).
- */
-static void random_delta(model_data *m, const as_reuse *r, size_t nr, const as_lines *L,
-                         const double *rho, const double *c, const double *lines, const size_t *js,
-                         size_t nj, double A, double total, double *x, double *w, double *delta)
-{
-	model_mean mean = model_mean_of(m);
-	for (size_t q = 0; q < nj; q++) {
-		double Lj = lines[js[q]], lfa = -log1p(-1.0 / Lj), sum = 0.0;
-		/* A group without reuses has the same root either way: no difference. */
-		for (size_t i0 = 0, i1; i0 < nr; i0 = i1) {
-			uint32_t gi = r[i0].group;
-			const model_group *g = &m->groups[gi];
-			double wt = model_mean_weight(&mean, g), Rfa, Rsa;
-			for (i1 = i0; i1 < nr && r[i1].group == gi; i1++)
-				;
-			if (!(g->S > 0.0) || !(wt > 0.0))
-				continue;
-			for (size_t i = i0; i < i1; i++) {
-				x[i - i0] = r[i].d * lfa;
-				w[i - i0] = r[i].w;
-			}
-			/* The fully associative side keeps lomas_model_curve's footprint bound. */
-			Rfa = group_root(x, w, i1 - i0, g->C, g->S, c[gi]) *
-			      model_footprint_keep(m, g->thread, Lj);
-			/*
-			 * The share of the misses landing in the line's set counts the
-			 * line itself among the region's F lines (rho leaves it out):
-			 * uniform placement then gives exactly 1/S. A set that holds
-			 * all its lines evicts none of them.
-			 */
-			for (size_t i = i0; i < i1; i++) {
-				double load = L->load[r[i].u], F = r[i].F;
-				double rb = rho[r[i].band * NCLASS + class_of(load)];
-				double share = F > 1.0 ? rb + (1.0 - rb) / F : rb;
-				x[i - i0] =
-				    fits(load, A) ? 0.0 : r[i].d * -log1p(-fmin(share, 1.0) / A);
-			}
-			Rsa = group_root(x, w, i1 - i0, g->C, g->S, c[gi]);
-			sum += wt * (Rsa - Rfa);
-		}
-		delta[js[q]] = sum / total;
-	}
-}
-
 static int reuse_group_cmp(const void *a, const void *b)
 {
 	const as_reuse *x = a, *y = b;
@@ -557,9 +474,9 @@ static lomas_status prepare_reuses(const lomas_profile *p, model_data *m, const 
 	return LOMAS_OK;
 }
 
-/* delta[j]: the A-way model less the fully associative one, sizes ascending in lines. */
-static lomas_status assoc_run(const lomas_profile *p, lomas_policy policy, const double *lines,
-                              size_t n, unsigned ways, double *delta)
+/* delta[j]: the A-way LRU model less the fully associative one, sizes ascending in lines. */
+static lomas_status assoc_lru_delta(const lomas_profile *p, const double *lines, size_t n,
+                                    unsigned ways, double *delta)
 {
 	model_opts o = model_default_opts(LOMAS_POLICY_LRU);
 	model_data m;
@@ -568,8 +485,7 @@ static lomas_status assoc_run(const lomas_profile *p, lomas_policy policy, const
 	as_pair *pr = NULL;
 	as_cell *cells = NULL;
 	size_t nr = 0, np = 0, *js = malloc((n ? n : 1) * sizeof *js);
-	double *rho = malloc((size_t)NBANDS * NCLASS * sizeof *rho), *c = NULL, *x = NULL,
-	       *w = NULL, A = (double)ways;
+	double *rho = malloc((size_t)NBANDS * NCLASS * sizeof *rho), A = (double)ways;
 	model_mean mean;
 	lomas_status st;
 	o.classes = false;
@@ -587,16 +503,10 @@ static lomas_status assoc_run(const lomas_profile *p, lomas_policy policy, const
 	if ((st = lines_build(p, &L)) || (st = collect_pairs(p, &L, &pr, &np)) ||
 	    (st = prepare_reuses(p, &m, &L, &r, &nr)))
 		goto out;
-	cells = malloc((nr ? nr : 1) * sizeof *cells);
-	c = malloc((m.ngroups + 1) * sizeof *c);
-	x = malloc((nr ? nr : 1) * sizeof *x);
-	w = malloc((nr ? nr : 1) * sizeof *w);
-	if (!cells || !c || !x || !w) {
+	if (!(cells = malloc((nr ? nr : 1) * sizeof *cells))) {
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto out;
 	}
-	if (policy == LOMAS_POLICY_RANDOM && (st = model_cold_rates(&m, c)))
-		goto out;
 	memset(delta, 0, n * sizeof *delta);
 	if (!(mean.total > 0.0))
 		goto out;
@@ -610,23 +520,14 @@ static lomas_status assoc_run(const lomas_profile *p, lomas_policy policy, const
 		if (nj == 0)
 			continue;
 		lines_load(&L, S);
-		if ((st = estimate_rho(pr, np, &L, S, rho)))
-			goto out;
-		if (policy == LOMAS_POLICY_LRU)
-			st = lru_delta(r, nr, &L, rho, lines, js, nj, A, mean.total, cells, delta);
-		else
-			random_delta(&m, r, nr, &L, rho, c, lines, js, nj, A, mean.total, x, w,
-			             delta);
-		if (st)
+		if ((st = estimate_rho(pr, np, &L, S, rho)) ||
+		    (st = lru_delta(r, nr, &L, rho, lines, js, nj, A, mean.total, cells, delta)))
 			goto out;
 	}
 out:
 	free(r);
 	free(pr);
 	free(cells);
-	free(c);
-	free(x);
-	free(w);
 	free(js);
 	free(rho);
 	lines_free(&L);
@@ -664,7 +565,8 @@ lomas_status lomas_model_curve_assoc(const lomas_profile *p, lomas_policy policy
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto done;
 	}
-	if ((st = assoc_run(p, policy, lines, n, ways, delta)))
+	if ((st = policy == LOMAS_POLICY_LRU ? assoc_lru_delta(p, lines, n, ways, delta)
+	                                     : assoc_random_delta(p, lines, n, ways, delta)))
 		goto done;
 	for (size_t j = 0; j < n; j++) {
 		double r = ratios[ord[j].ix];

@@ -428,6 +428,17 @@ typedef struct model_attr {
 lomas_status model_sample_miss_probs(const lomas_profile *p, lomas_policy policy, double lines,
                                      unsigned flags, model_attr *out);
 
+/*
+ * Set-associative caches (assoc.c, assoc_random.c). assoc_shrink: the
+ * estimate same / tot (tot2 the sum of squared weights) shrunk towards
+ * prior by how far it stands out of its sampling noise.
+ * assoc_random_delta: per size (lines ascending, whole sets of `ways`),
+ * the A-way random-replacement ratio less the fully associative one.
+ */
+double assoc_shrink(double same, double tot, double tot2, double prior);
+lomas_status assoc_random_delta(const struct lomas_profile *p, const double *lines, size_t n,
+                                unsigned ways, double *delta);
+
 /* One instruction's share of the misses (hot.c). */
 typedef struct model_hot_pc {
 	uint64_t pc;

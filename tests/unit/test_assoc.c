@@ -63,6 +63,9 @@ static double sim_assoc_misses(const sim_trace *tr, uint64_t S, unsigned A, int 
 	return (double)misses / (double)tr->n;
 }
 
+#define RANDOM_SEEDS 3
+#define GEOMS_MAX 16
+
 typedef struct geom {
 	uint64_t bytes;
 	unsigned ways;
@@ -78,30 +81,56 @@ static void check(const char *name, const sim_trace *tr, double period, const ge
 {
 	lomas_profile *p = NULL;
 	int bad = 0;
+	double model[2][GEOMS_MAX], fa[2][GEOMS_MAX];
+	assert_true(ng <= GEOMS_MAX);
 	assert_int_equal(lomas_profile_new(SIM_LINE, &p), LOMAS_OK);
 	sim_sample(p, 0, tr, period, 77, NULL);
+	/* The models: all the sizes of one associativity in one call. */
+	for (int lru = 0; lru < 2; lru++) {
+		lomas_policy pol = lru ? LOMAS_POLICY_LRU : LOMAS_POLICY_RANDOM;
+		uint64_t sizes[GEOMS_MAX];
+		bool done[GEOMS_MAX] = {false};
+		for (size_t i = 0; i < ng; i++)
+			sizes[i] = g[i].bytes;
+		assert_int_equal(lomas_model_curve(p, pol, sizes, ng, 0, 0, fa[lru]), LOMAS_OK);
+		for (size_t i = 0; i < ng; i++) {
+			size_t ix[GEOMS_MAX], k = 0;
+			double out[GEOMS_MAX];
+			if (done[i])
+				continue;
+			for (size_t j = i; j < ng; j++)
+				if (g[j].ways == g[i].ways) {
+					ix[k] = j;
+					sizes[k++] = g[j].bytes;
+					done[j] = true;
+				}
+			assert_int_equal(
+			    lomas_model_curve_assoc(p, pol, sizes, k, 0, g[i].ways, 0, out),
+			    LOMAS_OK);
+			for (size_t j = 0; j < k; j++)
+				model[lru][ix[j]] = out[j];
+		}
+	}
 	for (size_t i = 0; i < ng; i++) {
 		uint64_t S = g[i].bytes / SIM_LINE / g[i].ways;
 		for (int lru = 0; lru < 2; lru++) {
-			lomas_policy pol = lru ? LOMAS_POLICY_LRU : LOMAS_POLICY_RANDOM;
-			double exact = sim_assoc_misses(tr, S, g[i].ways, lru, 5), model = -1,
-			       fa = -1;
-			assert_int_equal(lomas_model_curve_assoc(p, pol, &g[i].bytes, 1, 0,
-			                                         g[i].ways, 0, &model),
-			                 LOMAS_OK);
-			assert_int_equal(lomas_model_curve(p, pol, &g[i].bytes, 1, 0, 0, &fa),
-			                 LOMAS_OK);
+			double exact = 0.0, m = model[lru][i], f = fa[lru][i];
+			/* Random replacement: the mean of several seeds of the simulator. */
+			for (int k = 0; k < (lru ? 1 : RANDOM_SEEDS); k++)
+				exact += sim_assoc_misses(tr, S, g[i].ways, lru, 5 + (uint64_t)k) /
+				         (lru ? 1 : RANDOM_SEEDS);
 			printf("%-10s %8llu B %2u-way %-6s exact %7.3f%%  model %7.3f%%  "
-			       "(fully assoc. %7.3f%%)\n",
+			       "(%+6.2f pp; fully assoc. %7.3f%%)\n",
 			       name, (unsigned long long)g[i].bytes, g[i].ways,
-			       lru ? "lru" : "random", 100 * exact, 100 * model, 100 * fa);
+			       lru ? "lru" : "random", 100 * exact, 100 * m, 100 * (m - exact),
+			       100 * f);
 			double tol = lru ? tol_lru : tol_random;
-			if (fabs(model - exact) > tol) {
+			if (fabs(m - exact) > tol) {
 				printf("  ^ more than %.1f pp off\n", 100 * tol);
 				bad++;
 			}
-			if (fa_err && fabs(fa - exact) > *fa_err)
-				*fa_err = fabs(fa - exact);
+			if (fa_err && fabs(f - exact) > *fa_err)
+				*fa_err = fabs(f - exact);
 		}
 	}
 	lomas_profile_free(p);
@@ -147,7 +176,7 @@ static void test_strided_walks(void **state)
 			sim_push(&tr, (uint32_t)(i % walks[w].K) * walks[w].stride);
 		snprintf(name, sizeof name, "s%ux%u", walks[w].stride, walks[w].K);
 		check(name, &tr, 20, strided_geoms, sizeof strided_geoms / sizeof *strided_geoms,
-		      0.01, 0.025, &fa_err);
+		      0.01, 0.015, &fa_err);
 		free(tr.t);
 	}
 	/* What the fully associative model misses here: tens of points. */
@@ -182,14 +211,60 @@ static void test_mixed(void **state)
 		sim_push(&tr, (uint32_t)(1 << 20) + (uint32_t)sm_below(&x, 256));
 	}
 	/*
-	 * Random replacement is 13 points low at 64 KiB 16-way: the misses
-	 * crowd into the strided walk's four sets, so a line there is evicted
-	 * faster than its set's share of the lines says (the model takes the
-	 * share of lines for the share of misses). A known limit, not hidden.
+	 * The misses crowd into the strided walk's few sets: one global
+	 * random-replacement ratio (the share of lines taken for the share of
+	 * misses) was 12.9 points low at 64 KiB 16-way; per set, within 0.4.
 	 */
 	check("mixed", &tr, 20, strided_geoms, sizeof strided_geoms / sizeof *strided_geoms, 0.01,
-	      0.15, NULL);
+	      0.01, NULL);
 	free(tr.t);
+}
+
+static const geom mixture_geoms[] = {
+    {32 << 10, 8},  {32 << 10, 16},  {64 << 10, 8},  {64 << 10, 16},
+    {128 << 10, 8}, {128 << 10, 16}, {256 << 10, 8}, {256 << 10, 16},
+};
+
+/*
+ * Sets of very different pressure, where random replacement's misses
+ * crowd into a few sets: hot random reads with a strided sweep, and two
+ * sweeps of different strides (one folding onto few sets, one spread).
+ * One global random-replacement ratio was 12.9 points low on the first
+ * kind (test_mixed at 64 KiB 16-way).
+ */
+static void test_random_mixtures(void **state)
+{
+	(void)state;
+	for (int kind = 0; kind < 3; kind++) {
+		sim_trace tr = {0};
+		uint64_t x = 11 + (uint64_t)kind;
+		const char *name = kind == 0 ? "hot+sweep" : kind == 1 ? "hot2+swp" : "2sweeps";
+		for (size_t i = 0; tr.n < 2000000; i++) {
+			if (kind == 0) {
+				/* 64 lines 16 apart (four sets at 64 sets) + 512 hot lines. */
+				sim_push(&tr, (uint32_t)(i % 64) * 16);
+				sim_push(&tr, (uint32_t)(1 << 20) + (uint32_t)sm_below(&x, 512));
+			} else if (kind == 1) {
+				/* Two hot reads per sweep step; 160 lines 32 apart. */
+				sim_push(&tr, (uint32_t)(i % 160) * 32);
+				sim_push(&tr, (uint32_t)(1 << 20) + (uint32_t)sm_below(&x, 1024));
+				sim_push(&tr, (uint32_t)(1 << 20) + (uint32_t)sm_below(&x, 1024));
+			} else {
+				/* 96 lines 64 apart, and 1500 consecutive lines. */
+				sim_push(&tr, (uint32_t)(i % 96) * 64);
+				sim_push(&tr, (uint32_t)(1 << 20) + (uint32_t)(i % 1500));
+			}
+		}
+		/*
+		 * Random replacement within 1.4 pp (two sweeps at 256 KiB 8-way:
+		 * 15 lines of two cycles in 8 ways). LRU is not this test's
+		 * subject and is up to 6.7 pp off here (hot2+swp 256 KiB 8-way,
+		 * low): a known limit of assoc.c, bounded so it cannot get worse.
+		 */
+		check(name, &tr, 20, mixture_geoms, sizeof mixture_geoms / sizeof *mixture_geoms,
+		      0.08, 0.015, NULL);
+		free(tr.t);
+	}
 }
 
 /* ways 0 is lomas_model_curve; a size that is not whole sets is refused. */
@@ -229,7 +304,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_arguments),     cmocka_unit_test(test_uniform_random),
 	    cmocka_unit_test(test_strided_walks), cmocka_unit_test(test_column_walk),
-	    cmocka_unit_test(test_mixed),
+	    cmocka_unit_test(test_mixed),         cmocka_unit_test(test_random_mixtures),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,548 @@
+/*
+ * Set-associative random replacement, per set (docs/model.md): an A-way
+ * cache of S sets, a line's set its line number modulo S.
+ *
+ * A line of set s is evicted only by misses to set s, each with
+ * probability 1/A. Each of the d references between a reuse's ends goes to
+ * its set with probability q (the set's share of the references, less the
+ * line's own, times how much busier the set is inside such intervals than
+ * over the run: see locality()) and evicts the line with probability
+ * R' / A, R' the miss ratio of the set's other lines while the line is
+ * cached: with K lines in the set, R' = R K / (K - 1) (the other K - 1
+ * share the A - 1 remaining ways: the occupancy correction that makes
+ * the fully associative StatCache exact on uniform addresses, and takes a
+ * cyclic sweep of 10 lines in 8 ways from 34.4 % to 38.0 % for the exact
+ * 38.4 %). So the line survives with probability (1 - q R' / A)^d (each
+ * reference one trial: a binomial thinning of d), and the set's ratio
+ * R_s solves its own StatCache fixed point over the reuses that start in
+ * it,
+ *   sum_{i in s} w_i (1 - (1 - q_i (R_s + c) K / ((K - 1) A))^d_i) + C_s
+ *     = R_s S_s,
+ * S_s its sampled weight, C_s its censored weight, c the segment's
+ * cold-miss rate (cold misses evict too; assumed spread like the
+ * references). The segment's ratio is sum_s S_s R_s / sum_s S_s: the sets
+ * weighted by their share of the references. One global ratio (the fully
+ * associative fixed point, or a share of lines taken for a share of the
+ * misses) averages a crowded set's many misses with a quiet set's few: 13
+ * points low on a strided sweep mixed with hot random reads, where the
+ * sweep's few sets take most of the misses.
+ *
+ * r_s is the sampled weight of set s over all the weight, shrunk towards
+ * uniform placement (1/S) by how far it stands out of its sampling noise
+ * (uniform addresses then keep r_s = 1/S, and the model is the fully
+ * associative one with L = A S). A set whose lines all fit in its ways
+ * (its distinct sampled lines plus its share of the unsampled footprint)
+ * never misses. Like assoc.c, the result is the difference to the fully
+ * associative StatCache root of the same segment, added to
+ * lomas_model_curve's curve.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+#define NBANDS 128 /* half octaves of d + 1 */
+#define NCLASS 48  /* half octaves of 1 + r_s S */
+
+static unsigned band_of(double d)
+{
+	unsigned b = (unsigned)(2.0 * log2(d + 1.0));
+	return b < NBANDS ? b : NBANDS - 1;
+}
+
+static unsigned class_of(double share, uint64_t S)
+{
+	unsigned c = (unsigned)(2.0 * log2(1.0 + share * (double)S));
+	return c < NCLASS ? c : NCLASS - 1;
+}
+
+/* A weighted sample: where it starts, its line and set, its reuse. */
+typedef struct ar_ref {
+	uint64_t line;
+	uint64_t set; /* line % S for the set count at hand */
+	double w;
+	double own; /* its line's share of all the weight */
+	double d;   /* reuse distance (reused samples) */
+	uint32_t group;
+	uint16_t band; /* band_of(d) */
+	uint8_t state;
+} ar_ref;
+
+/* One set's totals over the whole profile. */
+typedef struct ar_set {
+	uint64_t set;
+	double share; /* r_s, shrunk */
+	double raw;   /* r_s as sampled */
+	unsigned cls; /* class_of(share) */
+	double load;  /* distinct lines mapping to it (expected) */
+} ar_set;
+
+static int by_set_line(const void *a, const void *b)
+{
+	const ar_ref *x = a, *y = b;
+	if (x->set != y->set)
+		return x->set < y->set ? -1 : 1;
+	return x->line < y->line ? -1 : x->line > y->line;
+}
+
+static int by_group_set(const void *a, const void *b)
+{
+	const ar_ref *x = a, *y = b;
+	if (x->group != y->group)
+		return x->group < y->group ? -1 : 1;
+	return x->set < y->set ? -1 : x->set > y->set;
+}
+
+/*
+ * The set table: the sets the samples touch, ascending, and for set
+ * counts up to DENSE_MAX each set's index (a lookup per pair and size:
+ * a binary search there doubled the model's time).
+ */
+#define DENSE_MAX (1u << 22)
+
+typedef struct ar_sets {
+	ar_set *t;
+	size_t n;
+	uint32_t *ix; /* S entries when S <= DENSE_MAX */
+} ar_sets;
+
+/* The table's entry for set s (present). */
+static ar_set *set_find(const ar_sets *T, uint64_t s)
+{
+	size_t lo = 0, hi = T->n;
+	if (T->ix)
+		return &T->t[T->ix[s]];
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (T->t[mid].set < s)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return &T->t[lo];
+}
+
+/*
+ * StatCache's root for one set or group: sum_i w_i (1 - e^{-(R + c) x_i}) +
+ * C = R S with x_i = d_i lam_i, by Newton from R = 1 (the left side less
+ * R S is concave and not positive at 1, so the iterates fall monotonically
+ * to the largest root, never to R = 0 by accident).
+ */
+static double root(const double *x, const double *w, size_t k, double C, double S, double c)
+{
+	double R = 1.0;
+	for (int it = 0; it < 100; it++) {
+		double h = C - R * S, dh = -S, step;
+		for (size_t i = 0; i < k; i++) {
+			double e = exp(-(R + c) * x[i]);
+			h += w[i] * (1.0 - e);
+			dh += w[i] * x[i] * e;
+		}
+		if (h >= 0.0 || !(dh < 0.0))
+			break;
+		step = h / dh;
+		R -= step;
+		if (R <= 0.0)
+			return 0.0;
+		if (fabs(step) < 1e-10)
+			break;
+	}
+	return R < 0.0 ? 0.0 : (R > 1.0 ? 1.0 : R);
+}
+
+/*
+ * A set's root: sum_i w_i (1 - (1 - a_i (R + c))^d_i) + C = R S, where
+ * a_i (R + c) is the chance that one reference between evicts the line
+ * (a_i = q_i K / ((K - 1) A), above).
+ * Each of the d references between is one trial (a binomial thinning of
+ * the distance): StatCache's (1 - 1/A)^(R q d) would take the set's
+ * expected misses for its count, which at 8 ways is 2.5 points high on
+ * uniform addresses (a set of 16 lines in 8 ways: 52 % for the exact 50 %).
+ * Concave in R as above: Newton from R = 1.
+ */
+static double set_root(const double *a, const double *d, const double *w, size_t k, double C,
+                       double S, double c)
+{
+	double R = 1.0;
+	for (int it = 0; it < 100; it++) {
+		double h = C - R * S, dh = -S, step;
+		for (size_t i = 0; i < k; i++) {
+			double y = fmin(a[i] * (R + c), 1.0 - 1e-12), l = log1p(-y);
+			h += w[i] * -expm1(d[i] * l);
+			dh += w[i] * d[i] * a[i] * exp((d[i] - 1.0) * l);
+		}
+		if (h >= 0.0 || !(dh < 0.0))
+			break;
+		step = h / dh;
+		R -= step;
+		if (R <= 0.0)
+			return 0.0;
+		if (fabs(step) < 1e-10)
+			break;
+	}
+	return R < 0.0 ? 0.0 : (R > 1.0 ? 1.0 : R);
+}
+
+/* The weighted samples with their start groups; *unseen the unsampled footprint. */
+/* A sampled line and its share of the sampled weight. */
+typedef struct ar_line {
+	uint64_t line;
+	double share;
+} ar_line;
+
+static lomas_status refs_build(const lomas_profile *p, model_data *m, ar_ref **out, size_t *nout,
+                               double *unseen, ar_line *lw, size_t *nl, double *wsum, double *w2sum)
+{
+	size_t n = 0, distinct = 0;
+	double dang = 0.0, tot = 0.0;
+	ar_ref *r = malloc((p->samples.n ? p->samples.n : 1) * sizeof *r);
+	if (!r)
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const lomas_sample *s = &p->samples.items[i];
+		const lomas_window *win;
+		if (!(s->weight > 0.0))
+			continue;
+		win = &p->windows.items[s->window];
+		r[n].group = m->piece_group[model_piece_of(&m->pieces, win, s->window, s->start)];
+		r[n].line = s->addr / p->line_size;
+		r[n].set = r[n].line;
+		r[n].w = s->weight;
+		r[n].state = (uint8_t)s->state;
+		r[n].d = s->state == LOMAS_SAMPLE_REUSED ? (double)sample_distance(s) : 0.0;
+		r[n].band = (uint16_t)band_of(r[n].d);
+		dang += s->state == LOMAS_SAMPLE_DANGLING ? s->weight : 0.0;
+		n++;
+	}
+	/* Distinct sampled lines (set = line here): the load's known part. */
+	qsort(r, n, sizeof *r, by_set_line);
+	for (size_t i = 0; i < n; i++) {
+		if (i == 0 || r[i].line != r[i - 1].line)
+			lw[distinct++] = (ar_line){r[i].line, 0.0};
+		lw[distinct - 1].share += r[i].w;
+		tot += r[i].w;
+	}
+	for (size_t i = 0; i < distinct; i++)
+		lw[i].share /= tot;
+	*wsum = tot;
+	*w2sum = 0.0;
+	for (size_t i = 0; i < n; i++)
+		*w2sum += r[i].w * r[i].w;
+	for (size_t i = 0, k = 0; i < n; i++) {
+		k += i > 0 && r[i].line != r[i - 1].line;
+		r[i].own = lw[k].share;
+	}
+	*nl = distinct;
+	*unseen = dang > (double)distinct ? dang - (double)distinct : 0.0;
+	*out = r;
+	*nout = n;
+	return LOMAS_OK;
+}
+
+/*
+ * Sets are not busy evenly in time: a column walk spends a whole column in
+ * one set, so a line reused within the column sees only its own set's
+ * references in between, though every set has 1/S of the run's. What a
+ * reuse's survival needs is the share q of the references inside its
+ * interval that go to its set: the sampled references inside sampled
+ * reuses show it. Pairs (reuse, sampled reference inside it): for at most
+ * REUSES_MAX reuses, evenly spaced, up to PAIRS_PER_REUSE of the references
+ * inside, each weighted to stand for all of them.
+ */
+#define PAIRS_PER_REUSE 16
+#define REUSES_MAX 262144u
+
+typedef struct ar_pair {
+	uint64_t lx, lj; /* the reuse's line; the reference's */
+	double om;
+	double own; /* the reuse line's share of all the weight */
+	uint16_t band;
+} ar_pair;
+
+typedef struct ar_key {
+	uint32_t thread;
+	uint64_t start;
+	uint32_t ix;
+} ar_key;
+
+static int key_cmp(const void *a, const void *b)
+{
+	const ar_key *x = a, *y = b;
+	if (x->thread != y->thread)
+		return x->thread < y->thread ? -1 : 1;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->ix < y->ix ? -1 : x->ix > y->ix;
+}
+
+/* The first key of thread t at or after clock c in k[lo, hi). */
+static size_t key_lower(const ar_key *k, size_t lo, size_t hi, uint32_t t, uint64_t c)
+{
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (k[mid].thread < t || (k[mid].thread == t && k[mid].start < c))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The share of line l (present in lw[n], sorted). */
+static double line_share(const ar_line *lw, size_t n, uint64_t l)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (lw[mid].line < l)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < n && lw[lo].line == l ? lw[lo].share : 0.0;
+}
+
+static lomas_status pairs_build(const lomas_profile *p, const ar_line *lw, size_t nl, ar_pair **out,
+                                size_t *nout)
+{
+	size_t ns = p->samples.n, nk = 0, nreused = 0, step, np = 0;
+	ar_key *keys = malloc((ns ? ns : 1) * sizeof *keys);
+	ar_pair *pr;
+	rng g;
+	if (!keys)
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	for (size_t i = 0; i < ns; i++) {
+		const lomas_sample *s = &p->samples.items[i];
+		if (!(s->weight > 0.0))
+			continue;
+		keys[nk++] = (ar_key){s->thread, s->start, (uint32_t)i};
+		nreused += s->state == LOMAS_SAMPLE_REUSED;
+	}
+	step = nreused > REUSES_MAX ? (nreused + REUSES_MAX - 1) / REUSES_MAX : 1;
+	/* At most ceil(nreused / step) <= REUSES_MAX reuses are looked into. */
+	pr = malloc(((nreused + step - 1) / step * PAIRS_PER_REUSE + 1) * sizeof *pr);
+	if (!pr) {
+		free(keys);
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	}
+	qsort(keys, nk, sizeof *keys, key_cmp);
+	rng_seed(&g, 0x4a2d0);
+	for (size_t q = 0, seen = 0; q < nk; q++) {
+		const lomas_sample *si = &p->samples.items[keys[q].ix];
+		size_t lo = q + 1, hi, take;
+		double own;
+		if (si->state != LOMAS_SAMPLE_REUSED || seen++ % step)
+			continue;
+		hi = key_lower(keys, lo, nk, si->thread, si->end);
+		if (hi <= lo)
+			continue;
+		take = hi - lo < PAIRS_PER_REUSE ? hi - lo : PAIRS_PER_REUSE;
+		own = line_share(lw, nl, si->addr / p->line_size);
+		for (size_t t = 0; t < take; t++) {
+			size_t at =
+			    take == hi - lo ? lo + t : lo + (size_t)(rng_next(&g) % (hi - lo));
+			const lomas_sample *sj = &p->samples.items[keys[at].ix];
+			pr[np++] =
+			    (ar_pair){si->addr / p->line_size, sj->addr / p->line_size,
+			              si->weight * sj->weight * (double)(hi - lo) / (double)take,
+			              own, (uint16_t)band_of((double)sample_distance(si))};
+		}
+	}
+	free(keys);
+	*out = pr;
+	*nout = np;
+	return LOMAS_OK;
+}
+
+/*
+ * factor[band * NCLASS + class]: the share q of the references inside the
+ * reuses of one band of distance whose set is of one class of share, over
+ * the mean share r_s of those reuses' sets (1 where nothing is known, or
+ * where q does not stand out of its sampling noise: then the set's share
+ * over the run is its share in between).
+ */
+static lomas_status locality(const ar_pair *pr, size_t np, const ar_sets *T, uint64_t S,
+                             double *factor)
+{
+	double *acc = calloc((size_t)NBANDS * NCLASS * 4, sizeof *acc);
+	if (!acc)
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	for (size_t i = 0; i < np; i++) {
+		const ar_set *e = set_find(T, pr[i].lx % S);
+		double *a = acc + ((size_t)pr[i].band * NCLASS + e->cls) * 4;
+		a[0] += pr[i].om;
+		a[1] += pr[i].om * pr[i].om;
+		a[2] += pr[i].lj % S == pr[i].lx % S ? pr[i].om : 0.0;
+		/*
+		 * Spread like the run, the references between would go to the
+		 * set at its share less the line's own (none of them is to the
+		 * line): (r_s - r_x) / (1 - r_x).
+		 */
+		a[3] += pr[i].om * fmax(0.0, e->raw - pr[i].own) / (1.0 - fmin(pr[i].own, 0.5));
+	}
+	for (size_t k = 0; k < (size_t)NBANDS * NCLASS; k++) {
+		const double *a = acc + k * 4;
+		double prior = a[0] > 0.0 ? a[3] / a[0] : 0.0;
+		factor[k] = prior > 0.0 ? assoc_shrink(a[2], a[0], a[1], prior) / prior : 1.0;
+	}
+	free(acc);
+	return LOMAS_OK;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * Per set of S: its shrunk share of the weight and its load, from the
+ * distinct lines lw[nl] (tot, tot2: the samples' weight and squared
+ * weight); tmp holds nl. T->t holds nl.
+ */
+static lomas_status sets_build(const ar_line *lw, size_t nl, double tot, double tot2, uint64_t S,
+                               double unseen, uint64_t *tmp, ar_sets *T)
+{
+	double u = 1.0 / (double)S;
+	ar_set *t = T->t;
+	size_t k = 0;
+	for (size_t i = 0; i < nl; i++)
+		tmp[i] = lw[i].line % S;
+	qsort(tmp, nl, sizeof *tmp, u64_cmp);
+	for (size_t i0 = 0, i1; i0 < nl; i0 = i1) {
+		for (i1 = i0; i1 < nl && tmp[i1] == tmp[i0]; i1++)
+			;
+		t[k].set = tmp[i0];
+		t[k].raw = 0.0;
+		t[k].load = (double)(i1 - i0) + unseen / (double)S;
+		k++;
+	}
+	T->n = k;
+	free(T->ix);
+	T->ix = NULL;
+	if (S <= DENSE_MAX) {
+		if (!(T->ix = malloc(S * sizeof *T->ix)))
+			return error_set(LOMAS_ENOMEM, "out of memory");
+		/* Only the sets in t are ever looked up. */
+		for (size_t i = 0; i < k; i++)
+			T->ix[t[i].set] = (uint32_t)i;
+	}
+	for (size_t i = 0; i < nl; i++)
+		set_find(T, lw[i].line % S)->raw += lw[i].share;
+	for (size_t i = 0; i < k; i++) {
+		t[i].share = assoc_shrink(t[i].raw * tot, tot, tot2, u);
+		t[i].cls = class_of(t[i].share, S);
+	}
+	return LOMAS_OK;
+}
+
+lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, size_t n,
+                                unsigned ways, double *delta)
+{
+	model_opts o = model_default_opts(LOMAS_POLICY_LRU);
+	model_data m;
+	model_mean mean;
+	ar_ref *r = NULL;
+	ar_sets T = {0};
+	ar_pair *pr = NULL;
+	ar_line *lw = NULL;
+	size_t nr = 0, np = 0, nl = 0;
+	double unseen = 0.0, tot = 0.0, tot2 = 0.0, A = (double)ways;
+	uint64_t *tmp = NULL;
+	double *c = NULL, *x = NULL, *w = NULL, *dd = NULL;
+	double *factor = malloc((size_t)NBANDS * NCLASS * sizeof *factor);
+	lomas_status st;
+	o.classes = false;
+	o.lru = true;
+	memset(delta, 0, n * sizeof *delta);
+	if ((st = model_data_build(p, &o, &m)))
+		return st;
+	mean = model_mean_of(&m);
+	if (!(lw = malloc((p->samples.n ? p->samples.n : 1) * sizeof *lw))) {
+		st = error_set(LOMAS_ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((st = refs_build(p, &m, &r, &nr, &unseen, lw, &nl, &tot, &tot2)) ||
+	    (st = pairs_build(p, lw, nl, &pr, &np)))
+		goto out;
+	T.t = malloc((nr ? nr : 1) * sizeof *T.t);
+	tmp = malloc((nr ? nr : 1) * sizeof *tmp);
+	x = malloc((nr ? nr : 1) * sizeof *x);
+	w = malloc((nr ? nr : 1) * sizeof *w);
+	dd = malloc((nr ? nr : 1) * sizeof *dd);
+	c = malloc((m.ngroups + 1) * sizeof *c);
+	if (!T.t || !tmp || !x || !w || !dd || !c || !factor) {
+		st = error_set(LOMAS_ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((st = model_cold_rates(&m, c)) || !(mean.total > 0.0))
+		goto out;
+	for (size_t j = 0; j < n; j++) {
+		uint64_t S = (uint64_t)lines[j] / ways;
+		double Lj = lines[j], lfa = -log1p(-1.0 / Lj), sum = 0.0;
+		/* One set is the fully associative cache: no difference. */
+		if (S <= 1)
+			continue;
+		if ((st = sets_build(lw, nl, tot, tot2, S, unseen, tmp, &T)) ||
+		    (st = locality(pr, np, &T, S, factor)))
+			goto out;
+		for (size_t i = 0; i < nr; i++)
+			r[i].set = r[i].line % S;
+		qsort(r, nr, sizeof *r, by_group_set);
+		for (size_t g0 = 0, g1; g0 < nr; g0 = g1) {
+			const model_group *g = &m.groups[r[g0].group];
+			double wt = model_mean_weight(&mean, g), Rfa, miss = 0.0, refs = 0.0;
+			size_t k = 0;
+			for (g1 = g0; g1 < nr && r[g1].group == r[g0].group; g1++)
+				if (r[g1].state == LOMAS_SAMPLE_REUSED) {
+					x[k] = r[g1].d * lfa;
+					w[k++] = r[g1].w;
+				}
+			/* A group without reuses has the same root either way. */
+			if (k == 0 || !(g->S > 0.0) || !(wt > 0.0))
+				continue;
+			/* The fully associative side keeps lomas_model_curve's footprint bound. */
+			Rfa = root(x, w, k, g->C, g->S, c[r[g0].group]) *
+			      model_footprint_keep(&m, g->thread, Lj);
+			for (size_t s0 = g0, s1; s0 < g1; s0 = s1) {
+				const ar_set *e = set_find(&T, r[s0].set);
+				double Ss = 0.0, Cs = 0.0, occ = e->load / fmax(e->load - 1.0, 1.0);
+				const double *fc = factor + e->cls;
+				bool fit = e->load < A + 0.5;
+				k = 0;
+				for (s1 = s0; s1 < g1 && r[s1].set == r[s0].set; s1++) {
+					Ss += r[s1].w;
+					if (r[s1].state == LOMAS_SAMPLE_CENSORED)
+						Cs += r[s1].w;
+					else if (r[s1].state == LOMAS_SAMPLE_REUSED) {
+						double q = fmax(0.0, e->share - r[s1].own) /
+						           (1.0 - fmin(r[s1].own, 0.5)) *
+						           fc[r[s1].band * NCLASS];
+						x[k] = fit ? 0.0 : fmin(q, 1.0) * occ / A;
+						dd[k] = r[s1].d;
+						w[k++] = r[s1].w;
+					}
+				}
+				miss += Ss * set_root(x, dd, w, k, Cs, Ss, c[r[s0].group]);
+				refs += Ss;
+			}
+			sum += wt * (miss / refs - Rfa);
+		}
+		delta[j] = sum / mean.total;
+	}
+out:
+	free(r);
+	free(T.t);
+	free(T.ix);
+	free(tmp);
+	free(x);
+	free(w);
+	free(dd);
+	free(c);
+	free(pr);
+	free(lw);
+	free(factor);
+	model_data_free(&m);
+	return st;
+}
