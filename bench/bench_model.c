@@ -106,8 +106,11 @@ static lomas_profile *synth(void)
 	return p;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	/* An argument picks one part (random, lru or load): to profile it alone. */
+	const char *only = argc > 1 ? argv[1] : NULL;
+	const char *parts[3] = {"random", "lru", "load"};
 	lomas_profile *p = synth();
 	uint64_t sizes[100];
 	double ratios[100], t[RUNS], c[RUNS];
@@ -121,6 +124,8 @@ int main(void)
 		sizes[i] = (uint64_t)floor(exp2(12.0 + i * 0.15) / 64.0) * 64;
 	printf("profile: %zu samples, %zu windows\n", p->samples.n, p->windows.n);
 	for (int pol = 0; pol < 2; pol++) {
+		if (only && strcmp(only, parts[pol]) != 0)
+			continue;
 		for (int k = 0; k < RUNS; k++) {
 			double t0 = now_ms(), c0 = cpu_ms();
 			if (lomas_model_curve(p, pol, sizes, 100, 0, 0, ratios)) {
@@ -135,6 +140,10 @@ int main(void)
 		       names[pol], median(t, RUNS), median(c, RUNS), RUNS, ratios[0], ratios[53]);
 	}
 
+	if (only && strcmp(only, parts[2]) != 0) {
+		lomas_profile_free(p);
+		return 0;
+	}
 	char path[] = "/tmp/bench_model_XXXXXX";
 	int fd = mkstemp(path);
 	if (fd < 0) {

@@ -24,6 +24,11 @@ typedef struct ctable {
 	size_t cap, used;
 } ctable;
 
+static uint64_t rotl64(uint64_t x, unsigned r)
+{
+	return x << r | x >> (64 - r);
+}
+
 static uint64_t mix64(uint64_t z)
 {
 	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -35,16 +40,19 @@ static uint64_t mix64(uint64_t z)
  * The class key of a reuse, hashed to 64 bits (two keys colliding would
  * merge two classes: at 2^-64 per pair, never): thread, start and end pc,
  * and the distance's 1/8 octave (the octave and the 3 bits after its
- * leading one).
+ * leading one). The three parts are mixed apart and combined by xor with
+ * rotations (two keys that differ in one part only cannot collide; mix64
+ * is a bijection): one multiplication chain's latency per sample where
+ * mixing them one after another was three.
  */
 uint64_t model_class_key(const lomas_sample *s, uint32_t thread)
 {
 	uint64_t v = sample_distance(s) + 1, h;
 	unsigned k = v ? 63u - (unsigned)__builtin_clzll(v) : 64u;
 	unsigned sub = k >= 3 ? (unsigned)(v >> (k - 3)) & 7u : (unsigned)(v << (3 - k)) & 7u;
-	h = mix64(s->start_pc ^ 0x9e3779b97f4a7c15ull);
-	h = mix64(h ^ s->end_pc);
-	h = mix64(h ^ ((uint64_t)thread << 16 | (8u * k + sub)));
+	h = mix64(s->start_pc ^ 0x9e3779b97f4a7c15ull) ^
+	    rotl64(mix64(s->end_pc ^ 0x6a09e667f3bcc909ull), 21) ^
+	    rotl64(mix64(((uint64_t)thread << 16 | (8u * k + sub)) ^ 0xbb67ae8584caa73bull), 42);
 	return h ? h : 1;
 }
 
