@@ -445,14 +445,70 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 	return st ? st : rs;
 }
 
-/* Map the scratch page holding `syscall; int3`, using a temporarily poked syscall at rip. */
+/* The mmap's result ret: the page gets `syscall; int3 x 6` and becomes ours. */
+static lomas_status fill_scratch(monitor *m, mon_thread *t, long ret)
+{
+	if (ret < 0 && ret > -4096)
+		return error_set(LOMAS_ETARGET, "mmap of the scratch page failed: %s",
+		                 strerror((int)-ret));
+	/* ptrace writes through the read-only mapping (FOLL_FORCE). */
+	if (mon_ptrace(PTRACE_POKETEXT, t->tid, (void *)ret, (void *)0xcccccccccccc050full) < 0)
+		return error_set(LOMAS_ETARGET, "cannot fill the scratch page: %s",
+		                 strerror(errno));
+	m->scratch = (uint64_t)ret;
+	m->syscall_insn = (uint64_t)ret;
+	return LOMAS_OK;
+}
+
+/*
+ * A `syscall` (0f 05) in the target's vDSO, or 0. Any such two bytes run as
+ * one when rip points there (the x86-64 vDSO has several: its fallbacks to
+ * the real calls). Running it needs no change to the program's code.
+ */
+static uint64_t vdso_syscall(monitor *m, mon_thread *t)
+{
+	enum { MAX_VDSO = 64 * 1024 };
+	uint64_t at = 0;
+	for (size_t i = 0; i < m->maps.r.n && !at; i++) {
+		const map_range *v = &m->maps.r.items[i];
+		size_t len = (size_t)(v->end - v->start);
+		uint8_t *buf;
+		if (!v->path || strcmp(v->path, "[vdso]") || !(v->prot & PROT_EXEC) || len < 2 ||
+		    len > MAX_VDSO || !(buf = malloc(len)))
+			continue;
+		struct iovec local = {buf, len}, remote = {(void *)v->start, len};
+		if (mon_sys_vm_readv(t->tid, &local, 1, &remote, 1, 0) == (ssize_t)len)
+			for (size_t k = 0; k + 1 < len; k++)
+				if (buf[k] == 0x0f && buf[k + 1] == 0x05) {
+					at = v->start + k;
+					break;
+				}
+		free(buf);
+	}
+	return at;
+}
+
+/*
+ * Map the scratch page holding `syscall; int3`. The mmap runs at a syscall
+ * of the vDSO; only without one is a syscall poked over the code at rip for
+ * that step. That poke is in code every thread shares: a sibling stepping
+ * the same pc meanwhile runs the syscall and goes on two bytes later, inside
+ * an instruction (t_stress died so, SIGSEGV or SIGILL, in 4 of 30 runs under
+ * load: its first sample came after its threads had started).
+ */
 static lomas_status make_scratch(monitor *m, mon_thread *t)
 {
 	struct user_regs_struct r;
 	uint64_t args[6] = {
 	    0, m->page_size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, (uint64_t)-1, 0};
+	uint64_t vdso = vdso_syscall(m, t);
 	long word, patched, ret = 0;
 	lomas_status st;
+	if (vdso) {
+		if ((st = run_syscall_at(m, t, vdso, SYS_mmap, args, &ret)))
+			return st;
+		return fill_scratch(m, t, ret);
+	}
 	if (mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
 		                 strerror(errno));
@@ -471,18 +527,7 @@ static lomas_status make_scratch(monitor *m, mon_thread *t)
 	    mon_ptrace(PTRACE_POKETEXT, t->tid, (void *)r.rip, (void *)word) < 0 && !st)
 		st = error_set(LOMAS_ETARGET, "cannot restore the code of %d: %s", (int)t->tid,
 		               strerror(errno));
-	if (st)
-		return st;
-	if (ret < 0 && ret > -4096)
-		return error_set(LOMAS_ETARGET, "mmap of the scratch page failed: %s",
-		                 strerror((int)-ret));
-	/* syscall; int3 x 6 (ptrace writes through the read-only mapping, FOLL_FORCE). */
-	if (mon_ptrace(PTRACE_POKETEXT, t->tid, (void *)ret, (void *)0xcccccccccccc050full) < 0)
-		return error_set(LOMAS_ETARGET, "cannot fill the scratch page: %s",
-		                 strerror(errno));
-	m->scratch = (uint64_t)ret;
-	m->syscall_insn = (uint64_t)ret;
-	return LOMAS_OK;
+	return st ? st : fill_scratch(m, t, ret);
 }
 
 lomas_status mon_inject(monitor *m, mon_thread *t, long nr, const uint64_t args[6], long *ret)
