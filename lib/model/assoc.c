@@ -33,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "assoc_keys.h"
 #include "model.h"
 
 #define NBANDS 128          /* half octaves of d + 1 */
@@ -57,36 +58,6 @@ typedef struct as_reuse {
 	uint32_t group;
 	uint16_t band;
 } as_reuse;
-
-/* A sample's index in (thread, start) order. */
-typedef struct ts_key {
-	uint32_t thread;
-	uint64_t start;
-	uint32_t ix;
-} ts_key;
-
-static int ts_cmp(const void *a, const void *b)
-{
-	const ts_key *x = a, *y = b;
-	if (x->thread != y->thread)
-		return x->thread < y->thread ? -1 : 1;
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	return x->ix < y->ix ? -1 : x->ix > y->ix;
-}
-
-/* The first key of thread t at or after clock c in k[lo, hi). */
-static size_t ts_lower(const ts_key *k, size_t lo, size_t hi, uint32_t t, uint64_t c)
-{
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (k[mid].thread < t || (k[mid].thread == t && k[mid].start < c))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
 
 /* The group of thread clock e among groups [lo, hi) of one thread (spans ascending). */
 static uint32_t group_at(const model_data *m, size_t lo, size_t hi, uint64_t e)

@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "assoc_keys.h"
 #include "model.h"
 
 #define NBANDS 128 /* half octaves of d + 1 */
@@ -260,35 +261,6 @@ typedef struct ar_pair {
 	uint16_t band;
 } ar_pair;
 
-typedef struct ar_key {
-	uint32_t thread;
-	uint64_t start;
-	uint32_t ix;
-} ar_key;
-
-static int key_cmp(const void *a, const void *b)
-{
-	const ar_key *x = a, *y = b;
-	if (x->thread != y->thread)
-		return x->thread < y->thread ? -1 : 1;
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	return x->ix < y->ix ? -1 : x->ix > y->ix;
-}
-
-/* The first key of thread t at or after clock c in k[lo, hi). */
-static size_t key_lower(const ar_key *k, size_t lo, size_t hi, uint32_t t, uint64_t c)
-{
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (k[mid].thread < t || (k[mid].thread == t && k[mid].start < c))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* The share of line l (present in lw[n], sorted). */
 static double line_share(const ar_line *lw, size_t n, uint64_t l)
 {
@@ -307,7 +279,7 @@ static lomas_status pairs_build(const lomas_profile *p, const ar_line *lw, size_
                                 size_t *nout)
 {
 	size_t ns = p->samples.n, nk = 0, nreused = 0, step, np = 0;
-	ar_key *keys = malloc((ns ? ns : 1) * sizeof *keys);
+	ts_key *keys = malloc((ns ? ns : 1) * sizeof *keys);
 	ar_pair *pr;
 	rng g;
 	if (!keys)
@@ -316,7 +288,7 @@ static lomas_status pairs_build(const lomas_profile *p, const ar_line *lw, size_
 		const lomas_sample *s = &p->samples.items[i];
 		if (!(s->weight > 0.0))
 			continue;
-		keys[nk++] = (ar_key){s->thread, s->start, (uint32_t)i};
+		keys[nk++] = (ts_key){s->thread, s->start, (uint32_t)i};
 		nreused += s->state == LOMAS_SAMPLE_REUSED;
 	}
 	step = nreused > REUSES_MAX ? (nreused + REUSES_MAX - 1) / REUSES_MAX : 1;
@@ -326,7 +298,7 @@ static lomas_status pairs_build(const lomas_profile *p, const ar_line *lw, size_
 		free(keys);
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	}
-	qsort(keys, nk, sizeof *keys, key_cmp);
+	qsort(keys, nk, sizeof *keys, ts_cmp);
 	rng_seed(&g, 0x4a2d0);
 	for (size_t q = 0, seen = 0; q < nk; q++) {
 		const lomas_sample *si = &p->samples.items[keys[q].ix];
@@ -334,7 +306,7 @@ static lomas_status pairs_build(const lomas_profile *p, const ar_line *lw, size_
 		double own;
 		if (si->state != LOMAS_SAMPLE_REUSED || seen++ % step)
 			continue;
-		hi = key_lower(keys, lo, nk, si->thread, si->end);
+		hi = ts_lower(keys, lo, nk, si->thread, si->end);
 		if (hi <= lo)
 			continue;
 		take = hi - lo < PAIRS_PER_REUSE ? hi - lo : PAIRS_PER_REUSE;
