@@ -35,8 +35,10 @@
  *     scatters) at seg + base + disp with size 0: the vector index is not in
  *     user_regs_struct. (Capstone 4.0.2 even reports a GPR as the index of
  *     AVX-512 scatters, so the index is ignored whatever it says.)
- *   - AVX-512 masked accesses and vmaskmov*: the full operand size regardless
- *     of the mask. Embedded broadcast ({1toN}): the element size.
+ *   - AVX-512 masked moves: marked with their mask register, narrowed to the
+ *     selected elements once the registers are read (decode_mask.c); other
+ *     masked accesses and vmaskmov*: the full operand size regardless of the
+ *     mask. Embedded broadcast ({1toN}): the element size.
  *   - fxsave/fxrstor: 512 bytes. xsave, xrstor: size 0 (depends on XCR0 and
  *     the requested-feature bitmap). fnsave/frstor: 108 bytes; fnstenv/
  *     fldenv: 28.
@@ -383,6 +385,8 @@ lomas_status tmpl_build(decoder *d, const uint8_t *code, size_t len, uint64_t pc
 		for (int i = 0; i < t->nrefs; i++)
 			t->refs[i].bitreg = g;
 	}
+	if (st == LOMAS_OK)
+		tmpl_mark_opmask(t, ci);
 	return st;
 }
 
@@ -463,6 +467,9 @@ void tmpl_eval(const tmpl *t, const struct user_regs_struct *regs, decode_insn *
 		out->refs[i].addr = a;
 		out->refs[i].size = r->size;
 		out->refs[i].kind = r->kind;
+		out->refs[i].mask = r->mask;
+		out->refs[i].elem = r->elem;
+		out->refs[i].compress = r->compress;
 	}
 }
 

@@ -19,6 +19,12 @@ typedef struct decode_ref {
 	uint64_t addr; /* effective address of the first byte */
 	uint32_t size; /* bytes accessed (0 when unknown, e.g. xsave) */
 	uint8_t kind;  /* LOMAS_REF_LOAD / LOMAS_REF_STORE */
+	/* An AVX-512 masked move not yet narrowed (decode_apply_opmask): its
+	 * mask register k1-k7, element size, and whether the selected elements
+	 * are packed (compress/expand). mask 0: size is what is touched. */
+	uint8_t mask;
+	uint8_t elem;
+	bool compress;
 } decode_ref;
 
 typedef struct decode_insn {
@@ -54,6 +60,17 @@ lomas_status decode_bytes(decoder *d, const uint8_t *code, size_t len, uint64_t 
  */
 lomas_status decoder_at(decoder *d, pid_t pid, const struct user_regs_struct *regs,
                         decode_insn *out);
+
+/*
+ * AVX-512 masks (decode_mask.c): does in have a masked reference whose size
+ * depends on an opmask register; narrow such references to the elements
+ * k[] selects (dropping those that select none); read k0-k7 of a stopped
+ * thread (PTRACE_GETREGSET NT_X86_XSTATE; LOMAS_ENOTSUP without AVX-512).
+ * Without the registers, a masked reference keeps its full size.
+ */
+bool decode_has_opmask(const decode_insn *in);
+void decode_apply_opmask(decode_insn *in, const uint64_t k[8]);
+lomas_status decode_read_opmask(pid_t tid, uint64_t k[8]);
 
 /* Forget cached code in [start, end) (the target wrote or remapped it). */
 void decoder_invalidate(decoder *d, uint64_t start, uint64_t end);

@@ -48,6 +48,9 @@ typedef struct tmpl_ref {
 	uint8_t scale;
 	uint8_t addr32; /* 0x67 prefix: the effective address wraps at 32 bits */
 	uint8_t bitreg; /* bt*: GPR_* holding a signed bit offset, else GPR_NONE */
+	uint8_t mask;   /* AVX-512 masked move: k1-k7 (decode_mask.c), else 0 */
+	uint8_t elem;   /* its element size */
+	bool compress;  /* compress/expand: the selected elements packed */
 } tmpl_ref;
 
 typedef struct tmpl {
@@ -75,6 +78,9 @@ struct decoder {
 lomas_status tmpl_build(decoder *d, const uint8_t *code, size_t len, uint64_t pc, tmpl *t);
 /* Compute the references of t with regs into out. */
 void tmpl_eval(const tmpl *t, const struct user_regs_struct *regs, decode_insn *out);
+
+/* decode_mask.c: mark the masked moves' memory references with their mask. */
+void tmpl_mark_opmask(tmpl *t, const cs_insn *ci);
 
 /* decode_class.c: instruction classes (the rules are in decode.c's header comment). */
 /* Capstone register -> GPR_* slot (any width of the same register); GPR_NONE if not a GPR. */

@@ -143,6 +143,8 @@ typedef struct monitor_stats {
 	uint64_t steps, injected, signals, threads;
 	uint64_t reuse_by_fault, reuse_by_decode, cross_thread;
 	uint64_t unwatchable; /* samples on pages we may not protect (watched by decode) */
+	uint64_t masked;      /* AVX-512 masked moves narrowed to their mask (decode_mask.c) */
+	uint64_t mask_unread; /* ... left full-size: the opmask registers could not be read */
 } monitor_stats;
 
 typedef struct monitor {

@@ -71,7 +71,12 @@ lomas_status step_profile(monitor *m, lomas_profile **out)
 	    (st = profile_meta_setf(p, "step.false_positives", "%llu",
 	                            (unsigned long long)m->eng.stats.false_positives)) ||
 	    (st = profile_meta_setf(p, "step.unwatchable_samples", "%llu",
-	                            (unsigned long long)m->stats.unwatchable)))
+	                            (unsigned long long)m->stats.unwatchable)) ||
+	    (st = profile_meta_setf(p, "step.masked_moves", "%llu",
+	                            (unsigned long long)m->stats.masked)) ||
+	    (m->stats.mask_unread &&
+	     (st = profile_meta_setf(p, "step.masked_moves_full_size", "%llu",
+	                             (unsigned long long)m->stats.mask_unread))))
 		goto fail;
 	if (m->pmu_mode && (st = pmu_profile_meta(m, p)))
 		goto fail;

@@ -441,6 +441,19 @@ static lomas_status decode_next(monitor *m, mon_thread *t)
 		    r.rip >= 0xffffffffff600000ull && r.rip < 0xffffffffff601000ull;
 		error_clear();
 	}
+	if (decode_has_opmask(&t->pending)) {
+		/* An AVX-512 masked move touches only the elements its mask selects
+		 * (decode_mask.c); unread, it keeps its full size. */
+		uint64_t k[8];
+		if (decode_read_opmask(t->tid, k) == LOMAS_OK) {
+			m->stats.masked++;
+		} else {
+			memset(k, 0xff, sizeof k);
+			m->stats.mask_unread++;
+			error_clear();
+		}
+		decode_apply_opmask(&t->pending, k);
+	}
 	t->pending_c0 = t->clock;
 	t->have_pending = true;
 	if (t->pending.syscall && !t->in_syscall) {

@@ -80,6 +80,11 @@ static inline void full_trace(char *const argv[], trace *t)
 		assert_int_equal(ptrace(PTRACE_GETREGS, pid, NULL, &regs), 0);
 		if (decoder_at(d, pid, &regs, &in) != LOMAS_OK)
 			in.nrefs = 0;
+		if (decode_has_opmask(&in)) { /* AVX-512 masked moves: what the mask selects */
+			uint64_t k[8];
+			assert_int_equal(decode_read_opmask(pid, k), LOMAS_OK);
+			decode_apply_opmask(&in, k);
+		}
 		ptrace(PTRACE_SINGLESTEP, pid, NULL, (void *)(long)sig);
 		sig = 0;
 		assert_int_equal(waitpid(pid, &status, 0), pid);
