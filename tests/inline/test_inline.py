@@ -417,6 +417,34 @@ def pkg_config(*args):
                           check=True).stdout.split()
 
 
+@pytest.mark.skipif(SANITIZERS or not PASS, reason="sanitized build, or no pass plugin "
+                    "(sanitizer coverage instruments 1 to 16 bytes only)")
+def test_wide_vector_accesses_count(tmp_path):
+    """32- and 64-byte vector accesses (an -mavx2 or -march=native build's
+    vector code) are one reference each, not dropped: the program's 1024
+    32-byte stores and 512 64-byte loads per round, counted in the full
+    trace by size, and the clock's reference count agrees."""
+    exe, prof, trace = (str(tmp_path / n) for n in ("wide", "w.lomas", "w.trace"))
+    subprocess.run(["clang-16", "-O2"] + pkg_config("--cflags", "lomas-inline") +
+                   [os.path.join(SOURCE, "tests", "inline", "wide.c"), "-o", exe] +
+                   pkg_config("--libs", "lomas-inline"), check=True, capture_output=True,
+                   text=True)
+    rounds = 6
+    r = run([exe, str(rounds)], {"LOMAS_OUTPUT": prof, "LOMAS_TRACE": trace,
+                                 "LOMAS_PERIOD": "50"})
+    assert r.stdout.startswith(f"wide {rounds} ")
+    sizes = {}
+    with open(trace) as f:
+        for line in f:
+            size = int(line.rsplit(",", 1)[1])
+            sizes[(line.split()[0], size)] = sizes.get((line.split()[0], size), 0) + 1
+    assert sizes.get(("S", 32), 0) == 1024 * rounds, sizes
+    assert sizes.get(("L", 64), 0) == 512 * rounds, sizes
+    refs = sum(t["refs"] for t in export_json(prof)["threads"])
+    assert refs == sum(sizes.values()), (refs, sizes)
+    assert refs <= 1536 * rounds + 16, sizes
+
+
 @pytest.mark.skipif(SANITIZERS, reason="liblomas is sanitized in this build")
 def test_pkg_config_recipe_and_explicit_region(tmp_path):
     """clang-16 -O2 $(pkg-config --cflags ...) prog.c $(pkg-config --libs ...) is all it

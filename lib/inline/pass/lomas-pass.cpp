@@ -43,7 +43,10 @@
 //
 // The same references as clang's -fsanitize-coverage=trace-loads,trace-stores
 // are instrumented (loads and stores of 1 to 16 bytes in address space 0),
-// plus atomic read-modify-writes and compare-exchanges (as stores).
+// and the 32- and 64-byte vector accesses of -mavx2 or -march=native builds
+// (one reference each; sanitizer coverage drops them, and an AVX build's
+// vector loops then counted nothing), plus atomic read-modify-writes and
+// compare-exchanges (as stores).
 
 #include "llvm/Analysis/LoopInfo.h"
 #include "llvm/Analysis/ScalarEvolution.h"
@@ -152,7 +155,8 @@ bool refOf(const DataLayout &DL, Instruction &I, Ref &R)
 	if (Bits.isScalable())
 		return false;
 	uint64_t Bytes = Bits.getFixedValue() / 8;
-	if (Bytes != 1 && Bytes != 2 && Bytes != 4 && Bytes != 8 && Bytes != 16)
+	if (Bytes != 1 && Bytes != 2 && Bytes != 4 && Bytes != 8 && Bytes != 16 && Bytes != 32 &&
+	    Bytes != 64)
 		return false;
 	R = {&I, Ptr, Bytes, Store};
 	return true;
