@@ -45,6 +45,7 @@
 #define NCLASS 40          /* half octaves of 1 + a set's load */
 #define PAIRS_PER_REUSE 16 /* sampled references looked at inside each reuse */
 #define REUSES_MAX 262144u /* reuses whose intervals are looked into */
+#define WELL_SAMPLED 8     /* samples of a line for its own Bernoulli */
 #define TINY 1e-13         /* P(X < A) below this: the reuse misses */
 
 static unsigned fband_of(double d)
@@ -97,14 +98,16 @@ static int gap_cmp(const void *a, const void *b)
 typedef struct al_lines {
 	uint64_t *u; /* ascending */
 	size_t n;
-	size_t *off;      /* line k's gaps: g[off[k] .. off[k + 1]), ascending */
-	double *g;        /* gaps */
-	double *cw, *cwg; /* prefix sums of w and w g over g (one longer) */
-	double *edge;     /* per line: weight of its dangling and censored samples */
-	double *nw;       /* per line: all its samples' weight (its references) */
-	double *s2;       /* per line: sum of (w g)^2 over its gaps, for their noise */
-	double T;         /* the run's references: all the weight */
-	double unseen;    /* expected lines no sample names */
+	size_t *off;       /* line k's gaps: g[off[k] .. off[k + 1]), ascending */
+	double *g;         /* gaps */
+	double *cw, *cwg;  /* prefix sums of w and w g over g (one longer) */
+	double *edge;      /* per line: weight of its dangling and censored samples */
+	double *nw;        /* per line: all its samples' weight (its references) */
+	uint32_t *cnt;     /* per line: its samples */
+	double *s2;        /* per line: sum of (w g)^2 over its gaps, for their noise */
+	double T;          /* the run's references: all the weight */
+	double unseen;     /* expected lines no sample names */
+	double unseen_rel; /* its relative sampling noise */
 } al_lines;
 
 static void lines_free(al_lines *L)
@@ -116,13 +119,14 @@ static void lines_free(al_lines *L)
 	free(L->cwg);
 	free(L->edge);
 	free(L->nw);
+	free(L->cnt);
 	free(L->s2);
 }
 
 static lomas_status lines_build(const lomas_profile *p, al_lines *L)
 {
 	size_t ns = p->samples.n ? p->samples.n : 1, n = 0, ng = 0;
-	double dang = 0.0;
+	double dang = 0.0, dang2 = 0.0;
 	al_gap *gl = malloc(ns * sizeof *gl);
 	L->u = malloc(ns * sizeof *L->u);
 	L->off = malloc((ns + 1) * sizeof *L->off);
@@ -131,8 +135,10 @@ static lomas_status lines_build(const lomas_profile *p, al_lines *L)
 	L->cwg = malloc((ns + 1) * sizeof *L->cwg);
 	L->edge = calloc(ns, sizeof *L->edge);
 	L->nw = calloc(ns, sizeof *L->nw);
+	L->cnt = calloc(ns, sizeof *L->cnt);
 	L->s2 = calloc(ns, sizeof *L->s2);
-	if (!gl || !L->u || !L->off || !L->g || !L->cw || !L->cwg || !L->edge || !L->nw || !L->s2) {
+	if (!gl || !L->u || !L->off || !L->g || !L->cw || !L->cwg || !L->edge || !L->nw || !L->s2 ||
+	    !L->cnt) {
 		free(gl);
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	}
@@ -143,8 +149,10 @@ static lomas_status lines_build(const lomas_profile *p, al_lines *L)
 			continue;
 		L->u[n++] = s->addr / p->line_size;
 		L->T += s->weight;
-		if (s->state == LOMAS_SAMPLE_DANGLING)
+		if (s->state == LOMAS_SAMPLE_DANGLING) {
 			dang += s->weight;
+			dang2 += s->weight * s->weight;
+		}
 		if (s->state == LOMAS_SAMPLE_REUSED)
 			gl[ng++] = (al_gap){s->addr / p->line_size,
 			                    (double)sample_distance(s) + 1.0, s->weight};
@@ -155,6 +163,7 @@ static lomas_status lines_build(const lomas_profile *p, al_lines *L)
 		if (L->n == 0 || L->u[L->n - 1] != L->u[i])
 			L->u[L->n++] = L->u[i];
 	L->unseen = dang > (double)L->n ? dang - (double)L->n : 0.0;
+	L->unseen_rel = dang > 0.0 ? sqrt(dang2) / dang : 0.0;
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
 		size_t k;
@@ -162,6 +171,7 @@ static lomas_status lines_build(const lomas_profile *p, al_lines *L)
 			continue;
 		k = u64_find(L->u, L->n, s->addr / p->line_size);
 		L->nw[k] += s->weight;
+		L->cnt[k]++;
 		if (s->state != LOMAS_SAMPLE_REUSED)
 			L->edge[k] += s->weight;
 	}
@@ -410,18 +420,32 @@ static size_t pb_below(const double *q, size_t K, size_t skip, unsigned A, doubl
 	return j;
 }
 
-/* 1 - P(B + Poisson(mu) < A) for B's distribution below A in dp. */
-static double tail_with(const double *dp, unsigned A, double mu)
+/* P(B + Poisson(mu) < m), m <= A, for B's distribution below A in dp. */
+static double below_with(const double *dp, unsigned m, double mu)
 {
 	double below = 0.0, pk = exp(-mu), cum = 0.0;
-	/* sum_k P(Poisson = k) P(B <= A - 1 - k): cum runs down from P(B < A). */
-	for (unsigned c = 0; c < A; c++)
+	/* sum_k P(Poisson = k) P(B <= m - 1 - k): cum runs down from P(B < m). */
+	for (unsigned c = 0; c < m; c++)
 		cum += dp[c];
-	for (unsigned k = 0; k < A; k++) {
+	for (unsigned k = 0; k < m; k++) {
 		below += pk * cum;
-		cum -= dp[A - 1 - k];
+		cum -= dp[m - 1 - k];
 		pk *= mu / (double)(k + 1);
 	}
+	return below;
+}
+
+/*
+ * P(B + Poisson(mu) + Z >= A), Z the count loc taken as fixed (floor(loc)
+ * or the next, its fraction the chance of the next).
+ */
+static double tail_with(const double *dp, unsigned A, double mu, double loc)
+{
+	double fl = floor(loc), fr = loc - fl, below = 0.0;
+	if (fl < (double)A)
+		below += (1.0 - fr) * below_with(dp, A - (unsigned)fl, mu);
+	if (fl + 1.0 < (double)A)
+		below += fr * below_with(dp, A - (unsigned)fl - 1, mu);
 	return below < 1.0 ? 1.0 - below : 0.0;
 }
 
@@ -429,7 +453,9 @@ static double tail_with(const double *dp, unsigned A, double mu)
 typedef struct al_work {
 	al_sl *sl;       /* n lines */
 	al_ord *ord;     /* nr reuses */
-	double *q;       /* n: the set's lines' touch probabilities */
+	double *q;       /* n: the set's lines' touch probabilities (well sampled) */
+	double *pm;      /* n: the set's lines' Poisson mass (sparsely sampled) */
+	double *lc;      /* n: the set's lines' part of the fixed count (locality) */
 	double *E;       /* nr: expected set-mates in between */
 	uint8_t *cls;    /* nr: the class of the reuse's set's load */
 	double *dp, *dx; /* A each */
@@ -461,12 +487,13 @@ static size_t sl_find(const al_sl *sl, size_t a, size_t b, uint32_t k)
 static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S, unsigned A,
                     al_work *W, int pass)
 {
-	double sa = 0.0, unseen_s = L->unseen / (double)S;
+	double sa = 0.0, lines_s = ((double)L->n + L->unseen) / (double)S;
 	size_t a = 0;
 	for (size_t c0 = 0, c1; c0 < nr; c0 = c1) {
 		const al_ord *o = &W->ord[c0];
 		size_t b, K, took;
-		double sw = 0.0, swd = 0.0, swn = 0.0, dc, load, f = 1.0, sum = 0.0, mu, Tx;
+		double sw = 0.0, swd = 0.0, swn = 0.0, dc, load, f = 1.0, sum = 0.0, mu, Tx, g,
+		       loc = 0.0;
 		unsigned cls;
 		for (c1 = c0; c1 < nr && W->ord[c1].set == o->set && W->ord[c1].fb == o->fb &&
 		              W->ord[c1].rb == o->rb;
@@ -481,28 +508,60 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 		for (b = a; b < L->n && W->sl[b].set == o->set; b++)
 			;
 		K = b - a;
-		load = (double)K + unseen_s;
+		load = assoc_set_load((double)K, (double)L->n, L->unseen, S);
 		cls = class_of(load);
-		/* A set whose lines all fit in its ways never misses. */
-		if (pass && load < A + 0.5)
+		/*
+		 * A set whose lines all fit in its ways never misses; so too one
+		 * that overflows them by less than twice the noise of the
+		 * footprint's share a set (the footprint is the dangling samples'
+		 * weight: a matrix walk's 4096 lines, 8 to a set at 256 KiB
+		 * 8-way, came to 5504 from 43 dangling samples, 10.75 a set: 57
+		 * points of false conflict misses).
+		 */
+		if (pass && load < A + 0.5 + 2.0 * lines_s * L->unseen_rel)
 			continue;
 		dc = sw > 0.0 ? swd / sw : r[o->i].d;
 		Tx = fmax(L->T - (sw > 0.0 ? swn / sw : L->nw[o->k]), 1.0);
 		if (pass)
 			f = W->factor[(o->fb / 4) * NCLASS + cls];
+		/*
+		 * Where set-mates crowd into the reuses' intervals (f > 1), the
+		 * part of the count that f adds is taken as fixed, not as more
+		 * independent touches: those are the lines the program's pattern
+		 * puts in between every time (a stencil's 4 neighbouring rows in
+		 * one set: 4, not Poisson(4), which reaches 8 ways 5 % of the
+		 * time: 4 points of false misses). g scales the independent part.
+		 */
+		g = f < 1.0 ? f : 1.0;
+		mu = g * W->left[o->fb] / (double)S;
+		loc = (f - g) * W->left[o->fb] / (double)S;
+		/*
+		 * A line of few samples stands for the unsampled lines too (its
+		 * estimated references are its samples' weights): its p, often
+		 * past 1 once scaled, goes into the Poisson term, uncapped (a
+		 * column walk sampled every 128 references has 6 sampled lines
+		 * per set for its 32; 6 Bernoullis capped at 1 never reach 8).
+		 */
 		for (size_t j = 0; j < K; j++) {
-			W->q[j] = fmin(1.0, f * p_touch(L, W->sl[a + j].k, dc, Tx));
-			sum += W->q[j];
+			size_t k = W->sl[a + j].k;
+			double p0 = p_touch(L, k, dc, Tx), pj = f * p0;
+			bool well = L->cnt[k] >= WELL_SAMPLED;
+			W->q[j] = well ? fmin(1.0, g * p0) : 0.0;
+			W->pm[j] = well ? 0.0 : g * p0;
+			W->lc[j] = (well ? fmin(1.0, pj) : pj) - W->q[j] - W->pm[j];
+			sum += W->q[j] + W->pm[j] + W->lc[j];
+			mu += W->pm[j];
+			loc += W->lc[j];
 		}
 		if (!pass) {
 			for (size_t c = c0; c < c1; c++) {
 				size_t pos = sl_find(W->sl, a, b, W->ord[c].k) - a;
-				W->E[W->ord[c].i] = fmax(0.0, sum - W->q[pos]);
+				W->E[W->ord[c].i] =
+				    fmax(0.0, sum - W->q[pos] - W->pm[pos] - W->lc[pos]);
 				W->cls[W->ord[c].i] = (uint8_t)cls;
 			}
 			continue;
 		}
-		mu = f * W->left[o->fb] / (double)S;
 		took = pb_below(W->q, K, (size_t)-1, A, W->dp);
 		for (size_t x0 = c0, x1; x0 < c1; x0 = x1) {
 			uint32_t k = W->ord[x0].k;
@@ -522,10 +581,12 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 				for (unsigned c = 1; c < A; c++)
 					W->dx[c] =
 					    fmax(0.0, (W->dp[c] - qx * W->dx[c - 1]) / (1.0 - qx));
-				tail = tail_with(W->dx, A, mu);
+				tail = tail_with(W->dx, A, fmax(0.0, mu - W->pm[pos]),
+				                 fmax(0.0, loc - W->lc[pos]));
 			} else {
 				pb_below(W->q, K, pos, A, W->dx);
-				tail = tail_with(W->dx, A, mu);
+				tail = tail_with(W->dx, A, fmax(0.0, mu - W->pm[pos]),
+				                 fmax(0.0, loc - W->lc[pos]));
 			}
 			sa += wsum * tail;
 		}
@@ -563,6 +624,8 @@ static void work_free(al_work *W)
 	free(W->sl);
 	free(W->ord);
 	free(W->q);
+	free(W->pm);
+	free(W->lc);
 	free(W->E);
 	free(W->cls);
 	free(W->dp);
@@ -578,6 +641,8 @@ static lomas_status work_alloc(al_work *W, size_t n, size_t nr, unsigned A)
 	W->sl = malloc((n ? n : 1) * sizeof *W->sl);
 	W->ord = malloc((nr ? nr : 1) * sizeof *W->ord);
 	W->q = malloc((n ? n : 1) * sizeof *W->q);
+	W->pm = malloc((n ? n : 1) * sizeof *W->pm);
+	W->lc = malloc((n ? n : 1) * sizeof *W->lc);
 	W->E = malloc((nr ? nr : 1) * sizeof *W->E);
 	W->cls = malloc((nr ? nr : 1) * sizeof *W->cls);
 	W->dp = malloc(A * sizeof *W->dp);
@@ -586,8 +651,8 @@ static lomas_status work_alloc(al_work *W, size_t n, size_t nr, unsigned A)
 	W->factor = malloc((size_t)NBANDS * NCLASS * sizeof *W->factor);
 	W->left = calloc(NFB, sizeof *W->left);
 	W->D = calloc(NFB, sizeof *W->D);
-	if (!W->sl || !W->ord || !W->q || !W->E || !W->cls || !W->dp || !W->dx || !W->acc ||
-	    !W->factor || !W->left || !W->D)
+	if (!W->sl || !W->ord || !W->q || !W->pm || !W->lc || !W->E || !W->cls || !W->dp ||
+	    !W->dx || !W->acc || !W->factor || !W->left || !W->D)
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	return LOMAS_OK;
 }
