@@ -4,29 +4,26 @@
  *
  * A reuse of line x with reuse distance d misses exactly when at least A
  * other lines of x's set are touched in between. Each line y of the set is
- * touched in a window of d references with probability
- *   p_y(d) = min(1, (sum_i w_i min(g_i, d) + e_y d) / T),
- * the share of the run's window positions that hold a touch of y: each gap
- * g between two touches of y holds min(g, d) of them, the last touch d
- * (g_i, w_i: y's sampled reuse distances and weights; e_y: the weight of
- * its dangling and censored samples; T: the run's references, the sum of
- * all weights). A swept line (period g) gives min(1, d / g), a line touched
- * at random 1 - e^{-lambda d}. The count X of set-mates in between is the
- * sum of those Bernoullis (a Poisson binomial over the set's own lines,
- * plus a Poisson term for the lines no sample names, spread evenly over
- * the sets), and the reuse misses with probability P(X >= A). A crowded
- * set and a quiet one are thus never averaged: a strided sweep's set holds
- * its 9 other sweep lines for sure, not a hypergeometric draw of mean 9.
+ * touched in a window of d references with probability p_y(d), the share
+ * of the run's window positions that hold a touch of y (assoc_touch.c: a
+ * swept line of period g gives min(1, d / g), a line touched at random
+ * 1 - e^{-lambda d}). The count X of set-mates in between is the sum of
+ * those Bernoullis over the set's well sampled lines (a Poisson binomial),
+ * plus a Poisson term for its sparsely sampled lines and its share of the
+ * lines no sample names, and the reuse misses with probability
+ * P(X >= A). A crowded set and a quiet one are thus never averaged: a
+ * strided sweep's set holds its 9 other sweep lines for sure, not a
+ * hypergeometric draw of mean 9.
  *
  * Sets are not busy evenly in time: a column walk spends a whole column in
  * one set, so a reuse within the column has all its set's lines in
  * between, though each is touched in only 1/64 of the run's windows. The
  * sampled references inside sampled reuses that are last touches (each
  * intervening line once) show the share of set-mates among the lines in
- * between; per half octave of d and class of set load, its ratio to the
+ * between; per half octave of d and class of set load, its ratio f to the
  * model's share sum_y p_y(d) / D scales the p_y (shrunk to 1 where it does
  * not stand out of its sampling noise: uniform addresses keep the
- * independent model).
+ * independent model), the part f adds taken as a fixed count.
  *
  * Like assoc_random.c the result is the difference between this model and
  * the fully associative one on the same reuses and stack distances, added
@@ -37,6 +34,7 @@
 #include <string.h>
 
 #include "assoc_keys.h"
+#include "assoc_touch.h"
 #include "model.h"
 
 #define FB_PER_OCTAVE 8    /* cells of reuse distance: 1/8 octave */
@@ -45,7 +43,6 @@
 #define NCLASS 40          /* half octaves of 1 + a set's load */
 #define PAIRS_PER_REUSE 16 /* sampled references looked at inside each reuse */
 #define REUSES_MAX 262144u /* reuses whose intervals are looked into */
-#define WELL_SAMPLED 8     /* samples of a line for its own Bernoulli */
 #define TINY 1e-13         /* P(X < A) below this: the reuse misses */
 
 static unsigned fband_of(double d)
@@ -58,180 +55,6 @@ static unsigned class_of(double load)
 {
 	unsigned c = (unsigned)(2.0 * log2(1.0 + load));
 	return c < NCLASS ? c : NCLASS - 1;
-}
-
-static int u64_cmp(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-	return x < y ? -1 : x > y;
-}
-
-/* The index of v in the sorted, distinct u[n] (present). */
-static size_t u64_find(const uint64_t *u, size_t n, uint64_t v)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (u[mid] < v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/* A reused sample's gap, by line. */
-typedef struct al_gap {
-	uint64_t line;
-	double g, w;
-} al_gap;
-
-static int gap_cmp(const void *a, const void *b)
-{
-	const al_gap *x = a, *y = b;
-	if (x->line != y->line)
-		return x->line < y->line ? -1 : 1;
-	return x->g < y->g ? -1 : x->g > y->g;
-}
-
-/* The distinct sampled lines and what p_y(d) needs of each. */
-typedef struct al_lines {
-	uint64_t *u; /* ascending */
-	size_t n;
-	size_t *off;       /* line k's gaps: g[off[k] .. off[k + 1]), ascending */
-	double *g;         /* gaps */
-	double *cw, *cwg;  /* prefix sums of w and w g over g (one longer) */
-	double *edge;      /* per line: weight of its dangling and censored samples */
-	double *nw;        /* per line: all its samples' weight (its references) */
-	uint32_t *cnt;     /* per line: its samples */
-	double *s2;        /* per line: sum of (w g)^2 over its gaps, for their noise */
-	double T;          /* the run's references: all the weight */
-	double unseen;     /* expected lines no sample names */
-	double unseen_rel; /* its relative sampling noise */
-} al_lines;
-
-static void lines_free(al_lines *L)
-{
-	free(L->u);
-	free(L->off);
-	free(L->g);
-	free(L->cw);
-	free(L->cwg);
-	free(L->edge);
-	free(L->nw);
-	free(L->cnt);
-	free(L->s2);
-}
-
-static lomas_status lines_build(const lomas_profile *p, al_lines *L)
-{
-	size_t ns = p->samples.n ? p->samples.n : 1, n = 0, ng = 0;
-	double dang = 0.0, dang2 = 0.0;
-	al_gap *gl = malloc(ns * sizeof *gl);
-	L->u = malloc(ns * sizeof *L->u);
-	L->off = malloc((ns + 1) * sizeof *L->off);
-	L->g = malloc(ns * sizeof *L->g);
-	L->cw = malloc((ns + 1) * sizeof *L->cw);
-	L->cwg = malloc((ns + 1) * sizeof *L->cwg);
-	L->edge = calloc(ns, sizeof *L->edge);
-	L->nw = calloc(ns, sizeof *L->nw);
-	L->cnt = calloc(ns, sizeof *L->cnt);
-	L->s2 = calloc(ns, sizeof *L->s2);
-	if (!gl || !L->u || !L->off || !L->g || !L->cw || !L->cwg || !L->edge || !L->nw || !L->s2 ||
-	    !L->cnt) {
-		free(gl);
-		return error_set(LOMAS_ENOMEM, "out of memory");
-	}
-	L->T = 0.0;
-	for (size_t i = 0; i < p->samples.n; i++) {
-		const lomas_sample *s = &p->samples.items[i];
-		if (!(s->weight > 0.0))
-			continue;
-		L->u[n++] = s->addr / p->line_size;
-		L->T += s->weight;
-		if (s->state == LOMAS_SAMPLE_DANGLING) {
-			dang += s->weight;
-			dang2 += s->weight * s->weight;
-		}
-		if (s->state == LOMAS_SAMPLE_REUSED)
-			gl[ng++] = (al_gap){s->addr / p->line_size,
-			                    (double)sample_distance(s) + 1.0, s->weight};
-	}
-	qsort(L->u, n, sizeof *L->u, u64_cmp);
-	L->n = 0;
-	for (size_t i = 0; i < n; i++)
-		if (L->n == 0 || L->u[L->n - 1] != L->u[i])
-			L->u[L->n++] = L->u[i];
-	L->unseen = dang > (double)L->n ? dang - (double)L->n : 0.0;
-	L->unseen_rel = dang > 0.0 ? sqrt(dang2) / dang : 0.0;
-	for (size_t i = 0; i < p->samples.n; i++) {
-		const lomas_sample *s = &p->samples.items[i];
-		size_t k;
-		if (!(s->weight > 0.0))
-			continue;
-		k = u64_find(L->u, L->n, s->addr / p->line_size);
-		L->nw[k] += s->weight;
-		L->cnt[k]++;
-		if (s->state != LOMAS_SAMPLE_REUSED)
-			L->edge[k] += s->weight;
-	}
-	qsort(gl, ng, sizeof *gl, gap_cmp);
-	L->cw[0] = L->cwg[0] = 0.0;
-	for (size_t i = 0, k = 0; k <= L->n; k++) {
-		L->off[k] = i;
-		while (k < L->n && i < ng && gl[i].line == L->u[k]) {
-			L->g[i] = gl[i].g;
-			L->cw[i + 1] = L->cw[i] + gl[i].w;
-			L->cwg[i + 1] = L->cwg[i] + gl[i].w * gl[i].g;
-			L->s2[k] += gl[i].w * gl[i].g * gl[i].w * gl[i].g;
-			i++;
-		}
-	}
-	free(gl);
-	return LOMAS_OK;
-}
-
-/*
- * p_k(d): the chance that line k is touched in a window of d references,
- * Tx of the run's references not to the reused line (the window holds
- * none of those: a sweep's other lines are all in a window of its
- * period less one, not in 127 of 128).
- */
-static double p_touch(const al_lines *L, size_t k, double d, double Tx)
-{
-	size_t lo = L->off[k], hi = L->off[k + 1], a = lo, b = hi;
-	double cov, tot, frac;
-	while (a < b) {
-		size_t mid = a + (b - a) / 2;
-		if (L->g[mid] < d)
-			a = mid + 1;
-		else
-			b = mid;
-	}
-	cov = L->cwg[a] - L->cwg[lo] + d * (L->cw[hi] - L->cw[a] + L->edge[k]);
-	tot = L->cwg[hi] - L->cwg[lo] + d * L->edge[k];
-	if (!(tot > 0.0))
-		return 0.0;
-	/*
-	 * cov / Tx, unbiased, its noise in proportion to cov. But a well
-	 * sampled line whose every sampled period is within d + 1 (a swept
-	 * line: d is the count of references between a reuse's ends, its
-	 * period less one) is in every window of its lifetime, and where that
-	 * lifetime, tot, is within three times its sampling noise of the run,
-	 * in every window: its estimated references are a few percent off,
-	 * and 0.97^15 lost 3 points of a sweep set's misses. (The ratio cov /
-	 * tot is biased up by tot's squared coefficient of variation: 2 points
-	 * on random lines; counting the windows without a touch where they
-	 * are the fewer was 6 points high there. With 2 or 3 samples the noise
-	 * test always passes: a stencil's lines, touched in 4 % of the windows,
-	 * came to 1, 4 points of false misses.)
-	 */
-	frac = tot / Tx;
-	if (L->cnt[k] >= WELL_SAMPLED && L->g[hi - 1] < d + 1.5 &&
-	    frac > 1.0 - 3.0 * sqrt(L->s2[k] + L->edge[k] * L->edge[k] * d * d) / tot)
-		return 1.0;
-	cov /= Tx;
-	return cov < 0.0 ? 0.0 : (cov < 1.0 ? cov : 1.0);
 }
 
 /* One reused sample, prepared. */
@@ -287,7 +110,7 @@ static lomas_status prepare_reuses(const lomas_profile *p, model_data *m, const 
 		if (!(m->groups[g0].S > 0.0) || !(wt > 0.0))
 			continue;
 		sd = fmin(model_reuse_sd(m, s->start, s->end, g0, g1), top[t]);
-		r[nr].k = (uint32_t)u64_find(L->u, L->n, s->addr / p->line_size);
+		r[nr].k = (uint32_t)al_find(L->u, L->n, s->addr / p->line_size);
 		r[nr].d = (double)sample_distance(s);
 		r[nr].fb = (uint16_t)fband_of(r[nr].d);
 		r[nr].sd = sd > 0.0 ? sd : 0.0;
@@ -546,7 +369,7 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 		 */
 		for (size_t j = 0; j < K; j++) {
 			size_t k = W->sl[a + j].k;
-			double p0 = p_touch(L, k, dc, Tx), pj = f * p0;
+			double p0 = al_touch(L, k, dc, Tx), pj = f * p0;
 			bool well = L->cnt[k] >= WELL_SAMPLED;
 			W->q[j] = well ? fmin(1.0, g * p0) : 0.0;
 			W->pm[j] = well ? 0.0 : g * p0;
@@ -684,7 +507,7 @@ static lomas_status band_totals(const al_lines *L, const al_reuse *r, size_t nr,
 		d = a[1] / a[0];
 		sd = a[2] / a[0];
 		for (size_t k = 0; k < L->n; k++)
-			sp += p_touch(L, k, d, L->T);
+			sp += al_touch(L, k, d, L->T);
 		W->D[b] = fmax(fmax(sp, sd), 1.0);
 		W->left[b] = fmax(0.0, sd - sp);
 	}
@@ -716,7 +539,7 @@ lomas_status assoc_lru_delta(const lomas_profile *p, const double *lines, size_t
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto out;
 	}
-	if ((st = lines_build(p, &L)) || (st = prepare_reuses(p, &m, &L, &r, &nr, rmap)) ||
+	if ((st = al_lines_build(p, &L)) || (st = prepare_reuses(p, &m, &L, &r, &nr, rmap)) ||
 	    (st = collect_pairs(p, rmap, &pr, &np)) || (st = work_alloc(&W, L.n, nr, ways)) ||
 	    (st = band_totals(&L, r, nr, &W)))
 		goto out;
@@ -755,7 +578,7 @@ out:
 	free(rmap);
 	free(r);
 	free(pr);
-	lines_free(&L);
+	al_lines_free(&L);
 	work_free(&W);
 	model_data_free(&m);
 	return st;
