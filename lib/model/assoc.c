@@ -2,38 +2,23 @@
  * Set-associative caches (docs/model.md): an A-way cache of S sets
  * (L = A S lines; a line's set is its line number modulo S).
  *
- * LRU: a reuse with stack distance D misses when at least A of the D
- * distinct lines touched in between map to its own set. How many do
- * depends on how the program's lines spread over sets, which the samples
- * show: for a sampled reuse (s, e) of line x, the sampled references
- * inside (s, e) whose own reuse lies beyond e are last touches, i.e.
- * members of the D intervening lines; the weighted share of them in x's
- * set, pooled over the reuses of one half octave of distance, estimates
- * rho, the chance that an intervening line shares the reuse's set. Uniform
- * placement gives 1/S; a power-of-two stride that folds onto few sets gives
- * up to 1 (a column walk's whole column sits in one set). rho is kept per
- * class of load of the reuse's own set (crowded sets see more set-mates)
- * and shrunk towards uniform placement where it does not stand out of its
- * sampling noise. The count X of set-mates among the D intervening lines
- * is hypergeometric: D drawn from the F - 1 other lines of the region the
- * reuse's segment touches, rho (F - 1) of them in its set (D = F - 1, a
- * sweep, gives exactly that many: the even spread of an array). A set
- * whose load is at most A lines never misses (one set's footprint bound).
+ * LRU is per set, in assoc_lru.c (each line's chance to be touched in a
+ * window of d references in assoc_touch.c); random replacement is per
+ * set, in assoc_random.c. This file holds what they share: the entry
+ * point, the shrinkage of a sampled share towards its prior, and a set's
+ * expected load.
  *
- * Random replacement is per set, in assoc_random.c.
- *
- * The LRU model is stationary per segment. The fully associative model
+ * Both models are stationary per segment. The fully associative model
  * (lomas_model_curve) is better than that (crossing reuses, reuse classes,
- * footprint bound), so the result is that curve plus the difference this
- * file's model makes between A ways and full associativity, computed on the
- * same stack distances and roots: the associativity effect, not a second
- * model of the whole.
+ * footprint bound), so the result is that curve plus the difference the
+ * set-associative model makes between A ways and full associativity,
+ * computed on the same stack distances and roots: the associativity
+ * effect, not a second model of the whole.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "assoc_keys.h"
 #include "model.h"
 
 /* Shrink the estimate same/tot towards prior by how far it stands out of its noise. */
