@@ -4,7 +4,7 @@
  * deliberately independent of liblomas (it links nothing of it).
  *
  *   exactsim [--line-size B] [--sizes B1,B2,...] [--cold] [--seed S] [--runs K]
- *            [--per-pc] FILE|-
+ *            [--ways W] [--per-pc] FILE|-
  *
  * Prints CSV "size_bytes,random,lru": miss ratios (misses per reference).
  * With --per-pc, the misses attributed to instructions instead: each
@@ -15,6 +15,10 @@
  * LRU is exact via stack distances (a Fenwick tree over time); random
  * replacement is simulated directly per size and averaged over K seeds.
  * Cold misses (first touch of a line) are excluded unless --cold.
+ * With --ways W (W > 0) the caches are W-way set-associative instead: a
+ * size of B bytes has B / (line size x W) sets, a line's set is its line
+ * number (address / line size) modulo the number of sets, and each set is
+ * simulated directly, LRU or random replacement within the set.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -49,6 +53,8 @@ typedef struct {
 	uint64_t *keys; /* open-addressing map line -> id + 1 */
 	uint32_t *vals;
 	size_t mcap, distinct;
+	uint64_t *line_of; /* id -> line number */
+	size_t lcap;
 } trace;
 
 static uint64_t mix64(uint64_t z)
@@ -94,6 +100,12 @@ static void trace_ref(trace *t, uint64_t line, uint64_t pc)
 			die("too many distinct lines");
 		t->keys[h] = line;
 		t->vals[h] = (uint32_t)++t->distinct;
+		if (t->distinct > t->lcap) {
+			t->lcap = t->lcap ? t->lcap * 2 : 1024;
+			if (!(t->line_of = realloc(t->line_of, t->lcap * sizeof *t->line_of)))
+				die("out of memory");
+		}
+		t->line_of[t->distinct - 1] = line;
 	}
 	if (t->n == t->cap) {
 		t->cap = t->cap ? t->cap * 2 : 1 << 20;
@@ -244,6 +256,56 @@ static uint64_t random_misses(const trace *t, uint64_t lines, uint64_t seed, uin
 	return misses;
 }
 
+/* ---- set-associative caches: each set simulated directly ---- */
+
+/*
+ * Non-cold misses of a cache of sets x ways lines, a line's set its line
+ * number modulo sets; LRU (each set's ways kept most recent first) or
+ * random replacement (a uniformly drawn way of the set).
+ */
+static uint64_t assoc_misses(const trace *t, uint64_t sets, uint64_t ways, bool lru, uint64_t seed)
+{
+	uint32_t *way = xmalloc(sets * ways * sizeof *way);
+	uint64_t *fill = calloc(sets, sizeof *fill);
+	bool *seen = calloc(t->distinct, 1);
+	uint64_t misses = 0;
+	if (!fill || !seen)
+		die("out of memory");
+	rng_state = seed;
+	for (size_t i = 0; i < t->n; i++) {
+		uint32_t id = t->ids[i];
+		uint64_t s = t->line_of[id] % sets, f = fill[s], at = f;
+		uint32_t *set = way + s * ways;
+		for (uint64_t k = 0; k < f; k++)
+			if (set[k] == id) {
+				at = k;
+				break;
+			}
+		if (at == f) {
+			misses += seen[id];
+			seen[id] = true;
+			if (f < ways) {
+				at = fill[s]++;
+			} else if (lru) {
+				at = ways - 1; /* the least recently used goes */
+			} else {
+				set[((unsigned __int128)rng_next() * ways) >> 64] = id;
+				continue;
+			}
+		} else if (!lru) {
+			continue;
+		}
+		/* LRU: to the front. */
+		for (uint64_t k = at; k > 0; k--)
+			set[k] = set[k - 1];
+		set[0] = id;
+	}
+	free(way);
+	free(fill);
+	free(seen);
+	return misses;
+}
+
 /* ---- per-instruction attribution ---- */
 
 typedef struct {
@@ -328,13 +390,13 @@ static uint64_t parse_u64(const char *s, const char *what)
 static void usage(void)
 {
 	fprintf(stderr, "usage: exactsim [--line-size B] [--sizes B1,B2,...] [--cold] "
-	                "[--seed S] [--runs K] [--per-pc] FILE|-\n");
+	                "[--seed S] [--runs K] [--ways W] [--per-pc] FILE|-\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	uint64_t line_size = 64, seed = 1, runs = 3, cold_n;
+	uint64_t line_size = 64, seed = 1, runs = 3, ways = 0, cold_n;
 	uint64_t *sizes = NULL;
 	size_t nsizes = 0;
 	const char *sizes_arg = NULL, *path = NULL;
@@ -351,6 +413,8 @@ int main(int argc, char **argv)
 			seed = parse_u64(argv[++i], "seed");
 		else if (!strcmp(argv[i], "--runs") && i + 1 < argc)
 			runs = parse_u64(argv[++i], "runs");
+		else if (!strcmp(argv[i], "--ways") && i + 1 < argc)
+			ways = parse_u64(argv[++i], "ways");
 		else if (!strcmp(argv[i], "--cold"))
 			cold = true;
 		else if (!strcmp(argv[i], "--per-pc"))
@@ -370,6 +434,10 @@ int main(int argc, char **argv)
 		die("line size must be a power of two");
 	if (runs == 0)
 		die("runs must be at least 1");
+	if (ways && per_pc)
+		die("--ways does not combine with --per-pc");
+	if (ways > 4096)
+		die("ways must be at most 4096");
 
 	if (sizes_arg) {
 		char *copy = strdup(sizes_arg), *save = NULL;
@@ -381,11 +449,16 @@ int main(int argc, char **argv)
 			sizes[nsizes] = parse_u64(tok, "size");
 			if (sizes[nsizes] == 0 || sizes[nsizes] % line_size)
 				die("sizes must be positive multiples of the line size");
+			if (ways && sizes[nsizes] % (line_size * ways))
+				die("with --ways, sizes must be whole sets (multiples of line size "
+				    "x ways)");
 			nsizes++;
 		}
 		free(copy);
 		if (!nsizes)
 			usage();
+	} else if (ways) {
+		die("--ways needs --sizes");
 	} else {
 		/* 1 KiB .. 1 GiB, 4 per octave, nearest whole line (at least one). */
 		nsizes = 81;
@@ -413,6 +486,33 @@ int main(int argc, char **argv)
 		free(t.pcs);
 		free(t.keys);
 		free(t.vals);
+		free(t.line_of);
+		return 0;
+	}
+	if (ways) {
+		/* The first touches are the cold misses whatever the geometry. */
+		cold_n = t.distinct;
+		printf("size_bytes,random,lru\n");
+		for (size_t i = 0; i < nsizes; i++) {
+			uint64_t sets = sizes[i] / line_size / ways;
+			double lru = 0, rnd = 0;
+			if (t.n > 0) {
+				for (uint64_t r = 0; r < runs; r++)
+					rnd += (double)assoc_misses(&t, sets, ways, false,
+					                            seed + r * 7919);
+				rnd = (rnd / (double)runs + (cold ? (double)cold_n : 0.0)) /
+				      (double)t.n;
+				lru = (double)(assoc_misses(&t, sets, ways, true, 0) +
+				               (cold ? cold_n : 0)) /
+				      (double)t.n;
+			}
+			printf("%" PRIu64 ",%.6f,%.6f\n", sizes[i], rnd, lru);
+		}
+		free(sizes);
+		free(t.ids);
+		free(t.keys);
+		free(t.vals);
+		free(t.line_of);
 		return 0;
 	}
 	uint64_t *hist = lru_histogram(&t, &cold_n, NULL);
@@ -446,5 +546,6 @@ int main(int argc, char **argv)
 	free(t.ids);
 	free(t.keys);
 	free(t.vals);
+	free(t.line_of);
 	return 0;
 }
