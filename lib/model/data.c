@@ -214,23 +214,25 @@ static lomas_status make_groups(const model_opts *o, const uint32_t *sample_piec
 
 /*
  * Distances below DENSE_D in a group of at least DENSE_MIN finite samples
- * are summed in a table indexed by distance (2 MiB) rather than sorted:
+ * are summed in a table indexed by distance (1 MiB) rather than sorted:
  * most reuses are short, and the sort of a million entries was most of a
  * curve's time. Sums per distance in sample order either way. One
- * distance's sums share a 32-byte cell: the distances come in random
- * order, and a cell is one cache miss where separate arrays were four.
+ * distance's sums share a 16-byte cell: the distances come in random
+ * order, and a cell is one cache miss where separate arrays were two. The
+ * cell holds the weight and the one partial sum the policy reads (LRU: wl;
+ * random: wi), half the table of keeping both (the table is in the cache
+ * or not by its size).
  */
 #define DENSE_D 65536
 #define DENSE_MIN 16384
 
 typedef struct dense_cell {
-	double w, wi, wl;
-	double pad; /* a cell per half line */
+	double w, x; /* all the weight; wl (lru) or wi (random) */
 } dense_cell;
 
 typedef struct dense {
 	dense_cell c[DENSE_D];
-	uint8_t used[DENSE_D]; /* zeroed per group: 64 KiB, not the 2 MiB of sums */
+	uint8_t used[DENSE_D]; /* zeroed per group: 64 KiB, not the 1 MiB of sums */
 } dense;
 
 /* The running sums of one group while its distances are written out in order. */
@@ -261,13 +263,14 @@ static inline void fin_put(model_data *m, const model_group *gr, fin_acc *f, uin
 		}
 		f->out_n++;
 	}
-	if (f->lru)
-		m->wl[f->out_n - 1] += wl;
-	else
-		m->wi[f->out_n - 1] += wi;
-	f->w0i += d == 0 ? wi : 0.0;
 	f->pa += w;
 	f->pb += w * (double)d;
+	if (f->lru) {
+		m->wl[f->out_n - 1] += wl;
+		return; /* the moments of wi are random replacement's (W0i, Wdi, Wd2i) */
+	}
+	m->wi[f->out_n - 1] += wi;
+	f->w0i += d == 0 ? wi : 0.0;
 	f->pai += wi;
 	f->pbi += wi * (double)d;
 	f->pci += wi * (double)d * (double)d;
@@ -283,19 +286,16 @@ static inline void fin_put_entry(model_data *m, const model_group *gr, fin_acc *
 /*
  * Sort and deduplicate each group's entries [off, cur[g]); the arrays and
  * prefix sums the policy needs (lru: wl, pw, pwd; random: wi, and with
- * moments pwi, pwdi, pwd2i for the per-size solver); group moments. tmp
- * holds the largest group; count 2048.
+ * moments pwi, pwdi, pwd2i for the per-size solver); random's group
+ * moments. tmp holds the largest group; count 2048; h the dense table.
  */
 static lomas_status finish_groups(model_data *m, entry *e, const size_t *cur, entry *tmp,
-                                  size_t *count, bool lru, bool moments)
+                                  size_t *count, dense *h, bool lru, bool moments)
 {
-	size_t ng = m->ngroups, nfin = 0, maxg = 0;
-	dense *h = NULL;
+	size_t ng = m->ngroups, nfin = 0;
 	bool ok = true;
-	for (size_t g = 0; g < ng; g++) {
+	for (size_t g = 0; g < ng; g++)
 		nfin += cur[g] - m->groups[g].off;
-		maxg = cur[g] - m->groups[g].off > maxg ? cur[g] - m->groups[g].off : maxg;
-	}
 	size_t np = nfin + ng + 1, nd = nfin ? nfin : 1;
 #define ALLOC(f, k, want) \
 	if (want)         \
@@ -309,11 +309,12 @@ static lomas_status finish_groups(model_data *m, entry *e, const size_t *cur, en
 	ALLOC(pwdi, np, !lru && moments);
 	ALLOC(pwd2i, np, !lru && moments);
 #undef ALLOC
-	if (ok && maxg >= DENSE_MIN)
-		ok = (h = malloc(sizeof *h)) != NULL;
 	if (!ok)
 		return error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 	fin_acc f = {.lru = lru, .moments = moments};
+	/* The entries in the cell's partial sum: inside (random), and in no corrected class (lru).
+	 */
+	const uint64_t xmask = lru ? E_INSIDE | E_FIXED : E_INSIDE;
 	for (size_t g = 0; g < ng; g++) {
 		model_group *gr = &m->groups[g];
 		size_t a = gr->off, b = cur[g];
@@ -334,15 +335,14 @@ static lomas_status finish_groups(model_data *m, entry *e, const size_t *cur, en
 				dense_cell *c = &h->c[d];
 				if (!h->used[d]) {
 					h->used[d] = 1;
-					*c = (dense_cell){0.0, 0.0, 0.0, 0.0};
+					*c = (dense_cell){0.0, 0.0};
 				}
 				c->w += w;
-				c->wi += e[i].key & E_INSIDE ? w : 0.0;
-				c->wl += (e[i].key & (E_INSIDE | E_FIXED)) == E_INSIDE ? w : 0.0;
+				c->x += (e[i].key & xmask) == E_INSIDE ? w : 0.0;
 			}
 			for (uint64_t d = 0; d < DENSE_D; d++)
 				if (h->used[d])
-					fin_put(m, gr, &f, d, h->c[d].w, h->c[d].wi, h->c[d].wl);
+					fin_put(m, gr, &f, d, h->c[d].w, h->c[d].x, h->c[d].x);
 			entry_sort(e + a, nl - a, tmp, count);
 			for (size_t i = a; i < nl; i++)
 				fin_put_entry(m, gr, &f, &e[i]);
@@ -362,14 +362,29 @@ static lomas_status finish_groups(model_data *m, entry *e, const size_t *cur, en
 			m->pwdi[q] = f.pbi;
 			m->pwd2i[q] = f.pci;
 		}
-		gr->W0i = f.w0i;
+		gr->W0i = f.w0i; /* random replacement's only: 0 with lru */
 		gr->dmax = gr->n > 0 ? m->d[f.out_n - 1] : 0.0;
 		gr->Wdi = f.pbi;
 		gr->Wd2i = f.pci;
 	}
 	m->n = f.out_n;
-	free(h);
 	return LOMAS_OK;
+}
+
+/* The finite samples (bins below 128) among [i, to): eight bins per step. */
+static size_t count_finite(const uint8_t *bin, size_t i, size_t to)
+{
+	size_t c = 0;
+	for (; i < to && (i & 7); i++)
+		c += bin[i] < 128;
+	for (; i + 8 <= to; i += 8) {
+		uint64_t x;
+		memcpy(&x, bin + i, 8);
+		c += 8 - (size_t)__builtin_popcountll(x & UINT64_C(0x8080808080808080));
+	}
+	for (; i < to; i++)
+		c += bin[i] < 128;
+	return c;
 }
 
 static int cross_cmp(const void *a, const void *b)
@@ -393,6 +408,9 @@ typedef struct cand {
 	uint32_t sample, entry; /* its index among the samples, and among the entries */
 } cand;
 
+/* model_data_build's scratch holds a cand per sample, then an entry per finite one. */
+_Static_assert(sizeof(cand) >= sizeof(entry), "a cand's memory holds an entry");
+
 #define SKETCH_LAG 16
 #define SAMPLE_AHEAD 16
 
@@ -401,14 +419,14 @@ typedef struct cand {
  * memory traffic of the whole profile): check each, place it in its piece
  * and histogram bin, add it to its piece's sums, write its entry (in
  * sample order, as inside its group for now) and, for StatStack, its reuse
- * class key. A reuse that ends before its piece does ends inside its group
+ * class hint (model_class_hint). A reuse that ends before its piece does ends inside its group
  * (groups are unions of whole pieces); the others are listed in cd and
  * placed once the groups are known. *in_order: the pieces never go back in
  * sample order (then so do the groups); *one: one thread, starts ascending.
  */
 static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t *sample_piece,
                                 uint8_t *sample_bin, piece_sum *ps, entry *e, size_t *nfin,
-                                cand *cd, size_t *ncand, uint64_t *key, uint8_t *sketch,
+                                cand *cd, size_t *ncand, uint32_t *hint, uint8_t *sketch,
                                 bool *in_order, bool *one)
 {
 	const model_pieces *pc = &m->pieces;
@@ -418,11 +436,11 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 	bool ord = true, single = true;
 	/*
 	 * The sketch's counters are two random bytes in 512 KiB per reuse: a
-	 * cache miss each, a fifth of the pass when taken in turn. Each key's
-	 * counters are prefetched when it is made and counted SKETCH_LAG keys
+	 * cache miss each, a fifth of the pass when taken in turn. Each hint's
+	 * counters are prefetched when it is made and counted SKETCH_LAG hints
 	 * later, so that the misses overlap.
 	 */
-	uint64_t lag[SKETCH_LAG];
+	uint32_t lag[SKETCH_LAG];
 	size_t nlag = 0;
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
@@ -460,8 +478,8 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 		last_start = s->start;
 		q->S += s->weight;
 		q->n++;
-		if (key)
-			key[i] = 0;
+		if (hint)
+			hint[i] = 0;
 		if (s->state == LOMAS_SAMPLE_REUSED) {
 			uint64_t d = sample_distance(s), end = x->start + x->refs;
 			end = end < x->start ? UINT64_MAX : end;
@@ -472,13 +490,13 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 				cd[nc++] = (cand){s->end, (uint32_t)i, (uint32_t)nf};
 			else
 				q->Wi += s->weight;
-			if (key) {
-				uint64_t kk2 = model_class_key(s, x->thread);
-				key[i] = kk2;
-				model_sketch_prefetch(sketch, kk2);
+			if (hint) {
+				uint32_t h = model_class_hint(s, x->thread);
+				hint[i] = h;
+				model_sketch_prefetch(sketch, h);
 				if (nlag >= SKETCH_LAG)
 					model_sketch_add(sketch, lag[nlag % SKETCH_LAG]);
-				lag[nlag++ % SKETCH_LAG] = kk2;
+				lag[nlag++ % SKETCH_LAG] = h;
 			}
 			nf++;
 		} else if (s->state == LOMAS_SAMPLE_DANGLING) {
@@ -506,7 +524,7 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
  */
 static lomas_status place_crossings(const lomas_profile *p, const model_opts *o, model_data *m,
                                     const uint32_t *sample_piece, const cand *cd, size_t nc,
-                                    entry *e, uint64_t *key)
+                                    entry *e, uint32_t *hint)
 {
 	m->cross = malloc((nc ? nc : 1) * sizeof *m->cross);
 	if (!m->cross)
@@ -531,8 +549,8 @@ static lomas_status place_crossings(const lomas_profile *p, const model_opts *o,
 		}
 		m->groups[g1].E += x->w;
 		x->key &= ~(uint64_t)E_INSIDE;
-		if (key)
-			key[cd[c].sample] = 0; /* a crossing reuse's interval mixes groups */
+		if (hint)
+			hint[cd[c].sample] = 0; /* a crossing reuse's interval mixes groups */
 		uint64_t d = x->key >> 2;
 		uint64_t start = d < E_DMAX ? end - d - 1 : p->samples.items[cd[c].sample].start;
 		m->cross[m->ncross++] = (model_cross){start, end, x->w, g0, g1, 0, 0};
@@ -543,15 +561,17 @@ static lomas_status place_crossings(const lomas_profile *p, const model_opts *o,
 
 lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o, model_data *m)
 {
-	size_t nfin = 0, maxg = 0, ncand = 0, ns = p->samples.n, np;
+	size_t nfin = 0, ncand = 0, ns = p->samples.n, np;
 	size_t *cur = NULL, *count = NULL;
 	uint32_t *sample_piece = NULL;
 	uint8_t *sample_bin = NULL, *sketch = NULL;
 	uint32_t *fixed = NULL;
-	uint64_t *key = NULL;
+	uint32_t *hint = NULL;
 	piece_sum *ps = NULL;
 	cand *cd = NULL;
-	entry *e = NULL, *tmp = NULL;
+	entry *e = NULL, *tmp = NULL, *e_mem = NULL;
+	unsigned char *scr = NULL;
+	dense *h = NULL;
 	double total = 0.0;
 	bool in_order = true, one = true, classes = o->classes && o->grouping != MODEL_GROUP_GLOBAL;
 	lomas_status st = LOMAS_OK;
@@ -567,18 +587,25 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	ps = calloc(np ? np : 1, sizeof *ps);
 	sample_piece = malloc((ns ? ns : 1) * sizeof *sample_piece);
 	sample_bin = malloc(ns ? ns : 1);
-	e = malloc((ns ? ns : 1) * sizeof *e);
-	cd = malloc((ns ? ns : 1) * sizeof *cd);
-	key = classes ? malloc((ns ? ns : 1) * sizeof *key) : NULL;
+	e = e_mem = malloc((ns ? ns : 1) * sizeof *e);
+	/*
+	 * Scratch: the candidates of sample_pass, then (their memory already
+	 * mapped, where fresh memory costs ~0.4 ms a megabyte in page faults)
+	 * the dense table and the sort's buffer of finish_groups. One cand per
+	 * sample is as large as one entry.
+	 */
+	scr = malloc(sizeof(dense) + (ns ? ns : 1) * sizeof(cand));
+	cd = (cand *)scr;
+	hint = classes ? malloc((ns ? ns : 1) * sizeof *hint) : NULL;
 	sketch = classes ? calloc((size_t)2 << MODEL_SKETCH_BITS, 1) : NULL;
 	count = malloc(2048 * sizeof *count);
-	if (!m->piece_group || !ps || !sample_piece || !sample_bin || !e || !cd || !count ||
-	    (classes && (!key || !sketch))) {
+	if (!m->piece_group || !ps || !sample_piece || !sample_bin || !e || !scr || !count ||
+	    (classes && (!hint || !sketch))) {
 		st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 		goto out;
 	}
-	if ((st = sample_pass(p, m, sample_piece, sample_bin, ps, e, &nfin, cd, &ncand, key, sketch,
-	                      &in_order, &one)))
+	if ((st = sample_pass(p, m, sample_piece, sample_bin, ps, e, &nfin, cd, &ncand, hint,
+	                      sketch, &in_order, &one)))
 		goto out;
 	if ((st = make_groups(o, sample_piece, sample_bin, ns, m)))
 		goto out;
@@ -621,41 +648,33 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 		for (size_t i = 0; i < ns; i++)
 			m->sample_g0[i] = m->sample_g1[i] = m->piece_group[sample_piece[i]];
 	}
-	if ((st = place_crossings(p, o, m, sample_piece, cd, ncand, e, key)))
+	if ((st = place_crossings(p, o, m, sample_piece, cd, ncand, e, hint)))
 		goto out;
-	free(cd);
 	cd = NULL;
+	h = (dense *)scr;
+	tmp = (entry *)(scr + sizeof(dense));
 	for (size_t g = 0, off = 0; g < m->ngroups; g++) {
 		size_t c = cur[g];
 		m->groups[g].off = cur[g] = off;
 		off += c;
-		maxg = c > maxg ? c : maxg;
 	}
 	if (classes) {
 		size_t nfixed = 0;
-		if ((st = model_classes(p, sample_piece, key, sketch, one, m, &fixed, &nfixed)))
+		if ((st = model_classes(p, sample_piece, hint, sketch, one, m, &fixed, &nfixed)))
 			goto out;
 		for (size_t j = 0; m->sample_fixed && j < nfixed; j++)
 			m->sample_fixed[fixed[j]] = 1;
 		/*
 		 * Entries are the finite samples in sample order (bins below 128),
 		 * fixed ones among them: the finite samples between two fixed ones
-		 * are counted without a branch (the loop vectorises; a branch per
-		 * sample mispredicted on every non-finite one).
+		 * are counted eight bins at a time (a branch per sample
+		 * mispredicted on every non-finite one).
 		 */
 		for (size_t i = 0, k = 0, j = 0; j < nfixed; j++) {
-			size_t to = fixed[j], c = 0;
-			for (; i < to; i++)
-				c += sample_bin[i] < 128;
-			k += c;
+			k += count_finite(sample_bin, i, fixed[j]);
 			e[k++].key |= E_FIXED;
-			i++;
+			i = fixed[j] + 1;
 		}
-	}
-	tmp = malloc(((in_order ? maxg : nfin) ? (in_order ? maxg : nfin) : 1) * sizeof *tmp);
-	if (!tmp) {
-		st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
-		goto out;
 	}
 	if (in_order) {
 		/* Each group's entries already follow the previous group's. */
@@ -672,7 +691,7 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 		e = tmp;
 		tmp = t;
 	}
-	st = finish_groups(m, e, cur, tmp, count, o->lru, o->moments);
+	st = finish_groups(m, e, cur, tmp, count, h, o->lru, o->moments);
 out:
 	if (!st) {
 		m->distinct = malloc((m->nthreads + 1) * sizeof *m->distinct);
@@ -685,14 +704,13 @@ out:
 	free(sample_piece);
 	free(sample_bin);
 	free(ps);
-	free(cd);
-	free(key);
+	free(scr);
+	free(hint);
 	free(sketch);
 	free(fixed);
 	free(cur);
 	free(count);
-	free(e);
-	free(tmp);
+	free(e_mem);
 	if (st)
 		model_data_free(m);
 	return st;
