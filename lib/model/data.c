@@ -14,51 +14,66 @@
 #include "model.h"
 
 /*
- * A finite sample while sorting: key = d << 2 | INSIDE | FIXED (16 bytes,
- * half the radix sort's traffic of keeping three weights per entry).
+ * The finite samples while sorting, as two arrays: k[i] = d << 2 | INSIDE
+ * | FIXED, and their weights w[i], or none while every weight is wu (a
+ * fixed period's profile: 8 bytes a sample, not 16, and half the sort's
+ * traffic).
  */
-typedef struct entry {
-	uint64_t key;
-	double w;
-} entry;
+typedef struct ents {
+	uint64_t *k;
+	double *w; /* NULL: every weight is wu */
+	double wu;
+} ents;
+
+static inline double ent_w(const ents *e, size_t i)
+{
+	return e->w ? e->w[i] : e->wu;
+}
 
 #define E_INSIDE 1u /* the reuse ends inside the group */
 #define E_FIXED 2u  /* ... and is in a corrected class (StatCache's F, not StatStack's) */
 #define E_DMAX ((UINT64_C(1) << 62) - 1)
 
-static void entry_isort(entry *a, size_t n)
+static void ent_isort(uint64_t *k, double *w, size_t n)
 {
 	for (size_t i = 1; i < n; i++) {
-		entry x = a[i];
+		uint64_t x = k[i];
+		double y = w ? w[i] : 0.0;
 		size_t j = i;
-		while (j > 0 && a[j - 1].key > x.key) {
-			a[j] = a[j - 1];
+		while (j > 0 && k[j - 1] > x) {
+			k[j] = k[j - 1];
+			if (w)
+				w[j] = w[j - 1];
 			j--;
 		}
-		a[j] = x;
+		k[j] = x;
+		if (w)
+			w[j] = y;
 	}
 }
 
 /*
- * Sort a group's entries by key: LSD radix sort on the digits where the
- * keys differ (windows hold a few hundred samples, where comparison sorts
- * lose most of their time to mispredicted branches). 8-bit digits for
- * small groups, 11-bit ones for large (a 30-bit key in 3 passes, not 4).
- * tmp holds n; count holds 2048.
+ * Sort a group's keys k[0..n) by value, their weights w (if any) with
+ * them: LSD radix sort on the digits where the keys differ (windows hold a
+ * few hundred samples, where comparison sorts lose most of their time to
+ * mispredicted branches). 8-bit digits for small groups, 11-bit ones for
+ * large (a 30-bit key in 3 passes, not 4). tk and tw hold n; count holds
+ * 2048.
  */
-static void entry_sort(entry *a, size_t n, entry *tmp, size_t *count)
+static void ent_sort(uint64_t *k, double *w, size_t n, uint64_t *tk, double *tw, size_t *count)
 {
 	uint64_t all_or = 0, all_and = UINT64_MAX;
-	entry *src = a, *dst = tmp;
+	uint64_t *src = k, *dst = tk;
+	double *srcw = w, *dstw = tw;
 	int bits = n < 4096 ? 8 : 11;
 	size_t nb = (size_t)1 << bits, mask = nb - 1;
 	if (n <= 32) {
-		entry_isort(a, n);
+		ent_isort(k, w, n);
 		return;
 	}
 	for (size_t i = 0; i < n; i++) {
-		all_or |= a[i].key;
-		all_and &= a[i].key;
+		all_or |= k[i];
+		all_and &= k[i];
 	}
 	for (int shift = 0; shift < 64 && ((all_or ^ all_and) >> shift) != 0; shift += bits) {
 		size_t sum = 0;
@@ -66,20 +81,34 @@ static void entry_sort(entry *a, size_t n, entry *tmp, size_t *count)
 			continue; /* every key has the same digit here */
 		memset(count, 0, nb * sizeof *count);
 		for (size_t i = 0; i < n; i++)
-			count[(src[i].key >> shift) & mask]++;
+			count[(src[i] >> shift) & mask]++;
 		for (size_t b = 0; b < nb; b++) {
 			size_t c = count[b];
 			count[b] = sum;
 			sum += c;
 		}
-		for (size_t i = 0; i < n; i++)
-			dst[count[(src[i].key >> shift) & mask]++] = src[i];
-		entry *t = src;
+		if (w) {
+			for (size_t i = 0; i < n; i++) {
+				size_t to = count[(src[i] >> shift) & mask]++;
+				dst[to] = src[i];
+				dstw[to] = srcw[i];
+			}
+			double *t = srcw;
+			srcw = dstw;
+			dstw = t;
+		} else {
+			for (size_t i = 0; i < n; i++)
+				dst[count[(src[i] >> shift) & mask]++] = src[i];
+		}
+		uint64_t *t = src;
 		src = dst;
 		dst = t;
 	}
-	if (src != a)
-		memcpy(a, src, n * sizeof *a);
+	if (src != k) {
+		memcpy(k, src, n * sizeof *k);
+		if (w)
+			memcpy(w, srcw, n * sizeof *w);
+	}
 }
 
 void model_data_free(model_data *m)
@@ -276,20 +305,22 @@ static inline void fin_put(model_data *m, const model_group *gr, fin_acc *f, uin
 	f->pci += wi * (double)d * (double)d;
 }
 
-static inline void fin_put_entry(model_data *m, const model_group *gr, fin_acc *f, const entry *x)
+static inline void fin_put_key(model_data *m, const model_group *gr, fin_acc *f, uint64_t key,
+                               double w)
 {
-	double wi = x->key & E_INSIDE ? x->w : 0.0;
-	double wl = (x->key & (E_INSIDE | E_FIXED)) == E_INSIDE ? x->w : 0.0;
-	fin_put(m, gr, f, x->key >> 2, x->w, wi, wl);
+	double wi = key & E_INSIDE ? w : 0.0;
+	double wl = (key & (E_INSIDE | E_FIXED)) == E_INSIDE ? w : 0.0;
+	fin_put(m, gr, f, key >> 2, w, wi, wl);
 }
 
 /*
  * Sort and deduplicate each group's entries [off, cur[g]); the arrays and
  * prefix sums the policy needs (lru: wl, pw, pwd; random: wi, and with
  * moments pwi, pwdi, pwd2i for the per-size solver); random's group
- * moments. tmp holds the largest group; count 2048; h the dense table.
+ * moments. tmp holds the largest group (and weights if e has); count
+ * 2048; h the dense table.
  */
-static lomas_status finish_groups(model_data *m, entry *e, const size_t *cur, entry *tmp,
+static lomas_status finish_groups(model_data *m, ents *e, const size_t *cur, const ents *tmp,
                                   size_t *count, dense *h, bool lru, bool moments)
 {
 	size_t ng = m->ngroups, nfin = 0;
@@ -326,31 +357,30 @@ static lomas_status finish_groups(model_data *m, entry *e, const size_t *cur, en
 			size_t nl = a;
 			memset(h->used, 0, sizeof h->used);
 			for (size_t i = a; i < b; i++) {
-				uint64_t d = e[i].key >> 2;
+				uint64_t key = e->k[i], d = key >> 2;
 				if (d >= DENSE_D) {
-					e[nl++] = e[i];
+					if (e->w)
+						e->w[nl] = e->w[i];
+					e->k[nl++] = key;
 					continue;
 				}
-				double w = e[i].w;
+				double w = ent_w(e, i);
 				dense_cell *c = &h->c[d];
 				if (!h->used[d]) {
 					h->used[d] = 1;
 					*c = (dense_cell){0.0, 0.0};
 				}
 				c->w += w;
-				c->x += (e[i].key & xmask) == E_INSIDE ? w : 0.0;
+				c->x += (key & xmask) == E_INSIDE ? w : 0.0;
 			}
 			for (uint64_t d = 0; d < DENSE_D; d++)
 				if (h->used[d])
 					fin_put(m, gr, &f, d, h->c[d].w, h->c[d].x, h->c[d].x);
-			entry_sort(e + a, nl - a, tmp, count);
-			for (size_t i = a; i < nl; i++)
-				fin_put_entry(m, gr, &f, &e[i]);
-		} else {
-			entry_sort(e + a, b - a, tmp, count);
-			for (size_t i = a; i < b; i++)
-				fin_put_entry(m, gr, &f, &e[i]);
+			b = nl;
 		}
+		ent_sort(e->k + a, e->w ? e->w + a : NULL, b - a, tmp->k, tmp->w, count);
+		for (size_t i = a; i < b; i++)
+			fin_put_key(m, gr, &f, e->k[i], ent_w(e, i));
 		gr->off = f.start;
 		gr->n = f.out_n - f.start;
 		size_t q = gr->pre + gr->n;
@@ -408,8 +438,8 @@ typedef struct cand {
 	uint32_t sample, entry; /* its index among the samples, and among the entries */
 } cand;
 
-/* model_data_build's scratch holds a cand per sample, then an entry per finite one. */
-_Static_assert(sizeof(cand) >= sizeof(entry), "a cand's memory holds an entry");
+/* model_data_build's scratch holds a cand per sample, then a key and a weight per finite one. */
+_Static_assert(sizeof(cand) >= sizeof(uint64_t) + sizeof(double), "a cand's memory holds both");
 
 #define SKETCH_LAG 16
 #define SAMPLE_AHEAD 16
@@ -425,9 +455,9 @@ _Static_assert(sizeof(cand) >= sizeof(entry), "a cand's memory holds an entry");
  * sample order (then so do the groups); *one: one thread, starts ascending.
  */
 static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t *sample_piece,
-                                uint8_t *sample_bin, piece_sum *ps, entry *e, size_t *nfin,
-                                cand *cd, size_t *ncand, uint32_t *hint, uint8_t *sketch,
-                                bool *in_order, bool *one)
+                                uint8_t *sample_bin, piece_sum *ps, ents *e, double *wmem,
+                                size_t *nfin, cand *cd, size_t *ncand, uint32_t *hint,
+                                uint8_t *sketch, bool *in_order, bool *one)
 {
 	const model_pieces *pc = &m->pieces;
 	size_t nf = 0, nc = 0, last = 0, first = 0, k = 0;
@@ -483,7 +513,18 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 		if (s->state == LOMAS_SAMPLE_REUSED) {
 			uint64_t d = sample_distance(s), end = x->start + x->refs;
 			end = end < x->start ? UINT64_MAX : end;
-			e[nf] = (entry){(d < E_DMAX ? d : E_DMAX) << 2 | E_INSIDE, s->weight};
+			e->k[nf] = (d < E_DMAX ? d : E_DMAX) << 2 | E_INSIDE;
+			if (e->w) {
+				e->w[nf] = s->weight;
+			} else if (nf == 0) {
+				e->wu = s->weight;
+			} else if (memcmp(&s->weight, &e->wu, sizeof e->wu) != 0) {
+				/* The first weight that differs: the weights are kept from here. */
+				e->w = wmem;
+				for (size_t j = 0; j < nf; j++)
+					e->w[j] = e->wu;
+				e->w[nf] = s->weight;
+			}
 			q->W += s->weight;
 			q->fin++;
 			if (s->end >= end)
@@ -524,14 +565,15 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
  */
 static lomas_status place_crossings(const lomas_profile *p, const model_opts *o, model_data *m,
                                     const uint32_t *sample_piece, const cand *cd, size_t nc,
-                                    entry *e, uint32_t *hint)
+                                    ents *e, uint32_t *hint)
 {
 	m->cross = malloc((nc ? nc : 1) * sizeof *m->cross);
 	if (!m->cross)
 		return error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 	for (size_t c = 0; c < nc; c++) {
 		uint64_t end = cd[c].end;
-		entry *x = &e[cd[c].entry];
+		size_t x = cd[c].entry;
+		double w = ent_w(e, x);
 		uint32_t g0 = m->piece_group[sample_piece[cd[c].sample]], g1 = g0;
 		model_group *g = &m->groups[g0];
 		size_t hi = m->thread_first[g->thread + 1];
@@ -543,17 +585,17 @@ static lomas_status place_crossings(const lomas_profile *p, const model_opts *o,
 		if (m->sample_g1)
 			m->sample_g1[cd[c].sample] = g1;
 		if (g1 == g0) {
-			g->Wi += x->w;
-			g->E += x->w;
+			g->Wi += w;
+			g->E += w;
 			continue;
 		}
-		m->groups[g1].E += x->w;
-		x->key &= ~(uint64_t)E_INSIDE;
+		m->groups[g1].E += w;
+		e->k[x] &= ~(uint64_t)E_INSIDE;
 		if (hint)
 			hint[cd[c].sample] = 0; /* a crossing reuse's interval mixes groups */
-		uint64_t d = x->key >> 2;
+		uint64_t d = e->k[x] >> 2;
 		uint64_t start = d < E_DMAX ? end - d - 1 : p->samples.items[cd[c].sample].start;
-		m->cross[m->ncross++] = (model_cross){start, end, x->w, g0, g1, 0, 0};
+		m->cross[m->ncross++] = (model_cross){start, end, w, g0, g1, 0, 0};
 	}
 	qsort(m->cross, m->ncross, sizeof *m->cross, cross_cmp);
 	return LOMAS_OK;
@@ -569,7 +611,9 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	uint32_t *hint = NULL;
 	piece_sum *ps = NULL;
 	cand *cd = NULL;
-	entry *e = NULL, *tmp = NULL, *e_mem = NULL;
+	ents e = {0}, tmp = {0};
+	uint64_t *k_mem = NULL;
+	double *w_mem = NULL;
 	unsigned char *scr = NULL;
 	dense *h = NULL;
 	double total = 0.0;
@@ -587,25 +631,26 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	ps = calloc(np ? np : 1, sizeof *ps);
 	sample_piece = malloc((ns ? ns : 1) * sizeof *sample_piece);
 	sample_bin = malloc(ns ? ns : 1);
-	e = e_mem = malloc((ns ? ns : 1) * sizeof *e);
+	/* The weights' array is written (its pages mapped) only if the weights differ. */
+	e.k = k_mem = malloc((ns ? ns : 1) * sizeof *e.k);
+	w_mem = malloc((ns ? ns : 1) * sizeof *w_mem);
 	/*
 	 * Scratch: the candidates of sample_pass, then (their memory already
 	 * mapped, where fresh memory costs ~0.4 ms a megabyte in page faults)
-	 * the dense table and the sort's buffer of finish_groups. One cand per
-	 * sample is as large as one entry.
+	 * the dense table and the sort's buffers of finish_groups.
 	 */
 	scr = malloc(sizeof(dense) + (ns ? ns : 1) * sizeof(cand));
 	cd = (cand *)scr;
 	hint = classes ? malloc((ns ? ns : 1) * sizeof *hint) : NULL;
 	sketch = classes ? calloc((size_t)2 << MODEL_SKETCH_BITS, 1) : NULL;
 	count = malloc(2048 * sizeof *count);
-	if (!m->piece_group || !ps || !sample_piece || !sample_bin || !e || !scr || !count ||
-	    (classes && (!hint || !sketch))) {
+	if (!m->piece_group || !ps || !sample_piece || !sample_bin || !k_mem || !w_mem || !scr ||
+	    !count || (classes && (!hint || !sketch))) {
 		st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 		goto out;
 	}
-	if ((st = sample_pass(p, m, sample_piece, sample_bin, ps, e, &nfin, cd, &ncand, hint,
-	                      sketch, &in_order, &one)))
+	if ((st = sample_pass(p, m, sample_piece, sample_bin, ps, &e, w_mem, &nfin, cd, &ncand,
+	                      hint, sketch, &in_order, &one)))
 		goto out;
 	if ((st = make_groups(o, sample_piece, sample_bin, ns, m)))
 		goto out;
@@ -648,11 +693,13 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 		for (size_t i = 0; i < ns; i++)
 			m->sample_g0[i] = m->sample_g1[i] = m->piece_group[sample_piece[i]];
 	}
-	if ((st = place_crossings(p, o, m, sample_piece, cd, ncand, e, hint)))
+	if ((st = place_crossings(p, o, m, sample_piece, cd, ncand, &e, hint)))
 		goto out;
 	cd = NULL;
 	h = (dense *)scr;
-	tmp = (entry *)(scr + sizeof(dense));
+	tmp.k = (uint64_t *)(scr + sizeof(dense));
+	tmp.w = e.w ? (double *)(tmp.k + ns) : NULL;
+	tmp.wu = e.wu;
 	for (size_t g = 0, off = 0; g < m->ngroups; g++) {
 		size_t c = cur[g];
 		m->groups[g].off = cur[g] = off;
@@ -672,7 +719,7 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 		 */
 		for (size_t i = 0, k = 0, j = 0; j < nfixed; j++) {
 			k += count_finite(sample_bin, i, fixed[j]);
-			e[k++].key |= E_FIXED;
+			e.k[k++] |= E_FIXED;
 			i = fixed[j] + 1;
 		}
 	}
@@ -685,13 +732,17 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 		for (size_t i = 0, k = 0; i < ns; i++) {
 			if (sample_bin[i] >= 128)
 				continue;
-			tmp[cur[m->piece_group[sample_piece[i]]]++] = e[k++];
+			size_t to = cur[m->piece_group[sample_piece[i]]]++;
+			tmp.k[to] = e.k[k];
+			if (e.w)
+				tmp.w[to] = e.w[k];
+			k++;
 		}
-		entry *t = e;
+		ents t = e;
 		e = tmp;
 		tmp = t;
 	}
-	st = finish_groups(m, e, cur, tmp, count, h, o->lru, o->moments);
+	st = finish_groups(m, &e, cur, &tmp, count, h, o->lru, o->moments);
 out:
 	if (!st) {
 		m->distinct = malloc((m->nthreads + 1) * sizeof *m->distinct);
@@ -710,7 +761,8 @@ out:
 	free(fixed);
 	free(cur);
 	free(count);
-	free(e_mem);
+	free(k_mem);
+	free(w_mem);
 	if (st)
 		model_data_free(m);
 	return st;
