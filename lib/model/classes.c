@@ -88,11 +88,14 @@ static bool ctable_add(ctable *t, uint64_t key)
 
 #define KEY_AHEAD 8
 
-/* Whether a hint may reach MODEL_CLASS_MIN samples (model_sketch_add). */
-static bool sketch_may_reach(const uint8_t *c, uint32_t hint)
+/*
+ * Whether a hint may reach MODEL_CLASS_MIN samples (model_sketch_add): its
+ * first row's counter as a bit of rowa, its second's in the sketch.
+ */
+static bool sketch_may_reach(const uint64_t *rowa, const uint8_t *c, uint32_t hint)
 {
-	return c[MODEL_SKETCH_A(hint)] >= MODEL_CLASS_MIN &&
-	       c[MODEL_SKETCH_B(hint)] >= MODEL_CLASS_MIN;
+	size_t a = MODEL_SKETCH_A(hint);
+	return (rowa[a / 64] >> (a % 64) & 1) && c[MODEL_SKETCH_B(hint)] >= MODEL_CLASS_MIN;
 }
 
 lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece,
@@ -102,19 +105,29 @@ lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece,
 	size_t n = p->samples.n, nfix = 0, npass = 0, cap = 0, ncls = 0;
 	ctable tab = {calloc(4096, sizeof(cslot)), 4096, 0};
 	uint32_t *thread = NULL, *pass = NULL, *cls = NULL;
-	uint64_t *key = NULL;
+	uint64_t *key = NULL, *rowa = malloc(((size_t)1 << MODEL_SKETCH_BITS) / 8);
 	double *ht = NULL, *in = NULL;
 	lomas_status st = LOMAS_OK;
 	*fixed = NULL;
 	*nfixed = 0;
-	if (!tab.s) {
+	if (!tab.s || !rowa) {
 		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 		goto out;
 	}
-	/* The samples whose hint may reach a class, listed in pass. */
+	/*
+	 * The samples whose hint may reach a class, listed in pass. The first
+	 * row's test is a bit of a 32 KiB map (in the first-level cache; most
+	 * hints fail it), the second row's a byte of the sketch.
+	 */
+	for (size_t i = 0; i < ((size_t)1 << MODEL_SKETCH_BITS); i += 64) {
+		uint64_t b = 0;
+		for (size_t j = 0; j < 64; j++)
+			b |= (uint64_t)(sketch[i + j] >= MODEL_CLASS_MIN) << j;
+		rowa[i / 64] = b;
+	}
 	for (size_t i = 0; i < n; i++) {
 		uint32_t h = hint[i];
-		if (!h || !sketch_may_reach(sketch, h))
+		if (!h || !sketch_may_reach(rowa, sketch, h))
 			continue;
 		if (npass == cap) {
 			uint32_t *q = realloc(pass, (cap = cap ? 2 * cap : 1024) * sizeof *pass);
@@ -137,8 +150,10 @@ lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece,
 		goto out;
 	}
 	for (size_t j = 0; j < npass; j++) {
-		if (j + KEY_AHEAD < npass)
+		if (j + KEY_AHEAD < npass) {
 			__builtin_prefetch(&p->samples.items[pass[j + KEY_AHEAD]]);
+			__builtin_prefetch(&sample_piece[pass[j + KEY_AHEAD]]);
+		}
 		key[j] = model_class_key(&p->samples.items[pass[j]],
 		                         m->pieces.items[sample_piece[pass[j]]].thread);
 		if (!ctable_add(&tab, key[j])) {
@@ -180,6 +195,10 @@ lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece,
 		goto out;
 	for (size_t j = 0; j < nfix; j++) {
 		const lomas_sample *s = &p->samples.items[(*fixed)[j]];
+		if (j + KEY_AHEAD < nfix) {
+			__builtin_prefetch(&p->samples.items[(*fixed)[j + KEY_AHEAD]]);
+			__builtin_prefetch(&sample_piece[(*fixed)[j + KEY_AHEAD]]);
+		}
 		/* Only reuses inside one group have a key: they end in g0 too. */
 		uint32_t g0 = m->piece_group[sample_piece[(*fixed)[j]]];
 		m->fix[m->nfix++] = (model_fix){.s = s->start,
@@ -196,6 +215,7 @@ lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece,
 out:
 	free(pass);
 	free(key);
+	free(rowa);
 	free(tab.s);
 	free(thread);
 	free(ht);
