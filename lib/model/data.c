@@ -472,7 +472,14 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 	 * later, so that the misses overlap.
 	 */
 	uint32_t lag[SKETCH_LAG];
-	size_t nlag = 0;
+	size_t nlag = 0, cur = SIZE_MAX;
+	/*
+	 * The sums of the current piece, in registers while its samples come
+	 * (through memory, each sum was a store-to-load chain across samples);
+	 * loaded and stored back when the piece changes, the additions in the
+	 * same order.
+	 */
+	piece_sum acc = {0};
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
 		lomas_status st = check_sample(p, i, s);
@@ -499,7 +506,13 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 		for (size_t j = 1; j < k; j++)
 			kk += off >= cut[j];
 		const model_piece *x = &pc->items[kk];
-		piece_sum *q = &ps[kk];
+		piece_sum *q = &acc;
+		if (kk != cur) {
+			if (cur != SIZE_MAX)
+				ps[cur] = acc;
+			acc = ps[kk];
+			cur = kk;
+		}
 		uint8_t bin = model_seg_bin(s);
 		sample_piece[i] = (uint32_t)kk;
 		sample_bin[i] = bin;
@@ -548,6 +561,8 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 			q->C += s->weight;
 		}
 	}
+	if (cur != SIZE_MAX)
+		ps[cur] = acc;
 	for (size_t j = nlag > SKETCH_LAG ? nlag - SKETCH_LAG : 0; j < nlag; j++)
 		model_sketch_add(sketch, lag[j % SKETCH_LAG]);
 	*nfin = nf;

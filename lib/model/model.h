@@ -178,8 +178,31 @@ void model_data_free(model_data *m);
 lomas_status model_segment(const uint32_t *sample_piece, const uint8_t *sample_bin, size_t n,
                            const model_pieces *pc, double alpha, uint32_t *piece_group,
                            size_t *ngroups);
-/* The segmentation's histogram bin of sample s. */
-uint8_t model_seg_bin(const lomas_sample *s);
+#define MODEL_BIN_DANGLING 129
+#define MODEL_BIN_CENSORED 130
+
+/*
+ * The segmentation's histogram bin of sample s: floor(2 log2(d + 1))
+ * without a logarithm (the octave, and whether past sqrt(2) in it), or
+ * MODEL_BIN_DANGLING or MODEL_BIN_CENSORED. Inline: it is made for every
+ * sample in model_data_build's one pass.
+ */
+static inline uint8_t model_seg_bin(const lomas_sample *s)
+{
+	uint64_t v, half;
+	unsigned k;
+	if (s->state == LOMAS_SAMPLE_DANGLING)
+		return MODEL_BIN_DANGLING;
+	if (s->state == LOMAS_SAMPLE_CENSORED)
+		return MODEL_BIN_CENSORED;
+	v = sample_distance(s) + 1;
+	if (v == 0)
+		return 127; /* d = 2^64 - 1 */
+	k = 63u - (unsigned)__builtin_clzll(v);
+	/* floor(sqrt(2) 2^k) from sqrt(2) 2^63 = 0xb504f333f9de6484.8...; never equal to v > 1. */
+	half = 0xb504f333f9de6484ull >> (63 - k);
+	return (uint8_t)(2 * k + (v > half));
+}
 
 /* The reuse class key of the reused sample s of (pseudo-)thread thread, never 0 (classes.c). */
 uint64_t model_class_key(const lomas_sample *s, uint32_t thread);
