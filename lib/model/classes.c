@@ -47,12 +47,11 @@ static uint64_t mix64(uint64_t z)
  */
 uint64_t model_class_key(const lomas_sample *s, uint32_t thread)
 {
-	uint64_t v = sample_distance(s) + 1, h;
-	unsigned k = v ? 63u - (unsigned)__builtin_clzll(v) : 64u;
-	unsigned sub = k >= 3 ? (unsigned)(v >> (k - 3)) & 7u : (unsigned)(v << (3 - k)) & 7u;
-	h = mix64(s->start_pc ^ 0x9e3779b97f4a7c15ull) ^
+	uint64_t h =
+	    mix64(s->start_pc ^ 0x9e3779b97f4a7c15ull) ^
 	    rotl64(mix64(s->end_pc ^ 0x6a09e667f3bcc909ull), 21) ^
-	    rotl64(mix64(((uint64_t)thread << 16 | (8u * k + sub)) ^ 0xbb67ae8584caa73bull), 42);
+	    rotl64(mix64(((uint64_t)thread << 16 | model_class_octave(s)) ^ 0xbb67ae8584caa73bull),
+	           42);
 	return h ? h : 1;
 }
 
@@ -87,37 +86,48 @@ static bool ctable_add(ctable *t, uint64_t key)
 	return true;
 }
 
-/* Whether key may reach MODEL_CLASS_MIN samples (model_sketch_add). */
-static bool sketch_may_reach(const uint8_t *c, uint64_t key)
+#define KEY_AHEAD 8
+
+/*
+ * Whether a hint may reach MODEL_CLASS_MIN samples (model_sketch_add): its
+ * first row's counter as a bit of rowa, its second's in the sketch.
+ */
+static bool sketch_may_reach(const uint64_t *rowa, const uint8_t *c, uint32_t hint)
 {
-	const size_t mask = ((size_t)1 << MODEL_SKETCH_BITS) - 1;
-	return c[key & mask] >= MODEL_CLASS_MIN &&
-	       c[(1u << MODEL_SKETCH_BITS) + (key >> 40 & mask)] >= MODEL_CLASS_MIN;
+	size_t a = MODEL_SKETCH_A(hint);
+	return (rowa[a / 64] >> (a % 64) & 1) && c[MODEL_SKETCH_B(hint)] >= MODEL_CLASS_MIN;
 }
 
-lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece, uint64_t *key,
-                           const uint8_t *sketch, bool one, model_data *m, uint32_t **fixed,
-                           size_t *nfixed)
+lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece,
+                           const uint32_t *hint, const uint8_t *sketch, bool one, model_data *m,
+                           uint32_t **fixed, size_t *nfixed)
 {
 	size_t n = p->samples.n, nfix = 0, npass = 0, cap = 0, ncls = 0;
 	ctable tab = {calloc(4096, sizeof(cslot)), 4096, 0};
 	uint32_t *thread = NULL, *pass = NULL, *cls = NULL;
+	uint64_t *key = NULL, *rowa = malloc(((size_t)1 << MODEL_SKETCH_BITS) / 8);
 	double *ht = NULL, *in = NULL;
 	lomas_status st = LOMAS_OK;
 	*fixed = NULL;
 	*nfixed = 0;
-	if (!tab.s) {
+	if (!tab.s || !rowa) {
 		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 		goto out;
 	}
 	/*
-	 * The samples whose key may reach a class: their keys packed at the
-	 * front of key (npass <= i: key[i] is read before key[npass] is
-	 * written), their indices listed in pass.
+	 * The samples whose hint may reach a class, listed in pass. The first
+	 * row's test is a bit of a 32 KiB map (in the first-level cache; most
+	 * hints fail it), the second row's a byte of the sketch.
 	 */
+	for (size_t i = 0; i < ((size_t)1 << MODEL_SKETCH_BITS); i += 64) {
+		uint64_t b = 0;
+		for (size_t j = 0; j < 64; j++)
+			b |= (uint64_t)(sketch[i + j] >= MODEL_CLASS_MIN) << j;
+		rowa[i / 64] = b;
+	}
 	for (size_t i = 0; i < n; i++) {
-		uint64_t k = key[i];
-		if (!k || !sketch_may_reach(sketch, k))
+		uint32_t h = hint[i];
+		if (!h || !sketch_may_reach(rowa, sketch, h))
 			continue;
 		if (npass == cap) {
 			uint32_t *q = realloc(pass, (cap = cap ? 2 * cap : 1024) * sizeof *pass);
@@ -127,12 +137,29 @@ lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece,
 			}
 			pass = q;
 		}
-		if (!ctable_add(&tab, k)) {
+		pass[npass++] = (uint32_t)i;
+	}
+	/*
+	 * Their keys, counted. They are a few percent of the samples, each on
+	 * its own cache line: fetched KEY_AHEAD samples ahead (in turn, each
+	 * was a miss to memory, the step's largest cost).
+	 */
+	key = malloc((npass ? npass : 1) * sizeof *key);
+	if (!key) {
+		st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
+		goto out;
+	}
+	for (size_t j = 0; j < npass; j++) {
+		if (j + KEY_AHEAD < npass) {
+			__builtin_prefetch(&p->samples.items[pass[j + KEY_AHEAD]]);
+			__builtin_prefetch(&sample_piece[pass[j + KEY_AHEAD]]);
+		}
+		key[j] = model_class_key(&p->samples.items[pass[j]],
+		                         m->pieces.items[sample_piece[pass[j]]].thread);
+		if (!ctable_add(&tab, key[j])) {
 			st = error_set(LOMAS_ENOMEM, "out of memory classifying reuses");
 			goto out;
 		}
-		key[npass] = k;
-		pass[npass++] = (uint32_t)i;
 	}
 	cls = malloc((npass ? npass : 1) * sizeof *cls);
 	if (!cls) {
@@ -168,6 +195,10 @@ lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece,
 		goto out;
 	for (size_t j = 0; j < nfix; j++) {
 		const lomas_sample *s = &p->samples.items[(*fixed)[j]];
+		if (j + KEY_AHEAD < nfix) {
+			__builtin_prefetch(&p->samples.items[(*fixed)[j + KEY_AHEAD]]);
+			__builtin_prefetch(&sample_piece[(*fixed)[j + KEY_AHEAD]]);
+		}
 		/* Only reuses inside one group have a key: they end in g0 too. */
 		uint32_t g0 = m->piece_group[sample_piece[(*fixed)[j]]];
 		m->fix[m->nfix++] = (model_fix){.s = s->start,
@@ -183,6 +214,8 @@ lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece,
 	m->nclass = ncls;
 out:
 	free(pass);
+	free(key);
+	free(rowa);
 	free(tab.s);
 	free(thread);
 	free(ht);

@@ -38,7 +38,8 @@ typedef struct model_group {
 	double D;      /* dangling weight */
 	double C;      /* censored weight */
 	double refs;   /* weight of the group in the mean (its windows' references) */
-	/* The same sums over the finite samples whose reuse ends inside the group. */
+	/* The same sums over the finite samples whose reuse ends inside the group
+	 * (W0i, Wdi, Wd2i: random replacement's, 0 in model_opts.lru's data). */
 	double Wi, W0i, Wdi, Wd2i;
 	double E;        /* weight of the reuses (from any group) that end in this one */
 	double dmax;     /* largest finite distance (0 if none) */
@@ -177,8 +178,31 @@ void model_data_free(model_data *m);
 lomas_status model_segment(const uint32_t *sample_piece, const uint8_t *sample_bin, size_t n,
                            const model_pieces *pc, double alpha, uint32_t *piece_group,
                            size_t *ngroups);
-/* The segmentation's histogram bin of sample s. */
-uint8_t model_seg_bin(const lomas_sample *s);
+#define MODEL_BIN_DANGLING 129
+#define MODEL_BIN_CENSORED 130
+
+/*
+ * The segmentation's histogram bin of sample s: floor(2 log2(d + 1))
+ * without a logarithm (the octave, and whether past sqrt(2) in it), or
+ * MODEL_BIN_DANGLING or MODEL_BIN_CENSORED. Inline: it is made for every
+ * sample in model_data_build's one pass.
+ */
+static inline uint8_t model_seg_bin(const lomas_sample *s)
+{
+	uint64_t v, half;
+	unsigned k;
+	if (s->state == LOMAS_SAMPLE_DANGLING)
+		return MODEL_BIN_DANGLING;
+	if (s->state == LOMAS_SAMPLE_CENSORED)
+		return MODEL_BIN_CENSORED;
+	v = sample_distance(s) + 1;
+	if (v == 0)
+		return 127; /* d = 2^64 - 1 */
+	k = 63u - (unsigned)__builtin_clzll(v);
+	/* floor(sqrt(2) 2^k) from sqrt(2) 2^63 = 0xb504f333f9de6484.8...; never equal to v > 1. */
+	half = 0xb504f333f9de6484ull >> (63 - k);
+	return (uint8_t)(2 * k + (v > half));
+}
 
 /* The reuse class key of the reused sample s of (pseudo-)thread thread, never 0 (classes.c). */
 uint64_t model_class_key(const lomas_sample *s, uint32_t thread);
@@ -187,41 +211,69 @@ uint64_t model_class_key(const lomas_sample *s, uint32_t thread);
  * Classify p's finite samples (classes.c): *fixed (malloc'd) lists, in
  * sample order, the *nfixed samples of classes of at least
  * MODEL_CLASS_MIN; m->fix gets them with their own interval counts.
- * sample_piece: each sample's piece; key: each sample's class key
- * (model_class_key), 0 for the samples that have none (not reused, or
- * reused across groups); its storage is used up. sketch: the keys counted
- * (model_sketch_add). one: the samples are of one thread, in start order.
+ * sample_piece: each sample's piece; hint: each sample's class hint
+ * (model_class_hint), 0 for the samples that have none (not reused, or
+ * reused across groups). sketch: the hints counted (model_sketch_add). one:
+ * the samples are of one thread, in start order. Only the samples whose
+ * hint passes the sketch get their class key (a few percent of them).
  */
-lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece, uint64_t *key,
-                           const uint8_t *sketch, bool one, model_data *m, uint32_t **fixed,
-                           size_t *nfixed);
+lomas_status model_classes(const lomas_profile *p, const uint32_t *sample_piece,
+                           const uint32_t *hint, const uint8_t *sketch, bool one, model_data *m,
+                           uint32_t **fixed, size_t *nfixed);
 
 /*
  * A filter before the exact count of the classes: two rows of
  * 2^MODEL_SKETCH_BITS saturating byte counters indexed by different bits
- * of the key (2 << MODEL_SKETCH_BITS bytes, zeroed); a key counted fewer
- * than MODEL_CLASS_MIN times in either row cannot make a class. Most keys
- * of a program with few instructions pass (and are counted exactly), most
- * of a profile with scattered instructions do not, and then the exact
- * table stays small (hashing every key of a million samples into it cost
- * 300 ms, in cache misses). Counted as the keys are made.
+ * of a 32-bit hint of the key (2 << MODEL_SKETCH_BITS bytes, zeroed); a
+ * hint counted fewer than MODEL_CLASS_MIN times in either row cannot make
+ * a class. Most keys of a program with few instructions pass (and are
+ * counted exactly), most of a profile with scattered instructions do not,
+ * and then the exact table stays small (hashing every key of a million
+ * samples into it cost 300 ms, in cache misses). Counted as the samples
+ * are read.
+ *
+ * The hint is a function of the key's parts (thread, start and end pc,
+ * the distance's 1/8 octave), so a class's samples share it and a class
+ * always passes; it is cheaper than the key (three independent
+ * multiplications, no chain of them) and half its size, and the full key
+ * is computed only for the samples that pass (2 % of bench_model's): the
+ * keys of every sample were a sixth of an LRU curve's time.
  */
 #define MODEL_SKETCH_BITS 18
+#define MODEL_SKETCH_A(h) ((size_t)(h) & (((size_t)1 << MODEL_SKETCH_BITS) - 1))
+#define MODEL_SKETCH_B(h) \
+	(((size_t)1 << MODEL_SKETCH_BITS) + ((size_t)(h) >> (32 - MODEL_SKETCH_BITS)))
 
-static inline void model_sketch_add(uint8_t *c, uint64_t key)
+/* The distance's 1/8 octave (the octave and the 3 bits after its leading one), 0..519. */
+static inline unsigned model_class_octave(const lomas_sample *s)
 {
-	const size_t mask = ((size_t)1 << MODEL_SKETCH_BITS) - 1;
-	uint8_t *a = &c[key & mask], *b = &c[((size_t)1 << MODEL_SKETCH_BITS) + (key >> 40 & mask)];
+	uint64_t v = sample_distance(s) + 1;
+	unsigned k = v ? 63u - (unsigned)__builtin_clzll(v) : 64u;
+	unsigned sub = k >= 3 ? (unsigned)(v >> (k - 3)) & 7u : (unsigned)(v << (3 - k)) & 7u;
+	return 8u * k + sub;
+}
+
+/* The class hint of the reused sample s of (pseudo-)thread thread, never 0. */
+static inline uint32_t model_class_hint(const lomas_sample *s, uint32_t thread)
+{
+	uint64_t h = s->start_pc * 0x9e3779b97f4a7c15ull + s->end_pc * 0xc2b2ae3d27d4eb4full +
+	             ((uint64_t)thread << 16 | model_class_octave(s)) * 0x165667b19e3779f9ull;
+	uint32_t r = (uint32_t)(h >> 32);
+	return r ? r : 1;
+}
+
+static inline void model_sketch_add(uint8_t *c, uint32_t hint)
+{
+	uint8_t *a = &c[MODEL_SKETCH_A(hint)], *b = &c[MODEL_SKETCH_B(hint)];
 	*a += *a < 255;
 	*b += *b < 255;
 }
 
-/* Bring key's two counters towards the cache (model_sketch_add's addresses). */
-static inline void model_sketch_prefetch(const uint8_t *c, uint64_t key)
+/* Bring hint's two counters towards the cache (model_sketch_add's addresses). */
+static inline void model_sketch_prefetch(const uint8_t *c, uint32_t hint)
 {
-	const size_t mask = ((size_t)1 << MODEL_SKETCH_BITS) - 1;
-	__builtin_prefetch(&c[key & mask], 1);
-	__builtin_prefetch(&c[((size_t)1 << MODEL_SKETCH_BITS) + (key >> 40 & mask)], 1);
+	__builtin_prefetch(&c[MODEL_SKETCH_A(hint)], 1);
+	__builtin_prefetch(&c[MODEL_SKETCH_B(hint)], 1);
 }
 
 /*

@@ -25,8 +25,8 @@
 
 #include "model.h"
 
-#define BIN_DANGLING 129
-#define BIN_CENSORED 130
+#define BIN_DANGLING MODEL_BIN_DANGLING
+#define BIN_CENSORED MODEL_BIN_CENSORED
 #define SEG_MIN_EXPECTED 5.0
 
 /*
@@ -51,24 +51,6 @@ static double chi2_quantile(double df, double z)
 	double h = 2.0 / (9.0 * df);
 	double t = 1.0 - h + z * sqrt(h);
 	return df * t * t * t;
-}
-
-/* floor(2 log2(d + 1)) without a logarithm: the octave, and whether past sqrt(2) in it. */
-uint8_t model_seg_bin(const lomas_sample *s)
-{
-	uint64_t v, half;
-	unsigned k;
-	if (s->state == LOMAS_SAMPLE_DANGLING)
-		return BIN_DANGLING;
-	if (s->state == LOMAS_SAMPLE_CENSORED)
-		return BIN_CENSORED;
-	v = sample_distance(s) + 1;
-	if (v == 0)
-		return 127; /* d = 2^64 - 1 */
-	k = 63u - (unsigned)__builtin_clzll(v);
-	/* floor(sqrt(2) 2^k) from sqrt(2) 2^63 = 0xb504f333f9de6484.8...; never equal to v > 1. */
-	half = 0xb504f333f9de6484ull >> (63 - k);
-	return (uint8_t)(2 * k + (v > half));
 }
 
 typedef struct seg {
@@ -185,14 +167,24 @@ lomas_status model_segment(const uint32_t *sample_piece, const uint8_t *sample_b
 	size_t nw = pc->n, nh = 0, ng = 0, nthreads = pc->nthreads;
 	const size_t *toff = pc->toff;
 	int top = 0, nb;
+	uint8_t top8 = 0, map[256];
 	seg *sg = calloc(nw ? nw : 1, sizeof *sg);
 	uint32_t *hist = NULL;
 	cand *heap = malloc((3 * nw + 1) * sizeof *heap);
 	double z = normal_upper_quantile(alpha);
-	/* Only the bins some sample uses (a program's distances span ~30 octaves, not 64). */
-	for (size_t k = 0; k < n; k++)
-		top = sample_bin[k] < 128 && sample_bin[k] > top ? sample_bin[k] : top;
+	/*
+	 * Only the bins some sample uses (a program's distances span ~30
+	 * octaves, not 64). The loop has no branch (it vectorises).
+	 */
+	for (size_t k = 0; k < n; k++) {
+		uint8_t b = sample_bin[k] < 128 ? sample_bin[k] : 0;
+		top8 = b > top8 ? b : top8;
+	}
+	top = top8;
 	nb = top + 3;
+	/* Each bin's column: dangling and censored after the finite ones. */
+	for (int b = 0; b < 256; b++)
+		map[b] = (uint8_t)(b == BIN_DANGLING ? top + 1 : b == BIN_CENSORED ? top + 2 : b);
 	hist = calloc((nw ? nw : 1) * (size_t)nb, sizeof *hist);
 	if (!sg || !hist || !heap) {
 		free(sg);
@@ -212,13 +204,14 @@ lomas_status model_segment(const uint32_t *sample_piece, const uint8_t *sample_b
 			sg[i].next = i + 1 < toff[t + 1] ? i + 1 : SIZE_MAX;
 		}
 	}
-	for (size_t k = 0; k < n; k++) {
-		seg *x = &sg[sample_piece[k]];
-		unsigned b = sample_bin[k];
-		x->h[b == BIN_DANGLING   ? (unsigned)top + 1
-		     : b == BIN_CENSORED ? (unsigned)top + 2
-		                         : b]++;
-		x->n += 1.0;
+	/* The counts, then each piece's total from them (not a sum through memory per sample). */
+	for (size_t k = 0; k < n; k++)
+		sg[sample_piece[k]].h[map[sample_bin[k]]]++;
+	for (size_t i = 0; i < nw; i++) {
+		uint32_t c = 0;
+		for (int b = 0; b < nb; b++)
+			c += sg[i].h[b];
+		sg[i].n = (double)c;
 	}
 	/*
 	 * First, left to right, each piece joins the run before it if the two

@@ -1,0 +1,65 @@
+/*
+ * lib/model internal: the finite samples' entries while model_data_build
+ * (data.c) prepares them, and the step that sorts them into each group's
+ * distinct distances with their prefix sums (groups.c).
+ */
+#ifndef LOMAS_MODEL_ENTRIES_H
+#define LOMAS_MODEL_ENTRIES_H
+
+#include "model.h"
+
+/*
+ * The finite samples while sorting, as two arrays: k[i] = d << 2 | INSIDE
+ * | FIXED, and their weights w[i], or none while every weight is wu (a
+ * fixed period's profile: 8 bytes a sample, not 16, and half the sort's
+ * traffic).
+ */
+typedef struct ents {
+	uint64_t *k;
+	double *w; /* NULL: every weight is wu */
+	double wu;
+} ents;
+
+static inline double ent_w(const ents *e, size_t i)
+{
+	return e->w ? e->w[i] : e->wu;
+}
+
+#define E_INSIDE 1u /* the reuse ends inside the group */
+#define E_FIXED 2u  /* ... and is in a corrected class (StatCache's F, not StatStack's) */
+#define E_DMAX ((UINT64_C(1) << 62) - 1)
+
+/*
+ * Distances below DENSE_D in a group of at least DENSE_MIN finite samples
+ * are summed in a table indexed by distance (1 MiB) rather than sorted:
+ * most reuses are short, and the sort of a million entries was most of a
+ * curve's time. Sums per distance in sample order either way. One
+ * distance's sums share a 16-byte cell: the distances come in random
+ * order, and a cell is one cache miss where separate arrays were two. The
+ * cell holds the weight and the one partial sum the policy reads (LRU: wl;
+ * random: wi), half the table of keeping both (the table is in the cache
+ * or not by its size).
+ */
+#define DENSE_D 65536
+#define DENSE_MIN 16384
+
+typedef struct dense_cell {
+	double w, x; /* all the weight; wl (lru) or wi (random) */
+} dense_cell;
+
+typedef struct dense {
+	dense_cell c[DENSE_D];
+	uint8_t used[DENSE_D]; /* zeroed per group: 64 KiB, not the 1 MiB of sums */
+} dense;
+
+/*
+ * Sort and deduplicate each group's entries [off, cur[g]); the arrays and
+ * prefix sums the policy needs (lru: wl, pw, pwd; random: wi, and with
+ * moments pwi, pwdi, pwd2i for the per-size solver); random's group
+ * moments. tmp holds the largest group (and weights if e has); count
+ * 2048; h the dense table.
+ */
+lomas_status model_finish_groups(model_data *m, ents *e, const size_t *cur, const ents *tmp,
+                                 size_t *count, dense *h, bool lru, bool moments);
+
+#endif

@@ -1,0 +1,217 @@
+/*
+ * Each group's finite samples, as model_data_build (data.c) leaves them in
+ * sample order, sorted into the group's distinct distances with the sums
+ * and prefix sums the policies read: short distances of large groups
+ * summed in a table indexed by distance, the others radix-sorted.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "entries.h"
+
+static void ent_isort(uint64_t *k, double *w, size_t n)
+{
+	for (size_t i = 1; i < n; i++) {
+		uint64_t x = k[i];
+		double y = w ? w[i] : 0.0;
+		size_t j = i;
+		while (j > 0 && k[j - 1] > x) {
+			k[j] = k[j - 1];
+			if (w)
+				w[j] = w[j - 1];
+			j--;
+		}
+		k[j] = x;
+		if (w)
+			w[j] = y;
+	}
+}
+
+/*
+ * Sort a group's keys k[0..n) by value, their weights w (if any) with
+ * them: LSD radix sort on the digits where the keys differ (windows hold a
+ * few hundred samples, where comparison sorts lose most of their time to
+ * mispredicted branches). 8-bit digits for small groups, 11-bit ones for
+ * large (a 30-bit key in 3 passes, not 4). tk and tw hold n; count holds
+ * 2048.
+ */
+static void ent_sort(uint64_t *k, double *w, size_t n, uint64_t *tk, double *tw, size_t *count)
+{
+	uint64_t all_or = 0, all_and = UINT64_MAX;
+	uint64_t *src = k, *dst = tk;
+	double *srcw = w, *dstw = tw;
+	int bits = n < 4096 ? 8 : 11;
+	size_t nb = (size_t)1 << bits, mask = nb - 1;
+	if (n <= 32) {
+		ent_isort(k, w, n);
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		all_or |= k[i];
+		all_and &= k[i];
+	}
+	for (int shift = 0; shift < 64 && ((all_or ^ all_and) >> shift) != 0; shift += bits) {
+		size_t sum = 0;
+		if ((((all_or ^ all_and) >> shift) & mask) == 0)
+			continue; /* every key has the same digit here */
+		memset(count, 0, nb * sizeof *count);
+		for (size_t i = 0; i < n; i++)
+			count[(src[i] >> shift) & mask]++;
+		for (size_t b = 0; b < nb; b++) {
+			size_t c = count[b];
+			count[b] = sum;
+			sum += c;
+		}
+		if (w) {
+			for (size_t i = 0; i < n; i++) {
+				size_t to = count[(src[i] >> shift) & mask]++;
+				dst[to] = src[i];
+				dstw[to] = srcw[i];
+			}
+			double *t = srcw;
+			srcw = dstw;
+			dstw = t;
+		} else {
+			for (size_t i = 0; i < n; i++)
+				dst[count[(src[i] >> shift) & mask]++] = src[i];
+		}
+		uint64_t *t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != k) {
+		memcpy(k, src, n * sizeof *k);
+		if (w)
+			memcpy(w, srcw, n * sizeof *w);
+	}
+}
+
+/* The running sums of one group while its distances are written out in order. */
+typedef struct fin_acc {
+	size_t start, out_n;
+	double pa, pb, pai, pbi, pci, w0i;
+	bool lru, moments;
+} fin_acc;
+
+/* Add weight w (wi of it inside, wl inside and in no corrected class) at distance d. */
+static inline void fin_put(model_data *m, const model_group *gr, fin_acc *f, uint64_t d, double w,
+                           double wi, double wl)
+{
+	if (f->out_n == f->start || m->d[f->out_n - 1] != (double)d) {
+		size_t q = gr->pre + (f->out_n - f->start);
+		m->d[f->out_n] = (double)d;
+		if (f->lru) {
+			m->wl[f->out_n] = 0.0;
+			m->pw[q] = f->pa;
+			m->pwd[q] = f->pb;
+		} else {
+			m->wi[f->out_n] = 0.0;
+			if (f->moments) {
+				m->pwi[q] = f->pai;
+				m->pwdi[q] = f->pbi;
+				m->pwd2i[q] = f->pci;
+			}
+		}
+		f->out_n++;
+	}
+	f->pa += w;
+	f->pb += w * (double)d;
+	if (f->lru) {
+		m->wl[f->out_n - 1] += wl;
+		return; /* the moments of wi are random replacement's (W0i, Wdi, Wd2i) */
+	}
+	m->wi[f->out_n - 1] += wi;
+	f->w0i += d == 0 ? wi : 0.0;
+	f->pai += wi;
+	f->pbi += wi * (double)d;
+	f->pci += wi * (double)d * (double)d;
+}
+
+static inline void fin_put_key(model_data *m, const model_group *gr, fin_acc *f, uint64_t key,
+                               double w)
+{
+	double wi = key & E_INSIDE ? w : 0.0;
+	double wl = (key & (E_INSIDE | E_FIXED)) == E_INSIDE ? w : 0.0;
+	fin_put(m, gr, f, key >> 2, w, wi, wl);
+}
+
+lomas_status model_finish_groups(model_data *m, ents *e, const size_t *cur, const ents *tmp,
+                                 size_t *count, dense *h, bool lru, bool moments)
+{
+	size_t ng = m->ngroups, nfin = 0;
+	bool ok = true;
+	for (size_t g = 0; g < ng; g++)
+		nfin += cur[g] - m->groups[g].off;
+	size_t np = nfin + ng + 1, nd = nfin ? nfin : 1;
+#define ALLOC(f, k, want) \
+	if (want)         \
+	ok = ok && (m->f = malloc((k) * sizeof *m->f)) != NULL
+	ALLOC(d, nd, true);
+	ALLOC(wl, nd, lru);
+	ALLOC(pw, np, lru);
+	ALLOC(pwd, np, lru);
+	ALLOC(wi, nd, !lru);
+	ALLOC(pwi, np, !lru && moments);
+	ALLOC(pwdi, np, !lru && moments);
+	ALLOC(pwd2i, np, !lru && moments);
+#undef ALLOC
+	if (!ok)
+		return error_set(LOMAS_ENOMEM, "out of memory preparing the model");
+	fin_acc f = {.lru = lru, .moments = moments};
+	/* The entries in the cell's partial sum: inside (random), and in no corrected class (lru).
+	 */
+	const uint64_t xmask = lru ? E_INSIDE | E_FIXED : E_INSIDE;
+	for (size_t g = 0; g < ng; g++) {
+		model_group *gr = &m->groups[g];
+		size_t a = gr->off, b = cur[g];
+		f = (fin_acc){.start = f.out_n, .out_n = f.out_n, .lru = lru, .moments = moments};
+		gr->pre = f.start + g;
+		if (b - a >= DENSE_MIN) {
+			/* Short distances into the table; the long ones kept, in order, and sorted.
+			 */
+			size_t nl = a;
+			memset(h->used, 0, sizeof h->used);
+			for (size_t i = a; i < b; i++) {
+				uint64_t key = e->k[i], d = key >> 2;
+				if (d >= DENSE_D) {
+					if (e->w)
+						e->w[nl] = e->w[i];
+					e->k[nl++] = key;
+					continue;
+				}
+				double w = ent_w(e, i);
+				dense_cell *c = &h->c[d];
+				if (!h->used[d]) {
+					h->used[d] = 1;
+					*c = (dense_cell){0.0, 0.0};
+				}
+				c->w += w;
+				c->x += (key & xmask) == E_INSIDE ? w : 0.0;
+			}
+			for (uint64_t d = 0; d < DENSE_D; d++)
+				if (h->used[d])
+					fin_put(m, gr, &f, d, h->c[d].w, h->c[d].x, h->c[d].x);
+			b = nl;
+		}
+		ent_sort(e->k + a, e->w ? e->w + a : NULL, b - a, tmp->k, tmp->w, count);
+		for (size_t i = a; i < b; i++)
+			fin_put_key(m, gr, &f, e->k[i], ent_w(e, i));
+		gr->off = f.start;
+		gr->n = f.out_n - f.start;
+		size_t q = gr->pre + gr->n;
+		if (lru) {
+			m->pw[q] = f.pa;
+			m->pwd[q] = f.pb;
+		} else if (moments) {
+			m->pwi[q] = f.pai;
+			m->pwdi[q] = f.pbi;
+			m->pwd2i[q] = f.pci;
+		}
+		gr->W0i = f.w0i; /* random replacement's only: 0 with lru */
+		gr->dmax = gr->n > 0 ? m->d[f.out_n - 1] : 0.0;
+		gr->Wdi = f.pbi;
+		gr->Wd2i = f.pci;
+	}
+	m->n = f.out_n;
+	return LOMAS_OK;
+}
