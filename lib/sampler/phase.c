@@ -31,7 +31,7 @@
  *    their samples. Neither lenient rule applies to two windows in a row:
  *    a new behaviour is judged at the full threshold by its second window;
  *  - early return: at the lower rate, PHASE_FOREIGN_RUN samples in a row by
- *    pcs outside the code buckets of the phases that have their samples
+ *    pcs outside the main code buckets of the phases that have their samples
  *    bring the full rate back at once, not at the window's end; and a phase
  *    whose full-rate windows fell PHASE_TRIES times on another phase (it is
  *    shorter than the decision's one-window lag) stops asking for them.
@@ -229,20 +229,25 @@ static bool sampled(const phase_tracker *pt, uint32_t id)
 	return p->samples >= pt->set.min_samples || p->misses >= PHASE_TRIES;
 }
 
-/* The code buckets the phases that have their samples use, each at more
- * than PHASE_FOREIGN_SHARE of its code counts. */
+/* The code buckets the phases that have their samples use, each at least
+ * PHASE_KNOWN_RATIO of that phase's busiest bucket. Relative, not absolute:
+ * a phase of many pcs knows them all, and a phase that began with a window
+ * straddling another behaviour (the first windows of the phases workload's
+ * rounds: 17 % of a phase's samples by the other loop's pc) does not count
+ * that behaviour's pc as its own, so the other behaviour, while it has no
+ * sampled phase, still brings the full rate back. */
 static uint32_t known_code(const phase_tracker *pt)
 {
 	uint32_t mask = 0;
 	for (uint32_t i = 0; i < pt->nphases; i++) {
 		const phase_sig *p = &pt->phases[i];
-		double total = 0.0;
+		float top = 0.0f;
 		if (!sampled(pt, i + 1))
 			continue;
 		for (uint32_t b = 0; b < PHASE_CODE_BUCKETS; b++)
-			total += p->code[b];
+			top = p->code[b] > top ? p->code[b] : top;
 		for (uint32_t b = 0; b < PHASE_CODE_BUCKETS; b++)
-			if (p->code[b] > PHASE_FOREIGN_SHARE * total)
+			if (p->code[b] > 0.0f && p->code[b] >= PHASE_KNOWN_RATIO * top)
 				mask |= 1u << b;
 	}
 	return mask;

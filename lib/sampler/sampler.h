@@ -392,12 +392,13 @@ void sampler_thin_to(sample_store *done, watch_table *wt, rng *thin, uint32_t le
 /* The online tracker's leniency (phase.c): a window stays in the last phase,
  * or is a mixture of it and another, at a similarity of PHASE_THRESHOLD less
  * PHASE_NOISE / sqrt(its samples), at most PHASE_NOISE_MAX less; a run of
- * PHASE_FOREIGN_RUN samples by code outside the sampled phases' buckets (those
- * above PHASE_FOREIGN_SHARE of a phase's code) brings the full rate back. */
+ * PHASE_FOREIGN_RUN samples in a row by code outside the sampled phases' main
+ * buckets (those at PHASE_KNOWN_RATIO of a phase's busiest or more) bring the
+ * full rate back. */
 #define PHASE_NOISE 1.6
 #define PHASE_NOISE_MAX 0.2
-#define PHASE_FOREIGN_RUN 4u
-#define PHASE_FOREIGN_SHARE 0.002
+#define PHASE_FOREIGN_RUN 6u
+#define PHASE_KNOWN_RATIO 0.25f
 /* A phase under min_samples asks for the full rate in the window after each
  * of its windows; after PHASE_TRIES such windows in another phase (it is
  * shorter than the decision's lag) it stops asking (phase.c). */

@@ -9,6 +9,9 @@ the phase-guided run's own full trace (LOMAS_DBI_TRACE for dbi, LOMAS_TRACE
 for the inline program). (docs/model.md, "Phase-guided sampling".)
 
     tests/dbi/phase_guided_envs.py [BUILD] [inline,dbi] [--no-curve]
+
+PERTURBS (default "unset,1,77,200") and PADS (default "0,17,40") in the
+environment choose other values.
 """
 import json
 import os
@@ -27,6 +30,9 @@ DEMO = os.path.join(BUILD, "examples", "lomas-demo", "lomas-demo")
 EXACTSIM = os.path.join(BUILD, "tests", "tools", "exactsim")
 WORKLOADS = os.path.join(BUILD, "examples", "workloads")
 ARGS = ["4194304", "32768", "8"]
+PERTURBS = [None if v == "unset" else int(v)
+            for v in os.environ.get("PERTURBS", "unset,1,77,200").split(",")]
+PADS = [int(v) for v in os.environ.get("PADS", "0,17,40").split(",")]
 
 
 def env_of(perturb, pad, extra=None):
@@ -57,8 +63,8 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         p0, p1, tr = (os.path.join(tmp, n) for n in ("p0.lomas", "p1.lomas", "t.trace"))
         for clock in CLOCKS:
-            for perturb in (None, 1, 77, 200):
-                for pad in (0, 17, 40):
+            for perturb in PERTURBS:
+                for pad in PADS:
                     n0 = record(clock, [], p0, env_of(perturb, pad))
                     var = "LOMAS_DBI_TRACE" if clock == "dbi" else "LOMAS_TRACE"
                     n1 = record(clock, ["--phase-guided"], p1,

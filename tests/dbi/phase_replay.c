@@ -84,7 +84,11 @@ int main(int argc, char **argv)
 				printf(" c%.2f", phase_similarity(&pt->cand[k], &pt->win));
 			printf("\n");
 		}
+		uint64_t returns = pt->returns;
 		phase_on_sample(pt, s[i].start, window, s[i].addr >> 6, s[i].start_pc);
+		if (verbose && pt->returns != returns)
+			printf("return at %" PRIu64 " (window %" PRIu64 ", pc %" PRIx64 ")\n",
+			       s[i].start, pt->windows, s[i].start_pc);
 		if (pt->windows != before && nline + 1 < cap) {
 			uint32_t c = pt->current;
 			char ch = c == 0 ? '.' : c <= 26 ? (char)('a' + c - 1) : '+';
@@ -94,8 +98,9 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("samples %zu kept %" PRIu64 " ratio %.2f windows %" PRIu64
-	       " phases %u window %" PRIu64 "\n%s\n",
-	       n, kept, (double)n / (double)kept, pt->windows, pt->nphases, window, line);
+	       " phases %u window %" PRIu64 " returns %" PRIu64 "\n%s\n",
+	       n, kept, (double)n / (double)kept, pt->windows, pt->nphases, window, pt->returns,
+	       line);
 	free(line);
 	free(pt);
 	free(s);

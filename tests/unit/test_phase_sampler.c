@@ -145,8 +145,8 @@ static void test_tracker_labels_follow_the_generator(void **state)
  * 1/16, and still match A. B's first window (20) starts at A's rate
  * (decided from window 19), but B's pc is in no code bucket of A: after
  * PHASE_FOREIGN_RUN samples of it the full rate returns, mid-window. That
- * window (4 + 960 samples) is a transition; B is promoted at window 21 with
- * 1988 samples and has 8132 when window 27 closes: 28 is at 1/16, and A's
+ * window (6 + 928 samples) is a transition; B is promoted at window 21 with
+ * 1958 samples and has 8102 when window 27 closes: 28 is at 1/16, and A's
  * return (30, decided from 29, then from A's own windows) stays so. A
  * window at 1/16 that falls under the threshold by noise (64 samples,
  * test_similarity_separates_phases) stays in A by the lenient threshold.
@@ -176,7 +176,7 @@ static void test_rate_drops_when_the_phase_has_its_samples(void **state)
 				shift = pt->shift_now;
 				assert_int_equal(shift, want);
 			} else if (w == 20 && n == PHASE_FOREIGN_RUN) {
-				/* B's fourth sample: the full rate is back. */
+				/* B's PHASE_FOREIGN_RUN-th sample: the full rate is back. */
 				assert_true(changed);
 				assert_int_equal(pt->shift_now, 0);
 				shift = 0;
