@@ -389,6 +389,20 @@ void sampler_thin_to(sample_store *done, watch_table *wt, rng *thin, uint32_t le
 #define PHASE_DEFAULT_SAMPLES 2000u
 #define PHASE_DEFAULT_SHIFT 4u /* divide 16 */
 #define PHASE_MAX_SHIFT 10u    /* divide 1024 */
+/* The online tracker's leniency (phase.c): a window stays in the last phase,
+ * or is a mixture of it and another, at a similarity of PHASE_THRESHOLD less
+ * PHASE_NOISE / sqrt(its samples), at most PHASE_NOISE_MAX less; a run of
+ * PHASE_FOREIGN_RUN samples in a row by code outside the sampled phases' main
+ * buckets (those at PHASE_KNOWN_RATIO of a phase's busiest or more) bring the
+ * full rate back. */
+#define PHASE_NOISE 1.6
+#define PHASE_NOISE_MAX 0.2
+#define PHASE_FOREIGN_RUN 6u
+#define PHASE_KNOWN_RATIO 0.25f
+/* A phase under min_samples asks for the full rate in the window after each
+ * of its windows; after PHASE_TRIES such windows in another phase (it is
+ * shorter than the decision's lag) it stops asking (phase.c). */
+#define PHASE_TRIES 2u
 
 typedef struct phase_settings {
 	uint32_t min_samples; /* a phase's samples before its rate drops (0: default) */
@@ -401,6 +415,7 @@ typedef struct phase_sig {
 	float code[PHASE_CODE_BUCKETS];
 	float k;
 	uint32_t seen;      /* candidates: windows matched */
+	uint32_t misses;    /* phases: full-rate windows asked for it that fell on another */
 	uint64_t samples;   /* samples of the windows summed */
 	uint64_t code_seen; /* samples with a pc */
 } phase_sig;
@@ -409,14 +424,23 @@ typedef struct phase_tracker {
 	phase_settings set;
 	uint64_t window_end; /* clock at which the running window ends; 0 before the first */
 	uint32_t current;    /* the last closed window's phase (0: transition) */
+	uint32_t last;       /* the last phase a window was in (0: none yet) */
+	bool mixed;          /* the last window: a mixture of two sampled phases (phase.c) */
+	bool lenient;        /* the last window was judged by the lenient threshold */
 	uint8_t shift_now;   /* the shift in force */
 	uint32_t nphases, ncand;
+	/* Code buckets that the phases with their samples use (bit b: bucket
+	 * b), and the run of the latest samples outside them (phase.c). */
+	uint32_t known_code, foreign_run;
 	phase_sig win; /* the running window */
 	phase_sig phases[PHASE_MAX];
 	phase_sig cand[PHASE_CANDIDATES];
 	/* Statistics: windows closed, those sampled at the lower rate, samples
-	 * seen and those drawn at the lower rate. */
+	 * seen and those drawn at the lower rate; windows kept in the last
+	 * phase by the count-aware test, mixtures, and mid-window returns to
+	 * the full rate. */
 	uint64_t windows, reduced_windows, samples, reduced_samples;
+	uint64_t stayed, mixtures, returns;
 } phase_tracker;
 
 /* A fresh tracker with settings s (defaults filled in). */

@@ -29,8 +29,8 @@ PHASED = ["4194304", "32768", "8"]
 PERIOD = "128"
 
 
-def run(argv, env_extra=None, check=True):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LOMAS_")}
+def run(argv, env_extra=None, check=True, drop=()):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LOMAS_") and k not in drop}
     env.update(env_extra or {})
     r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
     if check and r.returncode != 0:
@@ -108,26 +108,65 @@ def test_non_phased_program_curve_unaffected(w, args, period, tmp_path):
             assert mae <= 0.01, (name, pol, mae)
 
 
-@pytest.mark.parametrize("clock", ["inline", "dbi"])
-def test_record_phase_guided(clock, tmp_path):
-    """lomas-demo record --phase-guided reaches either clock: fewer samples,
-    the same references, weights x16 at the lower rate. (The dbi clock's
-    gcc build makes 9.6M references, not 4.5M: 3.96x fewer samples there. The
-    dbi clock's ratio varies from run to run with ASLR: 2.70x to 4.66x
-    seen, so it is held to 2.5x; the 4x goal is the test above's.)"""
-    if clock == "dbi" and (not DBI_BUILT or SANITIZERS):
-        pytest.skip("the dbi tool is not built (or a sanitized build)")
+def record_pair(clock, env_extra, tmp_path, trace=None):
+    """Samples and references of `record --period 128` without and with
+    --phase-guided, both under env_extra; the second writes its full trace
+    to trace when given."""
     prog = inline("phases") if clock == "inline" else os.path.join(WORKLOADS, "phases")
     out = {}
     for flag in ([], ["--phase-guided"]):
         prof = str(tmp_path / f"p{len(flag)}.lomas")
-        run([DEMO, "record", "--clock", clock, "--period", PERIOD] + flag + ["-o", prof, "--",
-                                                                           prog] + PHASED)
+        extra = dict(env_extra)
+        if trace and flag:
+            extra["LOMAS_DBI_TRACE" if clock == "dbi" else "LOMAS_TRACE"] = trace
+        # MALLOC_PERTURB_ only as env_extra says (not meson test's own value).
+        run([DEMO, "record", "--clock", clock, "--period", PERIOD] + flag +
+            ["-o", prof, "--", prog] + PHASED, extra, drop=("MALLOC_PERTURB_",))
         out[len(flag)] = export_json(prof)
+    return out, str(tmp_path / "p1.lomas")
+
+
+def test_record_phase_guided_inline(tmp_path):
+    """lomas-demo record --phase-guided reaches the inline clock: fewer
+    samples, the same references, weights x16 at the lower rate."""
+    out, _ = record_pair("inline", {}, tmp_path)
     refs = [sum(t["refs"] for t in out[k]["threads"]) for k in (0, 1)]
     n = [len(out[k]["samples"]) for k in (0, 1)]
-    print(f"{clock}: {refs[0]} references, {n[0]} samples, --phase-guided {n[1]}")
+    print(f"inline: {refs[0]} references, {n[0]} samples, --phase-guided {n[1]}")
     assert refs[0] == refs[1]
-    assert n[0] >= (3 if clock == "inline" else 2.5) * n[1]
+    assert n[0] >= 3 * n[1]
     assert {s["weight"] for s in out[0]["samples"]} == {128.0}
     assert {s["weight"] for s in out[1]["samples"]} == {128.0, 2048.0}
+
+
+@pytest.mark.parametrize("perturb", [None, "1", "77", "200"])
+def test_record_phase_guided_dbi(perturb, tmp_path):
+    """lomas-demo record --phase-guided under the dbi clock, with
+    MALLOC_PERTURB_ set here rather than left to meson test's random value:
+    with it glibc fills the workload's 4 MiB array with a byte memset (4.2M
+    more references, the phase boundaries off the window grid), the case
+    that cut the ratio to 1.9-3.5x before the tracker's lenient, mixture and
+    early-return rules (docs/model.md, "Phase-guided sampling"). >= 4x fewer
+    samples (4.98-6.61x measured over these values and three environment
+    sizes), the same references, weights x16 at the lower rate, and the
+    whole-run curve within 1 pp (mean) of exactsim over the phase-guided
+    run's own full trace, both policies."""
+    if not DBI_BUILT or SANITIZERS:
+        pytest.skip("the dbi tool is not built (or a sanitized build)")
+    env = {"MALLOC_PERTURB_": perturb} if perturb else {}
+    trace = str(tmp_path / "t.trace")
+    out, prof = record_pair("dbi", env, tmp_path, trace)
+    refs = [sum(t["refs"] for t in out[k]["threads"]) for k in (0, 1)]
+    n = [len(out[k]["samples"]) for k in (0, 1)]
+    print(f"dbi MALLOC_PERTURB_={perturb}: {refs[0]} references, {n[0]} samples, "
+          f"--phase-guided {n[1]} ({n[0] / n[1]:.2f}x fewer)")
+    assert refs[0] == refs[1]
+    assert n[0] >= 4 * n[1]
+    assert {s["weight"] for s in out[0]["samples"]} == {128.0}
+    assert {s["weight"] for s in out[1]["samples"]} == {128.0, 2048.0}
+    sizes = curve_check.sizes_4k_64m()
+    exact = curve_check.exact_curve(EXACTSIM, trace, sizes)
+    os.unlink(trace)
+    for pol, (mae, worst) in zip(curve_check.POLICIES, errors(prof, exact, sizes)):
+        print(f"dbi phase-guided {pol}: MAE {100 * mae:.3f} pp, largest {100 * worst:.2f} pp")
+        assert mae <= 0.01, (pol, mae, worst)
