@@ -62,6 +62,31 @@ lomas_status pmu_clock_init(monitor *m, const struct lomas_config *cfg)
 	m->psem = cfg->period_sem == PERIOD_SEM_NEXT_OVERFLOW ? SKID_PERIOD_NEXT_OVERFLOW
 	          : cfg->period_sem == PERIOD_SEM_IMMEDIATE   ? SKID_PERIOD_IMMEDIATE
 	                                                      : kernel_semantics();
+	if (cfg->pmu_sample == PMU_SAMPLE_DOUBLE_TRAP) {
+		if (m->psem != SKID_PERIOD_IMMEDIATE)
+			return error_set(LOMAS_ENOTSUP,
+			                 "pmu_sample=double_trap arms each point again after the "
+			                 "monitor's perturbations, which needs "
+			                 "PERF_EVENT_IOC_PERIOD to apply at once (Linux >= 3.14, "
+			                 "period_semantics=immediate); use pmu_sample=skid");
+		m->pmargin = 0;
+	}
+	if (cfg->pmu_sample == PMU_SAMPLE_PRECISE) {
+		if (!m->ptab.pebs_addr)
+			return error_set(
+			    LOMAS_ENOTSUP,
+			    "pmu_sample=precise: %s has no PEBS with the data address%s; "
+			    "use pmu_sample=skid",
+			    m->ptab.pmu,
+			    m->ptab.ibs_op ? " (its IBS op is not wired into the clock yet)" : "");
+		if (m->psem != SKID_PERIOD_IMMEDIATE)
+			return error_set(LOMAS_ENOTSUP,
+			                 "pmu_sample=precise arms each point again after the "
+			                 "monitor's perturbations, which needs "
+			                 "PERF_EVENT_IOC_PERIOD to apply at once (Linux >= 3.14, "
+			                 "period_semantics=immediate); use pmu_sample=skid");
+		m->pmargin = 0; /* the record names the point itself: no approach */
+	}
 	return LOMAS_OK;
 }
 
@@ -100,6 +125,7 @@ static bool deliverable(pid_t pid, pid_t tid, int sig)
  */
 void pmu_detach(monitor *m)
 {
+	pmu_dtrap_detach(m);
 	pmu_clock_free(m);
 	for (size_t i = 0; i < m->threads.n; i++) {
 		mon_thread *t = &m->threads.items[i];
@@ -170,15 +196,22 @@ lomas_status pmu_thread_start(monitor *m, mon_thread *t)
 		a.disabled = 0;
 		a.inherit = 0;
 		a.wakeup_events = 1;
-		if (m->cfg.pmu_sample == PMU_SAMPLE_PRECISE) {
+		if (m->cfg.pmu_sample != PMU_SAMPLE_SKID) {
+			/* PEBS: 2 = zero skid requested; the record names the overflowing
+			 * instruction. */
 			a.precise_ip = 2;
-			a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_ADDR;
+			a.sample_type = PMU_RING_SAMPLE_TYPE;
 		}
 		fd = sys->open(sys->ctx, &a, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 		if (fd < 0)
 			return error_set(LOMAS_ENOTSUP, "perf_event_open of %s for thread %d: %s",
 			                 m->ptab.ev[i].name, (int)t->tid, strerror(-fd));
 		s->fd = fd;
+		if (m->cfg.pmu_sample != PMU_SAMPLE_SKID) {
+			lomas_status st = pmu_precise_open(m, s);
+			if (st)
+				return st;
+		}
 		skid_counter_open(&s->shadow, m->psem, 0, a.sample_period);
 		if (prog.has_reload)
 			apply(m, s, &prog);
@@ -293,6 +326,15 @@ unsigned pmu_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c
 		sys->retired(sys->ctx, t->tid, in->pc, in->nrefs, kinds, addrs);
 	}
 	t->pmu.clock_step = false;
+	if (m->cfg.pmu_sample != PMU_SAMPLE_SKID) {
+		/* Records name the points: a step here is one the monitor needed. */
+		if (clock_step) {
+			note(m, t, LEDGER_STEP);
+			m->pstats.retry_steps++;
+		}
+		return m->cfg.pmu_sample == PMU_SAMPLE_DOUBLE_TRAP ? pmu_dtrap_commit(m, t, in, idx)
+		                                                   : 0;
+	}
 	for (unsigned i = 0; i < m->ptab.n; i++)
 		any |= t->pmu.s[i].approaching;
 	if (!clock_step)
@@ -300,7 +342,7 @@ unsigned pmu_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c
 	if (!any) {
 		/* A step the monitor needed (a fault retried): it counts all the same. */
 		note(m, t, LEDGER_STEP);
-		m->pstats.clock_steps++;
+		m->pstats.retry_steps++;
 		return 0;
 	}
 	/* The step's trap counts (as the replay kernel's does when the step retires). */
@@ -369,7 +411,8 @@ bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si)
 	}
 	if (sig == SIGTRAP && si->si_code == SI_KERNEL) {
 		note(m, t, LEDGER_TRAP);
-		return false;
+		return m->cfg.pmu_sample == PMU_SAMPLE_DOUBLE_TRAP &&
+		       pmu_dtrap_signal(m, t, sig, si);
 	}
 	if (!overflow)
 		return false;
@@ -378,6 +421,10 @@ bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si)
 	if (t->have_pending)
 		t->pending_c0 = t->clock;
 	m->pstats.overflows++;
+	if (m->cfg.pmu_sample != PMU_SAMPLE_SKID) {
+		pmu_precise_overflow(m, t);
+		return true;
+	}
 	for (unsigned i = 0; i < m->ptab.n; i++) {
 		pmu_stream *s = &t->pmu.s[i];
 		if (s->approaching)
@@ -407,6 +454,8 @@ int pmu_resume(monitor *m, mon_thread *t, int sig, bool must_step)
 	const pmu_sys_ops *sys = m->psys;
 	bool step = false;
 	int r;
+	if (m->cfg.pmu_sample != PMU_SAMPLE_SKID)
+		pmu_precise_rearm(m, t, must_step || !sys->retired);
 	for (unsigned i = 0; i < m->ptab.n; i++)
 		step |= t->pmu.s[i].approaching;
 	/*
@@ -424,6 +473,33 @@ int pmu_resume(monitor *m, mon_thread *t, int sig, bool must_step)
 	if (r < 0)
 		errno = -r;
 	return r;
+}
+
+static lomas_status precise_meta(monitor *m, lomas_profile *p)
+{
+	lomas_status st;
+	if ((st = profile_meta_setf(p, "pmu.records", "%llu",
+	                            (unsigned long long)m->pstats.records)) ||
+	    (st = profile_meta_setf(p, "pmu.stale_records", "%llu",
+	                            (unsigned long long)m->pstats.stale_records)) ||
+	    (st = profile_meta_setf(p, "pmu.not_memory_records", "%llu",
+	                            (unsigned long long)m->pstats.not_memory)) ||
+	    (st = profile_meta_setf(p, "pmu.ring_lost", "%llu",
+	                            (unsigned long long)m->pring.lost)) ||
+	    (st = profile_meta_setf(p, "pmu.ring_throttles", "%llu",
+	                            (unsigned long long)m->pring.throttles)) ||
+	    (st = profile_meta_setf(p, "pmu.ring_corrupt", "%llu",
+	                            (unsigned long long)m->pring.corrupt)))
+		return st;
+	if (m->cfg.pmu_sample == PMU_SAMPLE_DOUBLE_TRAP &&
+	    ((st = profile_meta_setf(p, "pmu.dtrap_planted", "%llu",
+	                             (unsigned long long)m->pstats.dtrap_planted)) ||
+	     (st = profile_meta_setf(p, "pmu.dtrap_taken", "%llu",
+	                             (unsigned long long)m->pstats.dtrap_taken)) ||
+	     (st = profile_meta_setf(p, "pmu.dtrap_lost", "%llu",
+	                             (unsigned long long)m->pstats.dtrap_lost))))
+		return st;
+	return LOMAS_OK;
 }
 
 lomas_status pmu_profile_meta(monitor *m, lomas_profile *p)
@@ -457,6 +533,9 @@ lomas_status pmu_profile_meta(monitor *m, lomas_profile *p)
 	                            (unsigned long long)m->pstats.clock_steps)) ||
 	    (st = profile_meta_setf(p, "pmu.overshoots", "%llu",
 	                            (unsigned long long)m->pstats.overshoots)) ||
+	    (st = profile_meta_setf(p, "pmu.retry_steps", "%llu",
+	                            (unsigned long long)m->pstats.retry_steps)) ||
+	    (m->cfg.pmu_sample != PMU_SAMPLE_SKID && (st = precise_meta(m, p))) ||
 	    (st = profile_meta_setf(p, "pmu.clock_mismatches", "%llu",
 	                            (unsigned long long)m->pstats.mismatches)))
 		return st;

@@ -187,10 +187,6 @@ lomas_status pmu_table_get(const char *force, const char *events, pmu_table *out
 	}
 	out->hybrid = ncores > 1;
 	ibs_probe(out);
-	if (events && *events) {
-		st = given_events(out, events);
-		goto done;
-	}
 	for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
 		if (encode(out->pmu, families[f].load, PMU_KIND_LOADS, &out->ev[0]) ||
 		    encode(out->pmu, families[f].store, PMU_KIND_STORES, &out->ev[1]))
@@ -198,9 +194,20 @@ lomas_status pmu_table_get(const char *force, const char *events, pmu_table *out
 		out->n = 2;
 		snprintf(out->family, sizeof out->family, "%s", families[f].name);
 		out->approximate = families[f].approximate;
+		/* The PMU's, whichever events count: precise mode asks it of any event. */
 		out->pebs_addr = pebs_address(families[f].name, out->pmu);
+		break;
+	}
+	if (events && *events) {
+		out->family[0] = '\0';
+		out->approximate = false;
+		memset(out->ev, 0, sizeof out->ev);
+		out->n = 0;
+		st = given_events(out, events);
 		goto done;
 	}
+	if (out->n)
+		goto done;
 	st = error_set(LOMAS_ENOTSUP,
 	               "no load/store events known for PMU %s (%s); name them with "
 	               "--events LOAD,STORE",

@@ -124,6 +124,53 @@ lomas_status pmu_probe(const pmu_table *t, pid_t tid, const char *alt);
 /* /proc/sys/kernel/perf_event_paranoid, or INT32_MIN when unreadable. */
 int pmu_paranoid(void);
 
+/* ------------------------------------------------------- the sample ring */
+
+/*
+ * The sample types the clock asks of precise counters (PEBS, IBS op) and
+ * the only ones ring.c lays out: a record is the header, then these fields
+ * in the kernel's order (perf_event_open(2), PERF_RECORD_SAMPLE): ip,
+ * pid/tid, addr, data_src.
+ */
+#define PMU_RING_SAMPLE_TYPE \
+	(PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC)
+
+/* One record of the ring, as far as the clock reads it. */
+typedef struct pmu_record {
+	uint32_t type; /* PERF_RECORD_* */
+	uint16_t misc;
+	uint64_t ip, addr, data_src; /* PERF_RECORD_SAMPLE */
+	uint32_t pid, tid;
+	uint64_t lost; /* PERF_RECORD_LOST: records the kernel dropped */
+} pmu_record;
+
+typedef struct pmu_ring_stats {
+	uint64_t samples;   /* PERF_RECORD_SAMPLE read */
+	uint64_t lost;      /* records the kernel reported lost (PERF_RECORD_LOST) */
+	uint64_t throttles; /* PERF_RECORD_THROTTLE: the kernel stopped sampling a while */
+	uint64_t other;     /* any other record, skipped */
+	uint64_t corrupt;   /* rings given up on: a header that cannot be (dropped whole) */
+} pmu_ring_stats;
+
+/*
+ * Read up to max PERF_RECORD_SAMPLE records of sample_type from the ring pg
+ * (the first of 1 + 2^n pages mapped from a counter, len bytes in all) into
+ * out, consuming them and every other record before them (LOST and
+ * THROTTLE counted in st). The protocol of include/uapi/linux/perf_event.h:
+ * data_head read with acquire (the kernel's writes before it are visible),
+ * data_tail written with release (the kernel may reuse the space only
+ * after our reads); records wrap at the end of the data area and may
+ * straddle it. Returns how many samples were stored.
+ */
+unsigned pmu_ring_read(struct perf_event_mmap_page *pg, size_t len, uint64_t sample_type,
+                       pmu_record *out, unsigned max, pmu_ring_stats *st);
+/*
+ * Lay out record r (a sample of sample_type, or a PERF_RECORD_LOST) into
+ * buf as the kernel does: its size, or 0 when it does not fit or
+ * sample_type asks for a field ring.c does not lay out. (The replay's writer.)
+ */
+size_t pmu_record_layout(const pmu_record *r, uint64_t sample_type, unsigned char *buf, size_t cap);
+
 /* ------------------------------------------------------------- the replay */
 
 typedef struct pmu_replay pmu_replay;
@@ -151,7 +198,10 @@ void pmu_replay_free(pmu_replay *r);
 const pmu_sys_ops *pmu_replay_ops(pmu_replay *r);
 
 typedef struct pmu_replay_stats {
-	uint64_t opened, overflows, signals, skid_total, perturbations, records;
+	uint64_t opened, overflows, signals, skid_total, perturbations;
+	uint64_t records;    /* precise records written */
+	uint64_t lost;       /* ... dropped for a full ring */
+	uint64_t unrecorded; /* overflows among perturbation counts: no reference, no record */
 } pmu_replay_stats;
 void pmu_replay_get_stats(const pmu_replay *r, pmu_replay_stats *out);
 
