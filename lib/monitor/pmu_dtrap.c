@@ -36,6 +36,17 @@ static bool poke_byte(monitor *m, pid_t tid, uint64_t addr, uint8_t b, uint8_t *
 	if (mon_ptrace(PTRACE_POKETEXT, tid, (void *)addr, (void *)word) < 0)
 		return false;
 	decoder_invalidate(m->dec, addr, addr + 1);
+	/*
+	 * A stopped thread may hold the instruction there decoded, to run next:
+	 * decoded again when it resumes, or it would be counted as the int3 it
+	 * no longer is (or the reverse), and the clocks drift.
+	 */
+	for (size_t i = 0; i < m->threads.n; i++) {
+		mon_thread *o = &m->threads.items[i];
+		if (o->have_pending && o->state != MT_RUNNING && addr >= o->pending.pc &&
+		    addr < o->pending.pc + (o->pending.len ? o->pending.len : 1))
+			o->have_pending = false;
+	}
 	return true;
 }
 

@@ -182,6 +182,134 @@ static void test_precise_segv_recover(void **state)
 	assert_true(o.points > 0);
 }
 
+/*
+ * The seed's double trap: the record's ip gets an int3, and the sample is
+ * the reference of that instruction's next run. Each sample must come from
+ * a step clock point (same pc, later start); the test measures the bias:
+ * how much later (references), and the mean reuse distance of the double
+ * trap's samples against the step clock's at the same seed.
+ */
+static void dtrap_sweep(const char *tgt, const char *arg, uint32_t skid, const int64_t pert[4],
+                        const unsigned *per, size_t np, unsigned seeds)
+{
+	char path[4200], seed[32], period[32], skids[32];
+	run_result n, s, p;
+	uint64_t runs = 0, samples = 0, points = 0, delay = 0, max_delay = 0, nx = 0, ny = 0;
+	double dx = 0, dy = 0;
+	target(path, sizeof path, tgt);
+	char *argv[] = {path, (char *)arg, NULL};
+	run_native(argv, &n);
+	snprintf(skids, sizeof skids, "%u", skid);
+	for (size_t pi = 0; pi < np; pi++)
+		for (unsigned k = 1; k <= seeds; k++) {
+			snprintf(seed, sizeof seed, "%u", k);
+			snprintf(period, sizeof period, "%u", per[pi]);
+			assert_int_equal(run_step(argv, &s, "period", period, "seed", seed, NULL),
+			                 LOMAS_OK);
+			replay_on_mode(k * 7919, skid, false, pert[0], pert[1], pert[2], pert[3],
+			               true);
+			if (run_step(argv, &p, "clock", "pmu", "events", "MEM_INST_RETIRED:ANY",
+			             "pmu_sample", "double_trap", "period", period, "seed", seed,
+			             "max_skid", skids, NULL))
+				fail_msg("the pmu clock, double trap: %s", lomas_error_message());
+			replay_off(NULL);
+			/* Every int3 gone: the program runs as without us. */
+			assert_string_equal(p.out, n.out);
+			assert_int_equal(p.status, n.status);
+			assert_int_equal(profile_validate(p.prof), LOMAS_OK);
+			assert_int_equal(meta_u64(p.prof, "pmu.clock_steps"), 0);
+			assert_int_equal(meta_u64(p.prof, "pmu.dtrap_taken"), p.prof->samples.n);
+			for (size_t j = 0; j < p.prof->samples.n; j++) {
+				const lomas_sample *y = &p.prof->samples.items[j], *x = NULL;
+				/* The latest step clock point at this pc before it: its overflow.
+				 */
+				for (size_t i = 0; i < s.prof->samples.n; i++) {
+					const lomas_sample *c = &s.prof->samples.items[i];
+					if (c->start >= y->start)
+						break;
+					if (c->start_pc == y->start_pc)
+						x = c;
+				}
+				if (!x) {
+					for (size_t i = 0; i < s.prof->samples.n; i++)
+						if (s.prof->samples.items[i].start + 200 >
+						        y->start &&
+						    s.prof->samples.items[i].start < y->start + 50)
+							fprintf(stderr,
+							        "#   step clock: %llu pc %#llx\n",
+							        (unsigned long long)s.prof->samples
+							            .items[i]
+							            .start,
+							        (unsigned long long)s.prof->samples
+							            .items[i]
+							            .start_pc);
+					for (size_t i = 0; i < p.prof->samples.n; i++)
+						if (p.prof->samples.items[i].start + 200 >
+						        y->start &&
+						    p.prof->samples.items[i].start < y->start + 50)
+							fprintf(stderr,
+							        "#   double trap: %llu pc %#llx\n",
+							        (unsigned long long)p.prof->samples
+							            .items[i]
+							            .start,
+							        (unsigned long long)p.prof->samples
+							            .items[i]
+							            .start_pc);
+					fail_msg("%s period %s seed %s: double trap sample at %llu "
+					         "pc %#llx "
+					         "follows no point of the step clock's at that pc",
+					         tgt, period, seed, (unsigned long long)y->start,
+					         (unsigned long long)y->start_pc);
+				}
+				delay += y->start - x->start;
+				if (y->start - x->start > max_delay)
+					max_delay = y->start - x->start;
+				if (y->state == LOMAS_SAMPLE_REUSED)
+					dy += (double)(y->end - y->start), ny++;
+			}
+			for (size_t i = 0; i < s.prof->samples.n; i++) {
+				const lomas_sample *c = &s.prof->samples.items[i];
+				if (c->state == LOMAS_SAMPLE_REUSED)
+					dx += (double)(c->end - c->start), nx++;
+			}
+			runs++;
+			samples += p.prof->samples.n;
+			points += s.prof->samples.n;
+			free_result(&s);
+			free_result(&p);
+		}
+	assert_true(samples > runs);
+	fprintf(stderr,
+	        "# double trap %s skid %u: %llu runs, %llu samples for the step "
+	        "clock's %llu "
+	        "points; each %.1f references after its point on average (at most "
+	        "%llu); mean "
+	        "reuse distance %.1f against the step clock's %.1f (%+.1f %%), "
+	        "reused %.1f %% "
+	        "against %.1f %%\n",
+	        tgt, skid, (unsigned long long)runs, (unsigned long long)samples,
+	        (unsigned long long)points, (double)delay / (double)samples,
+	        (unsigned long long)max_delay, ny ? dy / (double)ny : 0.0,
+	        nx ? dx / (double)nx : 0.0,
+	        nx && ny && dx > 0 ? (dy / (double)ny / (dx / (double)nx) - 1) * 100 : 0.0,
+	        100.0 * (double)ny / (double)samples, 100.0 * (double)nx / (double)points);
+}
+
+static void test_double_trap(void **state)
+{
+	static const int64_t none[4] = {0, 0, 0, 0}, pert[4] = {1, 2, 3, 5};
+	dtrap_sweep("t_loop", "6", 0, none, periods, 2, 4);
+	dtrap_sweep("t_loop", "6", 12, pert, periods, 2, 4);
+}
+
+/* A program with its own SIGSEGV handler: the int3s never reach it. */
+static void test_double_trap_segv_recover(void **state)
+{
+	static const int64_t pert[4] = {1, 2, 3, 5};
+	static const unsigned p[] = {40};
+	dtrap_sweep("t_segv_recover", "1", 8, pert, p, 1, 3);
+}
+
 /* Refused where it cannot be right: the 2.6.36 period semantics. */
 static void test_precise_needs_immediate(void **state)
 {
@@ -205,6 +333,8 @@ int main(void)
 	    cmocka_unit_test(test_precise_skid_perturbed),
 	    cmocka_unit_test(test_precise_segv_recover),
 	    cmocka_unit_test(test_precise_needs_immediate),
+	    cmocka_unit_test(test_double_trap),
+	    cmocka_unit_test(test_double_trap_segv_recover),
 	};
 	int r = step_test_setup();
 	if (r)
