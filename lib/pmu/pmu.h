@@ -33,6 +33,12 @@ enum {
 };
 
 #define PMU_MAX_EVENTS 2
+#define PMU_MAX_TYPES 2
+
+typedef struct pmu_core_type {
+	char name[32]; /* the kernel's PMU name: cpu, cpu_core, cpu_atom */
+	uint32_t type; /* its perf_event_attr.type */
+} pmu_core_type;
 
 typedef struct pmu_event {
 	char name[128]; /* as given (libpfm4 syntax) */
@@ -53,7 +59,26 @@ typedef struct pmu_table {
 	unsigned ibs_type; /* its perf type (sysfs) */
 	bool hybrid;       /* more than one core PMU (per-core-type counters) */
 	char cores[2][64]; /* the core PMUs of a hybrid CPU */
+	pmu_core_type types[PMU_MAX_TYPES]; /* the kernel's core PMUs (sysfs) */
+	unsigned ntypes;
 } pmu_table;
+
+/*
+ * The kernel's core PMUs and their perf types, from
+ * <root>/bus/event_source/devices/<name>/type, root = $LOMAS_SYSFS_ROOT or
+ * /sys: "cpu" on most machines; "cpu_core" and "cpu_atom" on hybrid Intel
+ * parts, where a counter must be opened on each (a thread moves between
+ * core kinds, and each PMU counts only while it runs on its kind). At most
+ * max, in that order; their count.
+ */
+unsigned pmu_core_types(pmu_core_type *out, unsigned max);
+/*
+ * e's attr for the core PMU of perf type `type`: a raw event is opened on
+ * that PMU (attr.type = type); a generic hardware or cache event keeps its
+ * type and names the PMU in config's high 32 bits, the kernel's extended
+ * type ABI (Linux 6.0, PERF_PMU_TYPE_SHIFT).
+ */
+void pmu_attr_for_type(const pmu_event *e, uint32_t type, struct perf_event_attr *out);
 
 /*
  * The load/store events of the PMU named force (a libpfm4 name, as in
