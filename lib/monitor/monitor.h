@@ -82,6 +82,14 @@ typedef struct pmu_stream {
 	void *ring; /* precise mode: the sample ring */
 	size_t ring_len;
 	int64_t armed_bias; /* precise mode: the ledger's bias when the counter was last armed */
+	/*
+	 * A hybrid CPU: counting-only counters of the same event on the other
+	 * core PMUs (the sampling one is on the first); the count is the sum.
+	 */
+	int xfd[PMU_MAX_TYPES - 1];
+	unsigned nx;
+	uint64_t xraw; /* their sum at the last read */
+	uint64_t xarm; /* ... when the sampling counter was last armed (precise mode) */
 } pmu_stream;
 
 typedef struct pmu_thread {
@@ -100,6 +108,7 @@ typedef struct pmu_stats {
 	uint64_t stale_records; /* precise: records that name no point (a re-fire, a gap) */
 	uint64_t not_memory;    /* precise: records of an op with no data address (IBS) */
 	uint64_t dtrap_planted, dtrap_taken, dtrap_lost; /* double trap */
+	uint64_t moved_kind; /* precise, hybrid: records dropped, the thread ran on another kind */
 } pmu_stats;
 
 /* A double trap's int3 in the target's text (pmu_dtrap.c). */

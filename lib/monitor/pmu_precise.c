@@ -61,6 +61,7 @@ static void arm(monitor *m, pmu_stream *s, uint64_t v)
 	sys->ioctl(sys->ctx, s->fd, PERF_EVENT_IOC_PERIOD, (unsigned long)&v);
 	skid_counter_set_period(&s->shadow, v);
 	s->armed_bias = ledger_bias(&s->led);
+	s->xarm = s->xraw;
 }
 
 /* The point of s was taken or lost: aim at the next one not yet passed. */
@@ -138,6 +139,17 @@ void pmu_precise_overflow(monitor *m, mon_thread *t)
 			discard(m, s);
 			continue;
 		}
+		if (s->xraw != s->xarm) {
+			/*
+			 * Hybrid: the thread ran on another kind of core since the
+			 * counter was armed, whose references this one did not count:
+			 * its overflow came late, on a reference after the point.
+			 */
+			m->pstats.moved_kind++;
+			m->pstats.overshoots++;
+			next_point(m, s);
+			continue;
+		}
 		/* The first record since the point was armed is the point's; later ones re-fired.
 		 */
 		if (pmu_ring_read(s->ring, s->ring_len, PMU_RING_SAMPLE_TYPE, &point, 1,
@@ -163,7 +175,8 @@ void pmu_precise_overflow(monitor *m, mon_thread *t)
 
 void pmu_precise_rearm(monitor *m, mon_thread *t, bool must_step)
 {
-	bool moved = mon_injected_into(t->tid) != t->pmu.injected_noted;
+	/* Hybrid: other kinds may have counted since (read to know): always armed again. */
+	bool moved = mon_injected_into(t->tid) != t->pmu.injected_noted || m->ptab.ntypes > 1;
 	for (unsigned i = 0; i < m->ptab.n; i++)
 		moved |=
 		    t->pmu.s[i].fd >= 0 && ledger_bias(&t->pmu.s[i].led) != t->pmu.s[i].armed_bias;

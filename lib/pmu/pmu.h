@@ -212,6 +212,14 @@ typedef struct pmu_replay_conf {
 	uint64_t store_config; /* ... as stores */
 	uint64_t refs_config;  /* ... as both */
 	bool precise;          /* PEBS/IBS: records with exact ip and data address */
+	/*
+	 * A hybrid CPU: the perf types of its core PMUs (0: none, every counter
+	 * of PERF_TYPE_RAW counts everywhere). A counter opened with one of
+	 * them counts only while its thread runs on that kind; each thread
+	 * moves to the other kind every migrate_every retired instructions.
+	 */
+	uint32_t core_types[2];
+	uint32_t migrate_every;
 	/* System calls injected so far into tid (the monitor's count). */
 	uint64_t (*injected)(void *arg, pid_t tid);
 	void *arg;

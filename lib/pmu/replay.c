@@ -50,13 +50,16 @@ typedef struct fake_ctr {
 	uint64_t sample_type;
 	struct perf_event_mmap_page *ring;
 	size_t ring_len;
-	uint64_t lost; /* records dropped since the last one written */
+	uint64_t lost;     /* records dropped since the last one written */
+	uint32_t pmu_type; /* a hybrid core PMU's type: counts on that kind only; 0 any */
 } fake_ctr;
 
 typedef struct fake_thread {
 	pid_t tid;
 	int how;           /* how it was last resumed */
 	uint64_t injected; /* injected calls already counted */
+	uint64_t retired;  /* instructions, for its moves between core kinds */
+	unsigned core;     /* the kind it runs on (index into core_types) */
 } fake_thread;
 
 struct pmu_replay {
@@ -169,13 +172,23 @@ static void count(pmu_replay *r, fake_ctr *c, uint64_t n, uint64_t pc, uint64_t 
 	}
 }
 
+/* Does c count now: any kind, or its thread runs on c's kind? */
+static bool counting(pmu_replay *r, const fake_ctr *c)
+{
+	fake_thread *t;
+	if (!c->pmu_type)
+		return true;
+	t = thread_of(r, c->tid);
+	return t && r->conf.core_types[t->core] == c->pmu_type;
+}
+
 /* Perturb every counter of tid by amount (the event's worth). */
 static void perturb(pmu_replay *r, pid_t tid, int64_t amount)
 {
 	if (amount <= 0)
 		return;
 	for (int i = 0; i < FAKE_MAX; i++)
-		if (r->c[i].used && r->c[i].tid == tid) {
+		if (r->c[i].used && r->c[i].tid == tid && counting(r, &r->c[i])) {
 			r->stats.perturbations += (uint64_t)amount;
 			count(r, &r->c[i], (uint64_t)amount, 0, 0, -1);
 		}
@@ -201,7 +214,8 @@ static int f_open(void *ctx, struct perf_event_attr *attr, pid_t tid, int cpu, i
 	unsigned kinds;
 	if (!attr || tid <= 0 || cpu != -1)
 		return -EINVAL; /* the clock opens per-thread counters only */
-	if (attr->type != PERF_TYPE_RAW)
+	if (attr->type != PERF_TYPE_RAW && (!attr->type || (attr->type != r->conf.core_types[0] &&
+	                                                    attr->type != r->conf.core_types[1])))
 		return -ENOENT;
 	if (attr->config == r->conf.load_config)
 		kinds = PMU_KIND_LOADS;
@@ -227,6 +241,7 @@ static int f_open(void *ctx, struct perf_event_attr *attr, pid_t tid, int cpu, i
 		c->tid = tid;
 		c->kinds = kinds;
 		c->precise = attr->precise_ip > 0;
+		c->pmu_type = attr->type == PERF_TYPE_RAW ? 0 : attr->type;
 		c->sample_type = attr->sample_type;
 		skid_counter_open(&c->k,
 		                  r->conf.next_overflow ? SKID_PERIOD_NEXT_OVERFLOW
@@ -363,7 +378,7 @@ static void f_retired(void *ctx, pid_t tid, uint64_t pc, unsigned nrefs, const u
 	catch_up(r, tid);
 	for (int i = 0; i < FAKE_MAX; i++) {
 		fake_ctr *c = &r->c[i];
-		if (!c->used || c->tid != tid)
+		if (!c->used || c->tid != tid || !counting(r, c))
 			continue;
 		/* One reference at a time: an overflow's record names its own reference. */
 		for (unsigned j = 0; j < nrefs; j++)
@@ -374,6 +389,9 @@ static void f_retired(void *ctx, pid_t tid, uint64_t pc, unsigned nrefs, const u
 		perturb(r, tid, r->conf.per_step);
 		t->how = PMU_RUN;
 	}
+	/* The scheduler moves it to the other kind of core (after the perturbation). */
+	if (t && r->conf.migrate_every && ++t->retired % r->conf.migrate_every == 0)
+		t->core ^= 1;
 }
 
 static void f_stopped(void *ctx, pid_t tid, const siginfo_t *si)

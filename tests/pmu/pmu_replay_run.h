@@ -19,6 +19,10 @@
 
 static pmu_replay *rep;
 
+/* A hybrid CPU for the replay kernel (hybrid_on): its core PMUs' types, the moves. */
+static uint32_t hybrid_types[2], hybrid_every;
+static char hybrid_root[64];
+
 static inline uint64_t injected(void *arg, pid_t tid)
 {
 	return mon_injected_into(tid);
@@ -39,6 +43,8 @@ static inline void replay_on_mode(uint64_t seed, uint32_t skid, bool next, int64
 	                     .store_config = SKL_STORES,
 	                     .refs_config = SKL_ANY,
 	                     .precise = precise,
+	                     .core_types = {hybrid_types[0], hybrid_types[1]},
+	                     .migrate_every = hybrid_every,
 	                     .injected = injected};
 	assert_int_equal(pmu_replay_new(&c, &rep), LOMAS_OK);
 	pmu_sys_set(pmu_replay_ops(rep));
@@ -73,6 +79,44 @@ static inline double calib(const lomas_profile *p, const char *key)
 			return p->calib.items[i].value;
 	fail_msg("no calibration %s", key);
 	return 0;
+}
+
+/*
+ * A hybrid machine: a sysfs tree (LOMAS_SYSFS_ROOT) with cpu_core and
+ * cpu_atom of perf types 8 and 9, and a replay kernel whose counters of
+ * those types count only on their kind, threads moving every `every`
+ * instructions. hybrid_off undoes it.
+ */
+static inline void hybrid_on(uint32_t every)
+{
+	static const char *const names[] = {"cpu_core", "cpu_atom"};
+	char path[256];
+	snprintf(hybrid_root, sizeof hybrid_root, "/tmp/lomas-hybrid-XXXXXX");
+	assert_non_null(mkdtemp(hybrid_root));
+	for (int i = 0; i < 2; i++) {
+		FILE *f;
+		snprintf(path, sizeof path, "mkdir -p %s/bus/event_source/devices/%s", hybrid_root,
+		         names[i]);
+		assert_int_equal(system(path), 0);
+		snprintf(path, sizeof path, "%s/bus/event_source/devices/%s/type", hybrid_root,
+		         names[i]);
+		assert_non_null(f = fopen(path, "w"));
+		fprintf(f, "%d\n", 8 + i);
+		fclose(f);
+	}
+	setenv("LOMAS_SYSFS_ROOT", hybrid_root, 1);
+	hybrid_types[0] = 8;
+	hybrid_types[1] = 9;
+	hybrid_every = every;
+}
+
+static inline void hybrid_off(void)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof cmd, "rm -rf %s", hybrid_root);
+	assert_int_equal(system(cmd), 0);
+	unsetenv("LOMAS_SYSFS_ROOT");
+	hybrid_types[0] = hybrid_types[1] = hybrid_every = 0;
 }
 
 #endif /* LOMAS_TEST_PMU_REPLAY_RUN_H */

@@ -20,7 +20,7 @@
 
 typedef struct precise_out {
 	uint64_t runs, points, exact_ends, window_lost, window_extra, lost, records, stale,
-	    clock_steps, retry_steps, overflows;
+	    clock_steps, retry_steps, overflows, moved;
 } precise_out;
 
 static bool same_point(const lomas_sample *x, const lomas_sample *y)
@@ -122,6 +122,8 @@ static void sweep(const char *tgt, const char *arg, uint32_t skid, const int64_t
 			o->clock_steps += meta_u64(p.prof, "pmu.clock_steps");
 			o->retry_steps += meta_u64(p.prof, "pmu.retry_steps");
 			o->overflows += meta_u64(p.prof, "pmu.overflows");
+			if (hybrid_every)
+				o->moved += meta_u64(p.prof, "pmu.moved_kind");
 			assert_true(rs.records >= meta_u64(p.prof, "pmu.records"));
 			free_result(&s);
 			free_result(&p);
@@ -310,6 +312,20 @@ static void test_double_trap_segv_recover(void **state)
 	dtrap_sweep("t_segv_recover", "1", 8, pert, p, 1, 3);
 }
 
+/* A hybrid CPU (the replay's threads move between two kinds of core): the same points. */
+static void test_precise_hybrid(void **state)
+{
+	static const int64_t pert[4] = {1, 2, 3, 5};
+	precise_out o;
+	hybrid_on(97);
+	sweep("t_loop", "6", 12, pert, periods, 2, 2, &o);
+	hybrid_off();
+	assert_int_equal(o.clock_steps, 0);
+	assert_true(o.points > o.runs * 5);
+	fprintf(stderr, "# precise, hybrid: %llu points lost to a move between arming and signal\n",
+	        (unsigned long long)o.moved);
+}
+
 /* Refused where it cannot be right: the 2.6.36 period semantics. */
 static void test_precise_needs_immediate(void **state)
 {
@@ -333,6 +349,7 @@ int main(void)
 	    cmocka_unit_test(test_precise_skid_perturbed),
 	    cmocka_unit_test(test_precise_segv_recover),
 	    cmocka_unit_test(test_precise_needs_immediate),
+	    cmocka_unit_test(test_precise_hybrid),
 	    cmocka_unit_test(test_double_trap),
 	    cmocka_unit_test(test_double_trap_segv_recover),
 	};

@@ -192,6 +192,27 @@ static void test_segv_recover(void **state)
 }
 
 /*
+ * A hybrid CPU (cpu_core and cpu_atom): the thread moves between the kinds
+ * every 97 instructions; the clock samples on the first core PMU and counts
+ * on both, summed. The clock equals the decoder's (no mismatch), and every
+ * sample is the step clock's; points whose approach spanned a move (the
+ * overflow came late, past the point) are lost and counted.
+ */
+static void test_hybrid(void **state)
+{
+	sweep_conf c = {"t_loop", "6", false, {1, 2, 3, 5}, "yes", 12, 2, periods, 2};
+	sweep_out o;
+	hybrid_on(97);
+	sweep(&c, &o);
+	hybrid_off();
+	assert_int_equal(o.equal, o.runs);
+	assert_int_equal(o.mismatches, 0);
+	assert_true(o.samples > o.runs * 5);
+	fprintf(stderr, "# hybrid, skid mode: %llu samples, %llu points lost to moves\n",
+	        (unsigned long long)o.samples, (unsigned long long)o.lost);
+}
+
+/*
  * Detached mid-run (lomas_session_stop), the target runs on unharmed: no
  * counter may signal it after we let go (the overflow signal's default
  * action would end it), and one already sent is taken first.
@@ -243,6 +264,7 @@ int main(void)
 	    cmocka_unit_test(test_exact),         cmocka_unit_test(test_skid_perturbed),
 	    cmocka_unit_test(test_next_overflow), cmocka_unit_test(test_uncompensated_differs),
 	    cmocka_unit_test(test_segv_recover),  cmocka_unit_test(test_stop_leaves_target_running),
+	    cmocka_unit_test(test_hybrid),
 	};
 	int r = step_test_setup();
 	if (r)
