@@ -367,6 +367,8 @@ void pmu_detach(monitor *m);
 lomas_status pmu_precise_open(monitor *m, pmu_stream *s);
 /* An overflow of t (counters read): drain the rings, start the watches their records name. */
 void pmu_precise_overflow(monitor *m, mon_thread *t);
+/* Precise mode's and the double trap's metadata in the profile. */
+lomas_status pmu_precise_meta(monitor *m, lomas_profile *p);
 /* Before t runs: arm again the counters the monitor's own perturbations moved. */
 void pmu_precise_rearm(monitor *m, mon_thread *t, bool must_step);
 /* Double trap (pmu_dtrap.c): an int3 at ip for t's stream (from its overflow's record). */

@@ -550,36 +550,6 @@ int pmu_resume(monitor *m, mon_thread *t, int sig, bool must_step)
 	return r;
 }
 
-static lomas_status precise_meta(monitor *m, lomas_profile *p)
-{
-	lomas_status st;
-	if ((st = profile_meta_setf(p, "pmu.records", "%llu",
-	                            (unsigned long long)m->pstats.records)) ||
-	    (st = profile_meta_setf(p, "pmu.stale_records", "%llu",
-	                            (unsigned long long)m->pstats.stale_records)) ||
-	    (st = profile_meta_setf(p, "pmu.not_memory_records", "%llu",
-	                            (unsigned long long)m->pstats.not_memory)) ||
-	    (st = profile_meta_setf(p, "pmu.ring_lost", "%llu",
-	                            (unsigned long long)m->pring.lost)) ||
-	    (st = profile_meta_setf(p, "pmu.ring_throttles", "%llu",
-	                            (unsigned long long)m->pring.throttles)) ||
-	    (st = profile_meta_setf(p, "pmu.ring_corrupt", "%llu",
-	                            (unsigned long long)m->pring.corrupt)) ||
-	    (m->ptab.ntypes > 1 &&
-	     (st = profile_meta_setf(p, "pmu.moved_kind", "%llu",
-	                             (unsigned long long)m->pstats.moved_kind))))
-		return st;
-	if (m->cfg.pmu_sample == PMU_SAMPLE_DOUBLE_TRAP &&
-	    ((st = profile_meta_setf(p, "pmu.dtrap_planted", "%llu",
-	                             (unsigned long long)m->pstats.dtrap_planted)) ||
-	     (st = profile_meta_setf(p, "pmu.dtrap_taken", "%llu",
-	                             (unsigned long long)m->pstats.dtrap_taken)) ||
-	     (st = profile_meta_setf(p, "pmu.dtrap_lost", "%llu",
-	                             (unsigned long long)m->pstats.dtrap_lost))))
-		return st;
-	return LOMAS_OK;
-}
-
 lomas_status pmu_profile_meta(monitor *m, lomas_profile *p)
 {
 	lomas_status st;
@@ -613,7 +583,7 @@ lomas_status pmu_profile_meta(monitor *m, lomas_profile *p)
 	                            (unsigned long long)m->pstats.overshoots)) ||
 	    (st = profile_meta_setf(p, "pmu.retry_steps", "%llu",
 	                            (unsigned long long)m->pstats.retry_steps)) ||
-	    (m->cfg.pmu_sample != PMU_SAMPLE_SKID && (st = precise_meta(m, p))) ||
+	    (m->cfg.pmu_sample != PMU_SAMPLE_SKID && (st = pmu_precise_meta(m, p))) ||
 	    (st = profile_meta_setf(p, "pmu.clock_mismatches", "%llu",
 	                            (unsigned long long)m->pstats.mismatches)))
 		return st;
