@@ -10,6 +10,10 @@
 # (LOMAS_TRACE on the -inline build; skipped where clang-16 built none).
 # Where the pmu clock cannot run (no PMU, perf_event_paranoid, our build
 # machines) it prints why, from `lomas-demo info`, and exits 77 (skipped).
+# Each workload is measured in each sampling mode of LOMAS_PMU_MODES (default
+# "skid precise": single-steps to the point, or PEBS/IBS records with no
+# step; docs/pmu-clock.md); a mode the machine refuses (precise without
+# PEBS data addresses or IBS) prints its reason on its row.
 #   bench/pmu.sh [BUILD_DIR] [REPS]      (LOMAS_PMU_EVENTS: --events for record)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +39,7 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 events=()
 [ -n "${LOMAS_PMU_EVENTS:-}" ] && events=(--events "$LOMAS_PMU_EVENTS")
+modes=${LOMAS_PMU_MODES:-skid precise}
 declare -A args=(
 	[stream]="2097152 10" [stride]="67108864 64 8" [random]="4194304 8388608"
 	[chase]="262144 4000000" [matmul]="480" [tiled]="480 32" [phases]="4000000 32768 8"
@@ -49,14 +54,19 @@ meta() { "$demo" export --json "$1" | /usr/bin/python3 -c '
 import json, sys
 d = json.load(sys.stdin); m = d.get("metadata", d.get("meta", {}))
 print(m.get(sys.argv[1], "0"))' "$2"; }
-printf "%-8s %10s %8s %9s %9s %8s %10s %10s %10s %10s\n" workload refs samples native_s \
-	pmu_s overhead steps/smp faults/smp "rand MAE" "lru MAE"
+printf "%-8s %-8s %10s %8s %9s %9s %8s %10s %10s %10s %10s\n" workload mode refs samples \
+	native_s pmu_s overhead steps/smp faults/smp "rand MAE" "lru MAE"
 for w in stream stride random chase matmul tiled phases; do
+for mode in $modes; do
 	prog=$wl/$w
 	[ -x "$prog" ] || continue
+	ev=("${events[@]}" --pmu-sample "$mode")
 	# shellcheck disable=SC2086
-	"$demo" record --clock pmu "${events[@]}" -o "$tmp/p0.lomas" -- "$prog" ${args[$w]} \
-		>/dev/null 2>&1
+	if ! err=$("$demo" record --clock pmu "${ev[@]}" -o "$tmp/p0.lomas" -- "$prog" \
+		${args[$w]} 2>&1 >/dev/null); then
+		printf "%-8s %-8s cannot run: %s\n" "$w" "$mode" "$(echo "$err" | tail -n 1)"
+		continue
+	fi
 	refs=$("$demo" export --json "$tmp/p0.lomas" | /usr/bin/python3 -c '
 import json, sys
 print(sum(t["refs"] for t in json.load(sys.stdin)["threads"]))')
@@ -66,7 +76,7 @@ print(sum(t["refs"] for t in json.load(sys.stdin)["threads"]))')
 		# shellcheck disable=SC2086
 		n=$(secs "$prog" ${args[$w]})
 		# shellcheck disable=SC2086
-		p=$(secs "$demo" record --clock pmu "${events[@]}" --period "$period" \
+		p=$(secs "$demo" record --clock pmu "${ev[@]}" --period "$period" \
 			-o "$tmp/p.lomas" -- "$prog" ${args[$w]})
 		best_n=$(/usr/bin/python3 -c "print(min($best_n, $n))")
 		best_p=$(/usr/bin/python3 -c "print(min($best_p, $p))")
@@ -89,9 +99,10 @@ print(sum(t["refs"] for t in json.load(sys.stdin)["threads"]))')
 import sys
 w, refs, smp, n, p, st, fa, mae = sys.argv[1:]
 smp = max(int(smp), 1)
-print(f'{w:8s} {int(refs):10d} {smp:8d} {float(n):9.3f} {float(p):9.3f} '
+print(f'{w:8s} {sys.argv[9]:8s} {int(refs):10d} {smp:8d} {float(n):9.3f} {float(p):9.3f} '
       f'{(float(p) / float(n) - 1) * 100:7.1f}% {int(st) / smp:10.1f} {int(fa) / smp:10.2f} '
       f'{mae.split()[0]:>10s} {mae.split()[-1]:>10s}')" \
-		"$w" "$refs" "$samples" "$best_n" "$best_p" "$steps" "$faults" "$mae"
+		"$w" "$refs" "$samples" "$best_n" "$best_p" "$steps" "$faults" "$mae" "$mode"
+done
 done
 echo "goal: overhead <= 5 % at ~20k samples (docs/benchmarks.md); MAE <= 1 point"

@@ -56,6 +56,23 @@ static void print_text(json_t *root, const struct cache_level *c, size_t nc)
 		           json_integer_value(json_object_get(v, "type")),
 		           json_string_value(json_object_get(v, "config")),
 		           json_string_value(json_object_get(v, "perf")));
+		/* A hybrid CPU: each counter is opened on every core PMU (a thread moves). */
+		if (json_array_size(json_object_get(p, "core_pmus")) > 1) {
+			json_t *cp, *e;
+			size_t k, j;
+			json_array_foreach(json_object_get(p, "core_pmus"), k, cp)
+			{
+				printf("  core PMU %s (perf type %lld):",
+				       json_string_value(json_object_get(cp, "name")),
+				       json_integer_value(json_object_get(cp, "type")));
+				json_array_foreach(json_object_get(cp, "events"), j, e)
+				    printf(" %s type %lld config %s;",
+				           json_string_value(json_object_get(e, "name")),
+				           json_integer_value(json_object_get(e, "type")),
+				           json_string_value(json_object_get(e, "config")));
+				printf("\n");
+			}
+		}
 	}
 	printf("caches:");
 	for (i = 0; i < nc; i++)

@@ -31,6 +31,7 @@ enum {
 	OPT_LINE_SIZE,
 	OPT_WINDOW,
 	OPT_MAX_SKID,
+	OPT_PMU_SAMPLE,
 	OPT_PHASE_GUIDED,
 };
 
@@ -57,6 +58,9 @@ const struct demo_opt record_opts[] = {
     {"window", OPT_WINDOW, required_argument, "N|auto", "window length in references", "window"},
     {"max-skid", OPT_MAX_SKID, required_argument, "N",
      "simulated (step) or real (pmu) overflow skid", "max_skid"},
+    {"pmu-sample", OPT_PMU_SAMPLE, required_argument, "skid|precise|double_trap",
+     "pmu: how a sample starts (default skid; precise:\nPEBS/IBS records, docs/pmu-clock.md)",
+     "pmu_sample"},
     {"phase-guided", OPT_PHASE_GUIDED, no_argument, NULL,
      "inline, dbi: sample a phase seen for 2000\nsamples 16x less often (weights keep the "
      "model\nunbiased)",

@@ -81,17 +81,47 @@ typedef struct pmu_stream {
 	bool approaching;
 	void *ring; /* precise mode: the sample ring */
 	size_t ring_len;
+	int64_t armed_bias; /* precise mode: the ledger's bias when the counter was last armed */
+	/*
+	 * A hybrid CPU: counting-only counters of the same event on the other
+	 * core PMUs (the sampling one is on the first); the count is the sum.
+	 */
+	int xfd[PMU_MAX_TYPES - 1];
+	unsigned nx;
+	uint64_t xraw; /* their sum at the last read */
+	uint64_t xarm; /* ... when the sampling counter was last armed (precise mode) */
 } pmu_stream;
 
 typedef struct pmu_thread {
 	pmu_stream s[PMU_MAX_EVENTS];
-	uint64_t injected_noted; /* injected calls already noted in the ledgers */
-	bool clock_step;         /* resumed by the clock with a single-step */
+	/* double trap: the stream's int3 was met; sample when dt_pc next retires */
+	bool dt_wait[PMU_MAX_EVENTS];
+	uint64_t dt_pc[PMU_MAX_EVENTS];
+	int dt_kind[PMU_MAX_EVENTS]; /* the record's kind, -1: any */
+	uint64_t injected_noted;     /* injected calls already noted in the ledgers */
+	bool clock_step;             /* resumed by the clock with a single-step */
 } pmu_thread;
 
 typedef struct pmu_stats {
 	uint64_t overflows, stale, clock_steps, overshoots, mismatches, syncs, records;
+	uint64_t retry_steps;   /* steps the monitor needed (a fault retried), not the clock */
+	uint64_t stale_records; /* precise: records that name no point (a re-fire, a gap) */
+	uint64_t not_memory;    /* precise: records of an op with no data address (IBS) */
+	uint64_t dtrap_planted, dtrap_taken, dtrap_lost; /* double trap */
+	uint64_t moved_kind; /* precise, hybrid: records dropped, the thread ran on another kind */
 } pmu_stats;
+
+/* A double trap's int3 in the target's text (pmu_dtrap.c). */
+typedef struct pmu_bp {
+	bool used;
+	uint64_t ip;
+	uint8_t orig; /* the byte it replaced */
+	pid_t tid;    /* whose point it is */
+	unsigned stream;
+	int kind;
+} pmu_bp;
+
+#define PMU_MAX_BPS 64
 
 /* Injected system calls so far into tid, by any monitor of this process (ptrace.c). */
 uint64_t mon_injected_into(pid_t tid);
@@ -189,6 +219,8 @@ typedef struct monitor {
 	int64_t pcalib[PMU_MAX_EVENTS][LEDGER_NKINDS];
 	bool pcalibrated;
 	pmu_stats pstats;
+	pmu_ring_stats pring;    /* precise mode: what the rings held */
+	pmu_bp pbp[PMU_MAX_BPS]; /* double trap: int3s planted */
 	/* wait.c */
 	size_t wait_next;    /* the sweep starts after the thread that reported last */
 	bool wait_poll;      /* SIGCHLD cannot wake us: sleep in growing steps instead */
@@ -333,5 +365,24 @@ lomas_status pmu_profile_meta(monitor *m, lomas_profile *p);
 void pmu_clock_free(monitor *m);
 /* Before detaching (every thread stopped): counters closed, sent overflows taken. */
 void pmu_detach(monitor *m);
+/* Precise mode (pmu_precise.c): map s's sample ring (its counter just opened). */
+lomas_status pmu_precise_open(monitor *m, pmu_stream *s);
+/* An overflow of t (counters read): drain the rings, start the watches their records name. */
+void pmu_precise_overflow(monitor *m, mon_thread *t);
+/* Precise mode's and the double trap's metadata in the profile. */
+lomas_status pmu_precise_meta(monitor *m, lomas_profile *p);
+/* Before t runs: arm again the counters the monitor's own perturbations moved. */
+void pmu_precise_rearm(monitor *m, mon_thread *t, bool must_step);
+/* Double trap (pmu_dtrap.c): an int3 at ip for t's stream (from its overflow's record). */
+void pmu_dtrap_plant(monitor *m, mon_thread *t, unsigned stream, uint64_t ip, int kind);
+/* A SIGTRAP of t: true when it was one of our int3s (removed, t set back to run it). */
+bool pmu_dtrap_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si);
+/* in retired in t: the indices of the references sampled at a met int3's instruction. */
+unsigned pmu_dtrap_commit(monitor *m, mon_thread *t, const decode_insn *in, unsigned *idx);
+/* Before detaching (threads stopped): every int3 removed. */
+void pmu_dtrap_detach(monitor *m);
+/* step.c, for pmu_precise.c: a sample of t at clock, the reference (pc, addr, kind). */
+void step_start_at(monitor *m, mon_thread *t, uint64_t clock, uint64_t pc, uint64_t addr,
+                   uint8_t kind);
 
 #endif /* LOMAS_MONITOR_H */

@@ -62,6 +62,31 @@ lomas_status pmu_clock_init(monitor *m, const struct lomas_config *cfg)
 	m->psem = cfg->period_sem == PERIOD_SEM_NEXT_OVERFLOW ? SKID_PERIOD_NEXT_OVERFLOW
 	          : cfg->period_sem == PERIOD_SEM_IMMEDIATE   ? SKID_PERIOD_IMMEDIATE
 	                                                      : kernel_semantics();
+	if (cfg->pmu_sample == PMU_SAMPLE_DOUBLE_TRAP) {
+		if (m->psem != SKID_PERIOD_IMMEDIATE)
+			return error_set(LOMAS_ENOTSUP,
+			                 "pmu_sample=double_trap arms each point again after the "
+			                 "monitor's perturbations, which needs "
+			                 "PERF_EVENT_IOC_PERIOD to apply at once (Linux >= 3.14, "
+			                 "period_semantics=immediate); use pmu_sample=skid");
+		m->pmargin = 0;
+	}
+	if (cfg->pmu_sample == PMU_SAMPLE_PRECISE) {
+		if (!m->ptab.pebs_addr)
+			return error_set(
+			    LOMAS_ENOTSUP,
+			    "pmu_sample=precise: %s has no PEBS with the data address%s; "
+			    "use pmu_sample=skid",
+			    m->ptab.pmu,
+			    m->ptab.ibs_op ? " (its IBS op is not wired into the clock yet)" : "");
+		if (m->psem != SKID_PERIOD_IMMEDIATE)
+			return error_set(LOMAS_ENOTSUP,
+			                 "pmu_sample=precise arms each point again after the "
+			                 "monitor's perturbations, which needs "
+			                 "PERF_EVENT_IOC_PERIOD to apply at once (Linux >= 3.14, "
+			                 "period_semantics=immediate); use pmu_sample=skid");
+		m->pmargin = 0; /* the record names the point itself: no approach */
+	}
 	return LOMAS_OK;
 }
 
@@ -100,6 +125,7 @@ static bool deliverable(pid_t pid, pid_t tid, int sig)
  */
 void pmu_detach(monitor *m)
 {
+	pmu_dtrap_detach(m);
 	pmu_clock_free(m);
 	for (size_t i = 0; i < m->threads.n; i++) {
 		mon_thread *t = &m->threads.items[i];
@@ -137,6 +163,49 @@ static void apply(monitor *m, pmu_stream *s, const skid_program *prog)
 		return; /* arm nothing: the clock steps to the point */
 	sys->ioctl(sys->ctx, s->fd, PERF_EVENT_IOC_PERIOD, (unsigned long)&v);
 	skid_counter_set_period(&s->shadow, v);
+	s->xarm = s->xraw;
+}
+
+/*
+ * Hybrid, skid mode: what the thread did on the other kinds of core since
+ * a counter was armed was not counted by it, so its overflow would come
+ * late. Before it runs, each counter is armed again for what is left to
+ * its arm point (Linux >= 3.14 semantics), or stepped to its point when
+ * that is within the margin, or, when the point was passed there, the
+ * point is lost (pmu.overshoots) and the next one aimed at.
+ */
+static void hybrid_rearm(monitor *m, mon_thread *t)
+{
+	bool moved = false;
+	for (unsigned i = 0; i < m->ptab.n; i++)
+		moved |= !t->pmu.s[i].approaching;
+	if (!moved)
+		return;
+	pmu_sync(m, t);
+	if (t->have_pending)
+		t->pending_c0 = t->clock;
+	for (unsigned i = 0; i < m->ptab.n; i++) {
+		pmu_stream *s = &t->pmu.s[i];
+		uint64_t at;
+		if (s->fd < 0 || s->approaching || s->xraw == s->xarm || s->shadow.pending)
+			continue;
+		while (s->plan.target <= s->count) {
+			skid_program prog = skid_plan_next(
+			    &s->plan, s->count, s->plan.next_target + rng_gap(&s->gaps, m->period));
+			m->pstats.overshoots++;
+			apply(m, s, &prog);
+			if (prog.step_now)
+				break;
+		}
+		at = s->plan.target > m->pmargin ? s->plan.target - m->pmargin : 0;
+		if (at <= s->count) {
+			s->approaching = true; /* within the margin: step to it */
+			s->plan.overflow = UINT64_MAX;
+		} else {
+			skid_program prog = {.period = at - s->count};
+			apply(m, s, &prog);
+		}
+	}
 }
 
 lomas_status pmu_thread_start(monitor *m, mon_thread *t)
@@ -163,6 +232,8 @@ lomas_status pmu_thread_start(monitor *m, mon_thread *t)
 		sp0 = rng_gap(&s->gaps, m->period);
 		sp1 = sp0 + rng_gap(&s->gaps, m->period);
 		prog = skid_plan_start(&s->plan, m->pmargin, m->psem, 0, sp0, sp1);
+		if (m->ptab.ntypes > 1) /* hybrid: sampling on the first core PMU */
+			pmu_attr_for_type(&m->ptab.ev[i], m->ptab.types[0].type, &a);
 		a.size = sizeof a;
 		a.sample_period = prog.step_now ? (1ull << 62) : prog.period;
 		a.exclude_kernel = 1;
@@ -170,16 +241,40 @@ lomas_status pmu_thread_start(monitor *m, mon_thread *t)
 		a.disabled = 0;
 		a.inherit = 0;
 		a.wakeup_events = 1;
-		if (m->cfg.pmu_sample == PMU_SAMPLE_PRECISE) {
+		if (m->cfg.pmu_sample != PMU_SAMPLE_SKID) {
+			/* PEBS: 2 = zero skid requested; the record names the overflowing
+			 * instruction. */
 			a.precise_ip = 2;
-			a.sample_type = PERF_SAMPLE_IP | PERF_SAMPLE_ADDR;
+			a.sample_type = PMU_RING_SAMPLE_TYPE;
 		}
 		fd = sys->open(sys->ctx, &a, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 		if (fd < 0)
 			return error_set(LOMAS_ENOTSUP, "perf_event_open of %s for thread %d: %s",
 			                 m->ptab.ev[i].name, (int)t->tid, strerror(-fd));
 		s->fd = fd;
+		if (m->cfg.pmu_sample != PMU_SAMPLE_SKID) {
+			lomas_status st = pmu_precise_open(m, s);
+			if (st)
+				return st;
+		}
 		skid_counter_open(&s->shadow, m->psem, 0, a.sample_period);
+		/* Hybrid: the same event counted on the other core PMUs, summed in pmu_sync. */
+		for (unsigned k = 1; k < m->ptab.ntypes && k < PMU_MAX_TYPES; k++) {
+			struct perf_event_attr x;
+			int xfd;
+			pmu_attr_for_type(&m->ptab.ev[i], m->ptab.types[k].type, &x);
+			x.size = sizeof x;
+			x.exclude_kernel = 1;
+			x.exclude_hv = 1;
+			xfd = sys->open(sys->ctx, &x, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+			if (xfd < 0)
+				return error_set(
+				    LOMAS_ENOTSUP,
+				    "perf_event_open of %s on core PMU %s for thread %d: %s",
+				    m->ptab.ev[i].name, m->ptab.types[k].name, (int)t->tid,
+				    strerror(-xfd));
+			s->xfd[s->nx++] = xfd;
+		}
 		if (prog.has_reload)
 			apply(m, s, &prog);
 		s->approaching = prog.step_now;
@@ -204,6 +299,9 @@ void pmu_thread_end(monitor *m, mon_thread *t)
 		if (s->fd >= 0)
 			sys->close(sys->ctx, s->fd);
 		s->fd = -1;
+		for (unsigned k = 0; k < s->nx; k++)
+			sys->close(sys->ctx, s->xfd[k]);
+		s->nx = 0;
 	}
 }
 
@@ -220,7 +318,7 @@ void pmu_sync(monitor *m, mon_thread *t)
 	uint64_t inj = mon_injected_into(t->tid), total = 0;
 	for (unsigned i = 0; i < m->ptab.n; i++) {
 		pmu_stream *s = &t->pmu.s[i];
-		uint64_t raw = 0;
+		uint64_t raw = 0, xsum = 0;
 		if (s->fd < 0)
 			continue;
 		if (inj > t->pmu.injected_noted)
@@ -229,7 +327,15 @@ void pmu_sync(monitor *m, mon_thread *t)
 			raw = s->shadow.count; /* unreadable: assume nothing counted */
 		if (raw > s->shadow.count)
 			skid_counter_advance(&s->shadow, raw - s->shadow.count, 0);
-		s->count = ledger_correct(&s->led, raw);
+		/* Hybrid: what the thread did on the other kinds of core counts too. */
+		for (unsigned k = 0; k < s->nx; k++) {
+			uint64_t x = 0;
+			if (sys->read(sys->ctx, s->xfd[k], &x, sizeof x) == (ssize_t)sizeof x)
+				xsum += x;
+		}
+		if (s->nx)
+			s->xraw = xsum > s->xraw ? xsum : s->xraw;
+		s->count = ledger_correct(&s->led, raw + s->xraw);
 		total += s->count;
 	}
 	t->pmu.injected_noted = inj;
@@ -293,6 +399,15 @@ unsigned pmu_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c
 		sys->retired(sys->ctx, t->tid, in->pc, in->nrefs, kinds, addrs);
 	}
 	t->pmu.clock_step = false;
+	if (m->cfg.pmu_sample != PMU_SAMPLE_SKID) {
+		/* Records name the points: a step here is one the monitor needed. */
+		if (clock_step) {
+			note(m, t, LEDGER_STEP);
+			m->pstats.retry_steps++;
+		}
+		return m->cfg.pmu_sample == PMU_SAMPLE_DOUBLE_TRAP ? pmu_dtrap_commit(m, t, in, idx)
+		                                                   : 0;
+	}
 	for (unsigned i = 0; i < m->ptab.n; i++)
 		any |= t->pmu.s[i].approaching;
 	if (!clock_step)
@@ -300,7 +415,7 @@ unsigned pmu_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c
 	if (!any) {
 		/* A step the monitor needed (a fault retried): it counts all the same. */
 		note(m, t, LEDGER_STEP);
-		m->pstats.clock_steps++;
+		m->pstats.retry_steps++;
 		return 0;
 	}
 	/* The step's trap counts (as the replay kernel's does when the step retires). */
@@ -369,7 +484,8 @@ bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si)
 	}
 	if (sig == SIGTRAP && si->si_code == SI_KERNEL) {
 		note(m, t, LEDGER_TRAP);
-		return false;
+		return m->cfg.pmu_sample == PMU_SAMPLE_DOUBLE_TRAP &&
+		       pmu_dtrap_signal(m, t, sig, si);
 	}
 	if (!overflow)
 		return false;
@@ -378,6 +494,10 @@ bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si)
 	if (t->have_pending)
 		t->pending_c0 = t->clock;
 	m->pstats.overflows++;
+	if (m->cfg.pmu_sample != PMU_SAMPLE_SKID) {
+		pmu_precise_overflow(m, t);
+		return true;
+	}
 	for (unsigned i = 0; i < m->ptab.n; i++) {
 		pmu_stream *s = &t->pmu.s[i];
 		if (s->approaching)
@@ -407,6 +527,10 @@ int pmu_resume(monitor *m, mon_thread *t, int sig, bool must_step)
 	const pmu_sys_ops *sys = m->psys;
 	bool step = false;
 	int r;
+	if (m->cfg.pmu_sample != PMU_SAMPLE_SKID)
+		pmu_precise_rearm(m, t, must_step || !sys->retired);
+	else if (m->ptab.ntypes > 1 && m->psem == SKID_PERIOD_IMMEDIATE)
+		hybrid_rearm(m, t);
 	for (unsigned i = 0; i < m->ptab.n; i++)
 		step |= t->pmu.s[i].approaching;
 	/*
@@ -457,6 +581,9 @@ lomas_status pmu_profile_meta(monitor *m, lomas_profile *p)
 	                            (unsigned long long)m->pstats.clock_steps)) ||
 	    (st = profile_meta_setf(p, "pmu.overshoots", "%llu",
 	                            (unsigned long long)m->pstats.overshoots)) ||
+	    (st = profile_meta_setf(p, "pmu.retry_steps", "%llu",
+	                            (unsigned long long)m->pstats.retry_steps)) ||
+	    (m->cfg.pmu_sample != PMU_SAMPLE_SKID && (st = pmu_precise_meta(m, p))) ||
 	    (st = profile_meta_setf(p, "pmu.clock_mismatches", "%llu",
 	                            (unsigned long long)m->pstats.mismatches)))
 		return st;

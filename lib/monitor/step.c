@@ -258,6 +258,17 @@ static void start_sample(monitor *m, mon_thread *t, const decode_insn *in, unsig
 	}
 }
 
+void step_start_at(monitor *m, mon_thread *t, uint64_t clock, uint64_t pc, uint64_t addr,
+                   uint8_t kind)
+{
+	decode_insn in;
+	memset(&in, 0, sizeof in);
+	in.pc = pc;
+	in.nrefs = 1;
+	in.refs[0] = (decode_ref){.addr = addr, .size = 1, .kind = kind};
+	start_sample(m, t, &in, 0, clock);
+}
+
 /* The pending instruction retired: count its references, end and start samples. */
 void step_commit(monitor *m, mon_thread *t)
 {

@@ -128,18 +128,56 @@ static unsigned core_pmus(pmu_table *t, const char *force)
 	return n;
 }
 
+/* The perf type of the kernel PMU name (sysfs), or -1. */
+static long pmu_type_of(const char *name)
+{
+	const char *root = getenv("LOMAS_SYSFS_ROOT");
+	char path[4096];
+	unsigned type;
+	long r = -1;
+	FILE *f;
+	snprintf(path, sizeof path, "%s/bus/event_source/devices/%s/type",
+	         root && *root ? root : "/sys", name);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	if (fscanf(f, "%u", &type) == 1)
+		r = type;
+	fclose(f);
+	return r;
+}
+
+unsigned pmu_core_types(pmu_core_type *out, unsigned max)
+{
+	static const char *const names[] = {"cpu", "cpu_core", "cpu_atom"};
+	unsigned n = 0;
+	for (size_t i = 0; i < sizeof names / sizeof *names && n < max; i++) {
+		long type = pmu_type_of(names[i]);
+		if (type < 0)
+			continue;
+		snprintf(out[n].name, sizeof out[n].name, "%s", names[i]);
+		out[n].type = (uint32_t)type;
+		n++;
+	}
+	return n;
+}
+
+void pmu_attr_for_type(const pmu_event *e, uint32_t type, struct perf_event_attr *out)
+{
+	*out = e->attr;
+	if (out->type == PERF_TYPE_HARDWARE || out->type == PERF_TYPE_HW_CACHE)
+		out->config = (out->config & 0xffffffffull) | (uint64_t)type << 32;
+	else
+		out->type = type;
+}
+
 /* AMD IBS op: the kernel's ibs_op PMU and its perf type (sysfs). */
 static void ibs_probe(pmu_table *t)
 {
-	FILE *f = fopen("/sys/bus/event_source/devices/ibs_op/type", "re");
-	unsigned type;
-	if (!f)
+	long type = pmu_type_of("ibs_op");
+	if (type < 0)
 		return;
-	if (fscanf(f, "%u", &type) == 1) {
-		t->ibs_op = true;
-		t->ibs_type = type;
-	}
-	fclose(f);
+	t->ibs_op = true;
+	t->ibs_type = (unsigned)type;
 }
 
 static lomas_status given_events(pmu_table *t, const char *events)
@@ -185,12 +223,10 @@ lomas_status pmu_table_get(const char *force, const char *events, pmu_table *out
 		         : error_set(LOMAS_ENOTSUP, "libpfm4 recognizes no core PMU on this CPU");
 		goto done;
 	}
-	out->hybrid = ncores > 1;
+	/* The kernel's core PMUs are this machine's, whichever tables are shown. */
+	out->ntypes = pmu_core_types(out->types, PMU_MAX_TYPES);
+	out->hybrid = ncores > 1 || out->ntypes > 1;
 	ibs_probe(out);
-	if (events && *events) {
-		st = given_events(out, events);
-		goto done;
-	}
 	for (size_t f = 0; f < sizeof families / sizeof *families; f++) {
 		if (encode(out->pmu, families[f].load, PMU_KIND_LOADS, &out->ev[0]) ||
 		    encode(out->pmu, families[f].store, PMU_KIND_STORES, &out->ev[1]))
@@ -198,9 +234,20 @@ lomas_status pmu_table_get(const char *force, const char *events, pmu_table *out
 		out->n = 2;
 		snprintf(out->family, sizeof out->family, "%s", families[f].name);
 		out->approximate = families[f].approximate;
+		/* The PMU's, whichever events count: precise mode asks it of any event. */
 		out->pebs_addr = pebs_address(families[f].name, out->pmu);
+		break;
+	}
+	if (events && *events) {
+		out->family[0] = '\0';
+		out->approximate = false;
+		memset(out->ev, 0, sizeof out->ev);
+		out->n = 0;
+		st = given_events(out, events);
 		goto done;
 	}
+	if (out->n)
+		goto done;
 	st = error_set(LOMAS_ENOTSUP,
 	               "no load/store events known for PMU %s (%s); name them with "
 	               "--events LOAD,STORE",

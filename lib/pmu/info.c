@@ -93,6 +93,27 @@ static json_t *events_json(const pmu_table *t)
 	return arr;
 }
 
+/* The kernel's core PMUs and, on each, the events' attr (a hybrid CPU opens one per PMU). */
+static json_t *types_json(const pmu_table *t)
+{
+	json_t *arr = json_array();
+	for (unsigned k = 0; k < t->ntypes; k++) {
+		json_t *ev = json_array();
+		for (unsigned i = 0; i < t->n; i++) {
+			struct perf_event_attr a;
+			char cfg[32];
+			pmu_attr_for_type(&t->ev[i], t->types[k].type, &a);
+			snprintf(cfg, sizeof cfg, "%#llx", (unsigned long long)a.config);
+			json_array_append_new(ev,
+			                      json_pack("{s:s, s:i, s:s}", "name", t->ev[i].name,
+			                                "type", (int)a.type, "config", cfg));
+		}
+		json_array_append_new(arr, json_pack("{s:s, s:i, s:o}", "name", t->types[k].name,
+		                                     "type", (int)t->types[k].type, "events", ev));
+	}
+	return arr;
+}
+
 static void list_one(const char *name, const char *desc, bool present, void *arg)
 {
 	json_array_append_new(
@@ -159,6 +180,7 @@ lomas_status lomas_machine_info(const char *pmu, char **json_out)
 		              "pebs_address", t.pebs_addr, "ibs_op", t.ibs_op, "approximate",
 		              t.approximate);
 		json_object_set_new(p, "events", events_json(&t));
+		json_object_set_new(p, "core_pmus", types_json(&t));
 		json_object_set_new(root, "pmu", p);
 	}
 out:

@@ -33,6 +33,12 @@ enum {
 };
 
 #define PMU_MAX_EVENTS 2
+#define PMU_MAX_TYPES 2
+
+typedef struct pmu_core_type {
+	char name[32]; /* the kernel's PMU name: cpu, cpu_core, cpu_atom */
+	uint32_t type; /* its perf_event_attr.type */
+} pmu_core_type;
 
 typedef struct pmu_event {
 	char name[128]; /* as given (libpfm4 syntax) */
@@ -53,7 +59,26 @@ typedef struct pmu_table {
 	unsigned ibs_type; /* its perf type (sysfs) */
 	bool hybrid;       /* more than one core PMU (per-core-type counters) */
 	char cores[2][64]; /* the core PMUs of a hybrid CPU */
+	pmu_core_type types[PMU_MAX_TYPES]; /* the kernel's core PMUs (sysfs) */
+	unsigned ntypes;
 } pmu_table;
+
+/*
+ * The kernel's core PMUs and their perf types, from
+ * <root>/bus/event_source/devices/<name>/type, root = $LOMAS_SYSFS_ROOT or
+ * /sys: "cpu" on most machines; "cpu_core" and "cpu_atom" on hybrid Intel
+ * parts, where a counter must be opened on each (a thread moves between
+ * core kinds, and each PMU counts only while it runs on its kind). At most
+ * max, in that order; their count.
+ */
+unsigned pmu_core_types(pmu_core_type *out, unsigned max);
+/*
+ * e's attr for the core PMU of perf type `type`: a raw event is opened on
+ * that PMU (attr.type = type); a generic hardware or cache event keeps its
+ * type and names the PMU in config's high 32 bits, the kernel's extended
+ * type ABI (Linux 6.0, PERF_PMU_TYPE_SHIFT).
+ */
+void pmu_attr_for_type(const pmu_event *e, uint32_t type, struct perf_event_attr *out);
 
 /*
  * The load/store events of the PMU named force (a libpfm4 name, as in
@@ -124,6 +149,53 @@ lomas_status pmu_probe(const pmu_table *t, pid_t tid, const char *alt);
 /* /proc/sys/kernel/perf_event_paranoid, or INT32_MIN when unreadable. */
 int pmu_paranoid(void);
 
+/* ------------------------------------------------------- the sample ring */
+
+/*
+ * The sample types the clock asks of precise counters (PEBS, IBS op) and
+ * the only ones ring.c lays out: a record is the header, then these fields
+ * in the kernel's order (perf_event_open(2), PERF_RECORD_SAMPLE): ip,
+ * pid/tid, addr, data_src.
+ */
+#define PMU_RING_SAMPLE_TYPE \
+	(PERF_SAMPLE_IP | PERF_SAMPLE_TID | PERF_SAMPLE_ADDR | PERF_SAMPLE_DATA_SRC)
+
+/* One record of the ring, as far as the clock reads it. */
+typedef struct pmu_record {
+	uint32_t type; /* PERF_RECORD_* */
+	uint16_t misc;
+	uint64_t ip, addr, data_src; /* PERF_RECORD_SAMPLE */
+	uint32_t pid, tid;
+	uint64_t lost; /* PERF_RECORD_LOST: records the kernel dropped */
+} pmu_record;
+
+typedef struct pmu_ring_stats {
+	uint64_t samples;   /* PERF_RECORD_SAMPLE read */
+	uint64_t lost;      /* records the kernel reported lost (PERF_RECORD_LOST) */
+	uint64_t throttles; /* PERF_RECORD_THROTTLE: the kernel stopped sampling a while */
+	uint64_t other;     /* any other record, skipped */
+	uint64_t corrupt;   /* rings given up on: a header that cannot be (dropped whole) */
+} pmu_ring_stats;
+
+/*
+ * Read up to max PERF_RECORD_SAMPLE records of sample_type from the ring pg
+ * (the first of 1 + 2^n pages mapped from a counter, len bytes in all) into
+ * out, consuming them and every other record before them (LOST and
+ * THROTTLE counted in st). The protocol of include/uapi/linux/perf_event.h:
+ * data_head read with acquire (the kernel's writes before it are visible),
+ * data_tail written with release (the kernel may reuse the space only
+ * after our reads); records wrap at the end of the data area and may
+ * straddle it. Returns how many samples were stored.
+ */
+unsigned pmu_ring_read(struct perf_event_mmap_page *pg, size_t len, uint64_t sample_type,
+                       pmu_record *out, unsigned max, pmu_ring_stats *st);
+/*
+ * Lay out record r (a sample of sample_type, or a PERF_RECORD_LOST) into
+ * buf as the kernel does: its size, or 0 when it does not fit or
+ * sample_type asks for a field ring.c does not lay out. (The replay's writer.)
+ */
+size_t pmu_record_layout(const pmu_record *r, uint64_t sample_type, unsigned char *buf, size_t cap);
+
 /* ------------------------------------------------------------- the replay */
 
 typedef struct pmu_replay pmu_replay;
@@ -140,6 +212,14 @@ typedef struct pmu_replay_conf {
 	uint64_t store_config; /* ... as stores */
 	uint64_t refs_config;  /* ... as both */
 	bool precise;          /* PEBS/IBS: records with exact ip and data address */
+	/*
+	 * A hybrid CPU: the perf types of its core PMUs (0: none, every counter
+	 * of PERF_TYPE_RAW counts everywhere). A counter opened with one of
+	 * them counts only while its thread runs on that kind; each thread
+	 * moves to the other kind every migrate_every retired instructions.
+	 */
+	uint32_t core_types[2];
+	uint32_t migrate_every;
 	/* System calls injected so far into tid (the monitor's count). */
 	uint64_t (*injected)(void *arg, pid_t tid);
 	void *arg;
@@ -151,7 +231,10 @@ void pmu_replay_free(pmu_replay *r);
 const pmu_sys_ops *pmu_replay_ops(pmu_replay *r);
 
 typedef struct pmu_replay_stats {
-	uint64_t opened, overflows, signals, skid_total, perturbations, records;
+	uint64_t opened, overflows, signals, skid_total, perturbations;
+	uint64_t records;    /* precise records written */
+	uint64_t lost;       /* ... dropped for a full ring */
+	uint64_t unrecorded; /* overflows among perturbation counts: no reference, no record */
 } pmu_replay_stats;
 void pmu_replay_get_stats(const pmu_replay *r, pmu_replay_stats *out);
 

@@ -50,12 +50,16 @@ typedef struct fake_ctr {
 	uint64_t sample_type;
 	struct perf_event_mmap_page *ring;
 	size_t ring_len;
+	uint64_t lost;     /* records dropped since the last one written */
+	uint32_t pmu_type; /* a hybrid core PMU's type: counts on that kind only; 0 any */
 } fake_ctr;
 
 typedef struct fake_thread {
 	pid_t tid;
 	int how;           /* how it was last resumed */
 	uint64_t injected; /* injected calls already counted */
+	uint64_t retired;  /* instructions, for its moves between core kinds */
+	unsigned core;     /* the kind it runs on (index into core_types) */
 } fake_thread;
 
 struct pmu_replay {
@@ -86,46 +90,72 @@ static fake_thread *thread_of(pmu_replay *r, pid_t tid)
 	return NULL;
 }
 
-/* A precise record for the overflow of c at the reference (pc, addr). */
-static void ring_write(pmu_replay *r, fake_ctr *c, uint64_t pc, uint64_t addr)
+/*
+ * A precise record for the overflow of c at the reference (pc, addr) of
+ * kind (0 load, 1 store), as a PEBS assist writes it when the counter
+ * overflows: before the interrupt, which comes later by the skid. A full
+ * ring drops it and, once there is room, says so with PERF_RECORD_LOST
+ * (kernel/events/ring_buffer.c, perf_output_begin()).
+ */
+static void ring_write(pmu_replay *r, fake_ctr *c, uint64_t pc, uint64_t addr, int kind)
 {
-	struct {
-		struct perf_event_header h;
-		uint64_t ip, addr;
-	} rec;
 	struct perf_event_mmap_page *pg = c->ring;
+	union perf_mem_data_src src = {.val = 0};
+	pmu_record rec = {.type = PERF_RECORD_SAMPLE,
+	                  .misc = PERF_RECORD_MISC_USER | PERF_RECORD_MISC_EXACT_IP,
+	                  .ip = pc,
+	                  .addr = addr,
+	                  .pid = (uint32_t)c->tid,
+	                  .tid = (uint32_t)c->tid};
+	unsigned char buf[256], lost[64];
+	size_t n, nl = 0;
 	uint64_t size, head;
 	unsigned char *data;
 	if (!pg)
 		return;
+	src.mem_op = kind ? PERF_MEM_OP_STORE : PERF_MEM_OP_LOAD;
+	rec.data_src = src.val;
+	n = pmu_record_layout(&rec, c->sample_type, buf, sizeof buf);
+	if (c->lost) {
+		pmu_record l = {.type = PERF_RECORD_LOST, .lost = c->lost};
+		nl = pmu_record_layout(&l, 0, lost, sizeof lost);
+	}
 	size = pg->data_size;
 	head = pg->data_head;
-	if (head - pg->data_tail + sizeof rec > size)
-		return; /* full: the kernel drops it (and counts PERF_RECORD_LOST) */
-	rec.h.type = PERF_RECORD_SAMPLE;
-	rec.h.misc = PERF_RECORD_MISC_USER | PERF_RECORD_MISC_EXACT_IP;
-	rec.h.size = sizeof rec;
-	rec.ip = pc;
-	rec.addr = addr;
+	if (!n || head - pg->data_tail + nl + n > size) {
+		c->lost++;
+		r->stats.lost++;
+		return;
+	}
 	data = (unsigned char *)pg + pg->data_offset;
-	for (size_t i = 0; i < sizeof rec; i++)
-		data[(head + i) % size] = ((unsigned char *)&rec)[i];
-	__atomic_store_n(&pg->data_head, head + sizeof rec, __ATOMIC_RELEASE);
+	for (size_t i = 0; i < nl; i++)
+		data[(head + i) % size] = lost[i];
+	for (size_t i = 0; i < n; i++)
+		data[(head + nl + i) % size] = buf[i];
+	c->lost = 0;
+	/* The bytes first, then the head (the reader loads it with acquire). */
+	__atomic_store_n(&pg->data_head, head + nl + n, __ATOMIC_RELEASE);
 	r->stats.records++;
 }
 
-/* Count n on c; raise its overflow signal when the report is due. */
-static void count(pmu_replay *r, fake_ctr *c, uint64_t n, uint64_t pc, uint64_t addr)
+/* Count n of kind (-1: a perturbation) on c; raise its overflow signal when the report is due. */
+static void count(pmu_replay *r, fake_ctr *c, uint64_t n, uint64_t pc, uint64_t addr, int kind)
 {
 	uint32_t skid =
 	    r->conf.max_skid ? (uint32_t)(rng_next(&r->skid) % (r->conf.max_skid + 1ull)) : 0;
 	uint64_t before = c->k.count, at = c->k.overflow_at;
 	if (!n)
 		return;
-	/* A precise record names the reference that overflowed, not a later one. */
+	/*
+	 * A precise record names the reference that overflowed, not a later
+	 * one; an overflow among counts that are no reference (the monitor's
+	 * perturbations) has no reference to name: no record.
+	 */
 	if (c->precise && at != UINT64_MAX && at > before && at <= before + n) {
-		ring_write(r, c, pc, addr);
-		skid = 0;
+		if (kind >= 0)
+			ring_write(r, c, pc, addr, kind);
+		else
+			r->stats.unrecorded++;
 	}
 	if (skid_counter_advance(&c->k, n, skid)) {
 		uint64_t due = c->k.pending;
@@ -142,15 +172,25 @@ static void count(pmu_replay *r, fake_ctr *c, uint64_t n, uint64_t pc, uint64_t 
 	}
 }
 
+/* Does c count now: any kind, or its thread runs on c's kind? */
+static bool counting(pmu_replay *r, const fake_ctr *c)
+{
+	fake_thread *t;
+	if (!c->pmu_type)
+		return true;
+	t = thread_of(r, c->tid);
+	return t && r->conf.core_types[t->core] == c->pmu_type;
+}
+
 /* Perturb every counter of tid by amount (the event's worth). */
 static void perturb(pmu_replay *r, pid_t tid, int64_t amount)
 {
 	if (amount <= 0)
 		return;
 	for (int i = 0; i < FAKE_MAX; i++)
-		if (r->c[i].used && r->c[i].tid == tid) {
+		if (r->c[i].used && r->c[i].tid == tid && counting(r, &r->c[i])) {
 			r->stats.perturbations += (uint64_t)amount;
-			count(r, &r->c[i], (uint64_t)amount, 0, 0);
+			count(r, &r->c[i], (uint64_t)amount, 0, 0, -1);
 		}
 }
 
@@ -174,7 +214,8 @@ static int f_open(void *ctx, struct perf_event_attr *attr, pid_t tid, int cpu, i
 	unsigned kinds;
 	if (!attr || tid <= 0 || cpu != -1)
 		return -EINVAL; /* the clock opens per-thread counters only */
-	if (attr->type != PERF_TYPE_RAW)
+	if (attr->type != PERF_TYPE_RAW && (!attr->type || (attr->type != r->conf.core_types[0] &&
+	                                                    attr->type != r->conf.core_types[1])))
 		return -ENOENT;
 	if (attr->config == r->conf.load_config)
 		kinds = PMU_KIND_LOADS;
@@ -200,6 +241,7 @@ static int f_open(void *ctx, struct perf_event_attr *attr, pid_t tid, int cpu, i
 		c->tid = tid;
 		c->kinds = kinds;
 		c->precise = attr->precise_ip > 0;
+		c->pmu_type = attr->type == PERF_TYPE_RAW ? 0 : attr->type;
 		c->sample_type = attr->sample_type;
 		skid_counter_open(&c->k,
 		                  r->conf.next_overflow ? SKID_PERIOD_NEXT_OVERFLOW
@@ -336,17 +378,20 @@ static void f_retired(void *ctx, pid_t tid, uint64_t pc, unsigned nrefs, const u
 	catch_up(r, tid);
 	for (int i = 0; i < FAKE_MAX; i++) {
 		fake_ctr *c = &r->c[i];
-		if (!c->used || c->tid != tid)
+		if (!c->used || c->tid != tid || !counting(r, c))
 			continue;
 		/* One reference at a time: an overflow's record names its own reference. */
 		for (unsigned j = 0; j < nrefs; j++)
 			if (c->kinds & (kinds[j] ? PMU_KIND_STORES : PMU_KIND_LOADS))
-				count(r, c, 1, pc, addrs[j]);
+				count(r, c, 1, pc, addrs[j], kinds[j]);
 	}
 	if (t && t->how == PMU_STEP) {
 		perturb(r, tid, r->conf.per_step);
 		t->how = PMU_RUN;
 	}
+	/* The scheduler moves it to the other kind of core (after the perturbation). */
+	if (t && r->conf.migrate_every && ++t->retired % r->conf.migrate_every == 0)
+		t->core ^= 1;
 }
 
 static void f_stopped(void *ctx, pid_t tid, const siginfo_t *si)

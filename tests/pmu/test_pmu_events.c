@@ -19,6 +19,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
+#include "lomas/lomas.h"
 #include "pmu/pmu.h"
 
 #include <perfmon/pfmlib_perf_event.h>
@@ -162,13 +165,92 @@ static void test_probe_errors(void **state)
 	assert_ptr_equal(pmu_sys(), &pmu_sys_real);
 }
 
+/* A sysfs tree with the given core PMUs (name=type pairs) under a fresh directory. */
+static void fake_sysfs(char *root, size_t len, const char *const *names, const unsigned *types,
+                       unsigned n)
+{
+	char path[4096];
+	snprintf(root, len, "/tmp/lomas-sysfs-XXXXXX");
+	assert_non_null(mkdtemp(root));
+	for (unsigned i = 0; i < n; i++) {
+		FILE *f;
+		snprintf(path, sizeof path, "%s/bus", root);
+		mkdir(path, 0700);
+		snprintf(path, sizeof path, "%s/bus/event_source", root);
+		mkdir(path, 0700);
+		snprintf(path, sizeof path, "%s/bus/event_source/devices", root);
+		mkdir(path, 0700);
+		snprintf(path, sizeof path, "%s/bus/event_source/devices/%s", root, names[i]);
+		assert_int_equal(mkdir(path, 0700), 0);
+		snprintf(path, sizeof path, "%s/bus/event_source/devices/%s/type", root, names[i]);
+		assert_non_null(f = fopen(path, "w"));
+		fprintf(f, "%u\n", types[i]);
+		fclose(f);
+	}
+	setenv("LOMAS_SYSFS_ROOT", root, 1);
+}
+
+static void rm_sysfs(const char *root)
+{
+	char cmd[4200];
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+	assert_int_equal(system(cmd), 0);
+	unsetenv("LOMAS_SYSFS_ROOT");
+}
+
+/*
+ * A hybrid Intel part (cpu_core and cpu_atom in sysfs): the table lists
+ * both core PMUs, each event is opened on each (a raw event with that
+ * PMU's type; a generic one with the type in config's high 32 bits), and
+ * lomas_machine_info shows both.
+ */
+static void test_hybrid_types(void **state)
+{
+	static const char *const names[] = {"cpu_core", "cpu_atom"};
+	static const unsigned types[] = {4, 10};
+	char root[64], *json = NULL;
+	pmu_table t;
+	struct perf_event_attr a;
+	pmu_event hw = {.attr = {.type = PERF_TYPE_HARDWARE, .config = PERF_COUNT_HW_INSTRUCTIONS}};
+	fake_sysfs(root, sizeof root, names, types, 2);
+	assert_int_equal(pmu_table_get("skl", NULL, &t), LOMAS_OK);
+	assert_int_equal(t.ntypes, 2);
+	assert_true(t.hybrid);
+	assert_string_equal(t.types[0].name, "cpu_core");
+	assert_int_equal(t.types[0].type, 4);
+	assert_string_equal(t.types[1].name, "cpu_atom");
+	assert_int_equal(t.types[1].type, 10);
+	pmu_attr_for_type(&t.ev[0], 10, &a);
+	assert_int_equal(a.type, 10);
+	assert_int_equal(a.config, 0x81d0); /* MEM_INST_RETIRED:ALL_LOADS, unchanged */
+	pmu_attr_for_type(&hw, 10, &a);
+	assert_int_equal(a.type, PERF_TYPE_HARDWARE);
+	assert_int_equal(a.config, (10ull << 32) | PERF_COUNT_HW_INSTRUCTIONS);
+	assert_int_equal(lomas_machine_info("skl", &json), LOMAS_OK);
+	assert_non_null(strstr(json, "\"cpu_core\""));
+	assert_non_null(strstr(json, "\"cpu_atom\""));
+	assert_non_null(strstr(json, "\"type\": 10"));
+	lomas_string_free(json);
+	rm_sysfs(root);
+	/* One core PMU ("cpu"): not hybrid, one type. */
+	{
+		static const char *const one[] = {"cpu"};
+		static const unsigned four[] = {4};
+		fake_sysfs(root, sizeof root, one, four, 1);
+		assert_int_equal(pmu_table_get("skl", NULL, &t), LOMAS_OK);
+		assert_int_equal(t.ntypes, 1);
+		assert_false(t.hybrid);
+		rm_sysfs(root);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_nehalem),      cmocka_unit_test(test_sandy_bridge),
 	    cmocka_unit_test(test_skylake),      cmocka_unit_test(test_sapphire_rapids),
 	    cmocka_unit_test(test_zen3),         cmocka_unit_test(test_events_override),
-	    cmocka_unit_test(test_probe_errors),
+	    cmocka_unit_test(test_probe_errors), cmocka_unit_test(test_hybrid_types),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

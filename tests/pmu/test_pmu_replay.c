@@ -10,66 +10,7 @@
  */
 #include <sys/personality.h>
 
-#include "../integration/step_run.h"
-
-#include "lomas/lomas.h"
-#include "monitor/monitor.h"
-#include "pmu/pmu.h"
-
-/* skl: MEM_INST_RETIRED:ALL_LOADS, ALL_STORES and ANY (both), Intel SDM 19. */
-#define SKL_LOADS 0x81d0
-#define SKL_STORES 0x82d0
-#define SKL_ANY 0x83d0
-
-static pmu_replay *rep;
-
-static uint64_t injected(void *arg, pid_t tid)
-{
-	return mon_injected_into(tid);
-}
-
-static void replay_on(uint64_t seed, uint32_t skid, bool next, int64_t step, int64_t fault,
-                      int64_t trap, int64_t sys)
-{
-	pmu_replay_conf c = {.seed = seed,
-	                     .max_skid = skid,
-	                     .next_overflow = next,
-	                     .per_step = step,
-	                     .per_fault = fault,
-	                     .per_trap = trap,
-	                     .per_syscall = sys,
-	                     .load_config = SKL_LOADS,
-	                     .store_config = SKL_STORES,
-	                     .refs_config = SKL_ANY,
-	                     .injected = injected};
-	assert_int_equal(pmu_replay_new(&c, &rep), LOMAS_OK);
-	pmu_sys_set(pmu_replay_ops(rep));
-}
-
-static void replay_off(pmu_replay_stats *st)
-{
-	if (st)
-		pmu_replay_get_stats(rep, st);
-	pmu_sys_set(NULL);
-	pmu_replay_free(rep);
-	rep = NULL;
-}
-
-static uint64_t meta_u64(const lomas_profile *p, const char *key)
-{
-	const char *v = NULL;
-	assert_int_equal(lomas_profile_meta_get(p, key, &v), LOMAS_OK);
-	return strtoull(v, NULL, 10);
-}
-
-static double calib(const lomas_profile *p, const char *key)
-{
-	for (size_t i = 0; i < p->calib.n; i++)
-		if (!strcmp(p->calib.items[i].key, key))
-			return p->calib.items[i].value;
-	fail_msg("no calibration %s", key);
-	return 0;
-}
+#include "pmu_replay_run.h"
 
 static bool same_sample(const lomas_sample *x, const lomas_sample *y)
 {
@@ -251,6 +192,27 @@ static void test_segv_recover(void **state)
 }
 
 /*
+ * A hybrid CPU (cpu_core and cpu_atom): the thread moves between the kinds
+ * every 97 instructions; the clock samples on the first core PMU and counts
+ * on both, summed. The clock equals the decoder's (no mismatch), and every
+ * sample is the step clock's; points whose approach spanned a move (the
+ * overflow came late, past the point) are lost and counted.
+ */
+static void test_hybrid(void **state)
+{
+	sweep_conf c = {"t_loop", "6", false, {1, 2, 3, 5}, "yes", 12, 2, periods, 2};
+	sweep_out o;
+	hybrid_on(97);
+	sweep(&c, &o);
+	hybrid_off();
+	assert_int_equal(o.equal, o.runs);
+	assert_int_equal(o.mismatches, 0);
+	assert_true(o.samples > o.runs * 5);
+	fprintf(stderr, "# hybrid, skid mode: %llu samples, %llu points lost to moves\n",
+	        (unsigned long long)o.samples, (unsigned long long)o.lost);
+}
+
+/*
  * Detached mid-run (lomas_session_stop), the target runs on unharmed: no
  * counter may signal it after we let go (the overflow signal's default
  * action would end it), and one already sent is taken first.
@@ -302,6 +264,7 @@ int main(void)
 	    cmocka_unit_test(test_exact),         cmocka_unit_test(test_skid_perturbed),
 	    cmocka_unit_test(test_next_overflow), cmocka_unit_test(test_uncompensated_differs),
 	    cmocka_unit_test(test_segv_recover),  cmocka_unit_test(test_stop_leaves_target_running),
+	    cmocka_unit_test(test_hybrid),
 	};
 	int r = step_test_setup();
 	if (r)
