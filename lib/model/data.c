@@ -17,20 +17,24 @@ void model_data_free(model_data *m)
 	free(m->thread_first);
 	free(m->dangling);
 	free(m->dangling_w2);
-	free(m->d);
-	free(m->wi);
-	free(m->wl);
+	if (m->arrays) {
+		free(m->arrays);
+	} else {
+		free(m->d);
+		free(m->wi);
+		free(m->wl);
+		free(m->pw);
+		free(m->pwd);
+		free(m->pwi);
+		free(m->pwdi);
+		free(m->pwd2i);
+	}
 	free(m->fix);
 	free(m->piece_group);
 	free(m->distinct);
 	free(m->once);
 	free(m->sampled);
 	model_pieces_free(&m->pieces);
-	free(m->pw);
-	free(m->pwd);
-	free(m->pwi);
-	free(m->pwdi);
-	free(m->pwd2i);
 	free(m->cross);
 	free(m->sample_g0);
 	free(m->sample_g1);
@@ -170,6 +174,7 @@ typedef struct piece_sum {
 	double S, W, D, C, Dw2; /* as in model_group; Dw2: sum w (w - 1) of dangling */
 	double Wi;              /* reuses that end before the piece does */
 	uint32_t fin, n;        /* finite samples; all samples */
+	uint32_t lng;           /* finite samples at DENSE_D or more (finish_groups' bound) */
 } piece_sum;
 
 /* A reuse that ends at or after its piece's end: it may cross into a later group. */
@@ -281,6 +286,7 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 			}
 			q->W += s->weight;
 			q->fin++;
+			q->lng += d >= DENSE_D;
 			if (s->end >= end)
 				cd[nc++] = (cand){s->end, (uint32_t)i, (uint32_t)nf};
 			else
@@ -360,8 +366,8 @@ static lomas_status place_crossings(const lomas_profile *p, const model_opts *o,
 lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o, model_data *m)
 {
 	size_t nfin = 0, ncand = 0, ns = p->samples.n, np;
-	size_t *cur = NULL, *count = NULL;
-	uint32_t *sample_piece = NULL;
+	size_t *cur = NULL, *count = NULL, *lng = NULL, bound = 0;
+	uint32_t *sample_piece = NULL, *blk = NULL;
 	uint8_t *sample_bin = NULL, *sketch = NULL;
 	uint32_t *fixed = NULL;
 	uint32_t *hint = NULL;
@@ -385,7 +391,14 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	np = m->pieces.n;
 	m->piece_group = malloc((np ? np : 1) * sizeof *m->piece_group);
 	ps = calloc(np ? np : 1, sizeof *ps);
-	sample_piece = malloc((ns ? ns : 1) * sizeof *sample_piece);
+	/*
+	 * Each sample's piece and (for the reuse classes) hint, in one block:
+	 * both are dead once the classes are known, and the block (its pages
+	 * mapped, where fresh memory costs ~0.4 ms a megabyte in page faults)
+	 * then holds finish_groups' arrays when they fit.
+	 */
+	blk = malloc((classes ? 2 : 1) * (ns ? ns : 1) * sizeof *blk);
+	sample_piece = blk;
 	sample_bin = malloc(ns ? ns : 1);
 	/* The weights' array is written (its pages mapped) only if the weights differ. */
 	e.k = k_mem = malloc((ns ? ns : 1) * sizeof *e.k);
@@ -397,11 +410,11 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	 */
 	scr = malloc(sizeof(dense) + (ns ? ns : 1) * sizeof(cand));
 	cd = (cand *)scr;
-	hint = classes ? malloc((ns ? ns : 1) * sizeof *hint) : NULL;
+	hint = classes && blk ? blk + (ns ? ns : 1) : NULL;
 	sketch = classes ? calloc((size_t)2 << MODEL_SKETCH_BITS, 1) : NULL;
 	count = malloc(2048 * sizeof *count);
-	if (!m->piece_group || !ps || !sample_piece || !sample_bin || !k_mem || !w_mem || !scr ||
-	    !count || (classes && (!hint || !sketch))) {
+	if (!m->piece_group || !ps || !blk || !sample_bin || !k_mem || !w_mem || !scr || !count ||
+	    (classes && (!hint || !sketch))) {
 		st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 		goto out;
 	}
@@ -412,7 +425,8 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 		goto out;
 	m->sampled = calloc(m->nthreads + 1, sizeof *m->sampled);
 	cur = calloc(m->ngroups + 1, sizeof *cur);
-	if (!m->sampled || !cur) {
+	lng = calloc(m->ngroups + 1, sizeof *lng);
+	if (!m->sampled || !cur || !lng) {
 		st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 		goto out;
 	}
@@ -430,6 +444,7 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 		m->dangling_w2[g->thread] += q->Dw2;
 		m->sampled[g->thread] += q->n;
 		cur[m->piece_group[k]] += q->fin;
+		lng[m->piece_group[k]] += q->lng;
 		total += q->S;
 	}
 	if (!(total > 0.0)) {
@@ -506,7 +521,18 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 		e = tmp;
 		tmp = t;
 	}
-	st = model_finish_groups(m, &e, cur, &tmp, count, h, o->lru, o->moments);
+	/*
+	 * A bound on the distinct distances finish_groups writes: a group in
+	 * the dense table has at most DENSE_D short ones.
+	 */
+	for (size_t g = 0; g < m->ngroups; g++) {
+		size_t c = cur[g] - m->groups[g].off, sh = c - lng[g];
+		bound += c >= DENSE_MIN && sh > DENSE_D ? DENSE_D + lng[g] : c;
+	}
+	st = model_finish_groups(m, &e, cur, &tmp, count, h, o->lru, o->moments, bound, blk,
+	                         (classes ? 2 : 1) * (ns ? ns : 1) * sizeof *blk);
+	if (m->arrays == blk)
+		blk = NULL; /* finish_groups' arrays are in it: model_data_free frees it */
 out:
 	if (!st) {
 		m->distinct = malloc((m->nthreads + 1) * sizeof *m->distinct);
@@ -516,11 +542,11 @@ out:
 		for (size_t t = 0; st == LOMAS_OK && t <= m->nthreads; t++)
 			m->distinct[t] = -1.0;
 	}
-	free(sample_piece);
+	free(blk);
+	free(lng);
 	free(sample_bin);
 	free(ps);
 	free(scr);
-	free(hint);
 	free(sketch);
 	free(fixed);
 	free(cur);

@@ -57,9 +57,12 @@ typedef struct dense {
  * prefix sums the policy needs (lru: wl, pw, pwd; random: wi, and with
  * moments pwi, pwdi, pwd2i for the per-size solver); random's group
  * moments. tmp holds the largest group (and weights if e has); count
- * 2048; h the dense table.
+ * 2048; h the dense table. bound: at least the distinct distances of all
+ * groups (the arrays' length). The arrays go in reuse (reuse_bytes, dead
+ * scratch of the caller's) when they fit; m->arrays is then reuse.
  */
 lomas_status model_finish_groups(model_data *m, ents *e, const size_t *cur, const ents *tmp,
-                                 size_t *count, dense *h, bool lru, bool moments);
+                                 size_t *count, dense *h, bool lru, bool moments, size_t bound,
+                                 void *reuse, size_t reuse_bytes);
 
 #endif

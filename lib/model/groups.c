@@ -136,25 +136,46 @@ static inline void fin_put_key(model_data *m, const model_group *gr, fin_acc *f,
 }
 
 lomas_status model_finish_groups(model_data *m, ents *e, const size_t *cur, const ents *tmp,
-                                 size_t *count, dense *h, bool lru, bool moments)
+                                 size_t *count, dense *h, bool lru, bool moments, size_t bound,
+                                 void *reuse, size_t reuse_bytes)
 {
-	size_t ng = m->ngroups, nfin = 0;
+	size_t ng = m->ngroups;
+	size_t np = bound + ng + 1, nd = bound ? bound : 1;
 	bool ok = true;
-	for (size_t g = 0; g < ng; g++)
-		nfin += cur[g] - m->groups[g].off;
-	size_t np = nfin + ng + 1, nd = nfin ? nfin : 1;
+	/* The arrays the policy reads: how many of each size. */
+	size_t nnd = 2, nnp = lru ? 2 : moments ? 3 : 0;
+	if (reuse && (nnd * nd + nnp * np) * sizeof(double) <= reuse_bytes) {
+		/* All in the caller's block, whose pages are mapped already. */
+		double *x = reuse;
+		m->arrays = reuse;
+		m->d = x;
+		x += nd;
+		if (lru) {
+			m->wl = x;
+			m->pw = x + nd;
+			m->pwd = x + nd + np;
+		} else {
+			m->wi = x;
+			if (moments) {
+				m->pwi = x + nd;
+				m->pwdi = x + nd + np;
+				m->pwd2i = x + nd + 2 * np;
+			}
+		}
+	} else {
 #define ALLOC(f, k, want) \
 	if (want)         \
 	ok = ok && (m->f = malloc((k) * sizeof *m->f)) != NULL
-	ALLOC(d, nd, true);
-	ALLOC(wl, nd, lru);
-	ALLOC(pw, np, lru);
-	ALLOC(pwd, np, lru);
-	ALLOC(wi, nd, !lru);
-	ALLOC(pwi, np, !lru && moments);
-	ALLOC(pwdi, np, !lru && moments);
-	ALLOC(pwd2i, np, !lru && moments);
+		ALLOC(d, nd, true);
+		ALLOC(wl, nd, lru);
+		ALLOC(pw, np, lru);
+		ALLOC(pwd, np, lru);
+		ALLOC(wi, nd, !lru);
+		ALLOC(pwi, np, !lru && moments);
+		ALLOC(pwdi, np, !lru && moments);
+		ALLOC(pwd2i, np, !lru && moments);
 #undef ALLOC
+	}
 	if (!ok)
 		return error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 	fin_acc f = {.lru = lru, .moments = moments};

@@ -141,6 +141,7 @@ typedef struct model_data {
 	double *pwi;   /* ... of wi (only with moments) */
 	double *pwdi;  /* ... of wi * d (only with moments) */
 	double *pwd2i; /* ... of wi * d * d (only with moments) */
+	void *arrays;  /* when not NULL, the one block d .. pwd2i lie in (freed once) */
 	size_t ncross;
 	model_cross *cross; /* crossing reuses, by end group */
 	size_t nfix, nclass;
