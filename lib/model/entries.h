@@ -48,8 +48,8 @@ typedef struct dense_cell {
 } dense_cell;
 
 typedef struct dense {
-	dense_cell c[DENSE_D];
-	uint8_t used[DENSE_D]; /* zeroed per group: 64 KiB, not the 1 MiB of sums */
+	dense_cell c[DENSE_D + 1]; /* c[DENSE_D]: the long distances' spare cell */
+	uint8_t used[DENSE_D + 1]; /* zeroed per group: 64 KiB, not the 1 MiB of sums */
 } dense;
 
 /*
