@@ -186,6 +186,17 @@ typedef struct cand {
 /* model_data_build's scratch holds a cand per sample, then a key and a weight per finite one. */
 _Static_assert(sizeof(cand) >= sizeof(uint64_t) + sizeof(double), "a cand's memory holds both");
 
+/* Keys to 64 bits (into kwide, ns of them) from here: the first n are copied. */
+static void ent_widen(ents *e, uint64_t *kwide, size_t n)
+{
+	if (!e->k32)
+		return;
+	for (size_t j = 0; j < n; j++)
+		kwide[j] = e->k32[j];
+	e->k = kwide;
+	e->k32 = NULL;
+}
+
 #define SKETCH_LAG 16
 #define FIX_AHEAD 16
 #define SAMPLE_AHEAD 16
@@ -201,8 +212,8 @@ _Static_assert(sizeof(cand) >= sizeof(uint64_t) + sizeof(double), "a cand's memo
  * sample order (then so do the groups); *one: one thread, starts ascending.
  */
 static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t *sample_piece,
-                                uint8_t *sample_bin, piece_sum *ps, ents *e, double *wmem,
-                                size_t *nfin, cand *cd, size_t *ncand, uint32_t *hint,
+                                uint8_t *sample_bin, piece_sum *ps, ents *e, uint64_t *kwide,
+                                double *wmem, size_t *nfin, cand *cd, size_t *ncand, uint32_t *hint,
                                 uint8_t *sketch, bool *in_order, bool *one)
 {
 	const model_pieces *pc = &m->pieces;
@@ -272,18 +283,22 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 		if (s->state == LOMAS_SAMPLE_REUSED) {
 			uint64_t d = sample_distance(s), end = x->start + x->refs;
 			end = end < x->start ? UINT64_MAX : end;
-			e->k[nf] = (d < E_DMAX ? d : E_DMAX) << 2 | E_INSIDE;
+			uint64_t key = (d < E_DMAX ? d : E_DMAX) << 2 | E_INSIDE;
 			if (e->w) {
 				e->w[nf] = s->weight;
 			} else if (nf == 0) {
 				e->wu = s->weight;
 			} else if (memcmp(&s->weight, &e->wu, sizeof e->wu) != 0) {
 				/* The first weight that differs: the weights are kept from here. */
+				ent_widen(e, kwide, nf);
 				e->w = wmem;
 				for (size_t j = 0; j < nf; j++)
 					e->w[j] = e->wu;
 				e->w[nf] = s->weight;
 			}
+			if (key > UINT32_MAX)
+				ent_widen(e, kwide, nf);
+			ent_set(e, nf, key);
 			q->W += s->weight;
 			q->fin++;
 			q->lng += d >= DENSE_D;
@@ -357,10 +372,11 @@ static lomas_status place_crossings(const lomas_profile *p, const model_opts *o,
 			continue;
 		}
 		m->groups[g1].E += w;
-		e->k[x] &= ~(uint64_t)E_INSIDE;
+		uint64_t key = ent_key(e, x) & ~(uint64_t)E_INSIDE;
+		ent_set(e, x, key);
 		if (hint)
 			hint[cd[c].sample] = 0; /* a crossing reuse's interval mixes groups */
-		uint64_t d = e->k[x] >> 2;
+		uint64_t d = key >> 2;
 		uint64_t start = d < E_DMAX ? end - d - 1 : p->samples.items[cd[c].sample].start;
 		m->cross[m->ncross++] = (model_cross){start, end, w, g0, g1, 0, 0};
 	}
@@ -380,6 +396,7 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	cand *cd = NULL;
 	ents e = {0}, tmp = {0};
 	uint64_t *k_mem = NULL;
+	uint32_t *k32_mem = NULL;
 	double *w_mem = NULL;
 	unsigned char *scr = NULL;
 	dense *h = NULL;
@@ -406,7 +423,8 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	sample_piece = blk;
 	sample_bin = malloc(ns ? ns : 1);
 	/* The weights' array is written (its pages mapped) only if the weights differ. */
-	e.k = k_mem = malloc((ns ? ns : 1) * sizeof *e.k);
+	e.k32 = k32_mem = malloc((ns ? ns : 1) * sizeof *e.k32);
+	k_mem = malloc((ns ? ns : 1) * sizeof *k_mem); /* mapped only if the keys widen */
 	w_mem = malloc((ns ? ns : 1) * sizeof *w_mem);
 	/*
 	 * Scratch: the candidates of sample_pass, then (their memory already
@@ -418,13 +436,13 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	hint = classes && blk ? blk + (ns ? ns : 1) : NULL;
 	sketch = classes ? calloc((size_t)2 << MODEL_SKETCH_BITS, 1) : NULL;
 	count = malloc(2048 * sizeof *count);
-	if (!m->piece_group || !ps || !blk || !sample_bin || !k_mem || !w_mem || !scr || !count ||
-	    (classes && (!hint || !sketch))) {
+	if (!m->piece_group || !ps || !blk || !sample_bin || !k32_mem || !k_mem || !w_mem || !scr ||
+	    !count || (classes && (!hint || !sketch))) {
 		st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 		goto out;
 	}
-	if ((st = sample_pass(p, m, sample_piece, sample_bin, ps, &e, w_mem, &nfin, cd, &ncand,
-	                      hint, sketch, &in_order, &one)))
+	if ((st = sample_pass(p, m, sample_piece, sample_bin, ps, &e, k_mem, w_mem, &nfin, cd,
+	                      &ncand, hint, sketch, &in_order, &one)))
 		goto out;
 	if ((st = make_groups(o, sample_piece, sample_bin, ns, m)))
 		goto out;
@@ -473,8 +491,9 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 		goto out;
 	cd = NULL;
 	h = (dense *)scr;
-	tmp.k = (uint64_t *)(scr + sizeof(dense));
-	tmp.w = e.w ? (double *)(tmp.k + ns) : NULL;
+	tmp.k = e.k ? (uint64_t *)(scr + sizeof(dense)) : NULL;
+	tmp.k32 = e.k32 ? (uint32_t *)(scr + sizeof(dense)) : NULL;
+	tmp.w = e.w ? (double *)(scr + sizeof(dense) + ns * sizeof *tmp.k) : NULL;
 	tmp.wu = e.wu;
 	for (size_t g = 0, off = 0; g < m->ngroups; g++) {
 		size_t c = cur[g];
@@ -503,8 +522,10 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 		}
 		for (size_t j = 0; j < nfixed; j++) {
 			if (j + FIX_AHEAD < nfixed)
-				__builtin_prefetch(&e.k[fixed[j + FIX_AHEAD]], 1);
-			e.k[fixed[j]] |= E_FIXED;
+				__builtin_prefetch(e.k32 ? (void *)&e.k32[fixed[j + FIX_AHEAD]]
+				                         : (void *)&e.k[fixed[j + FIX_AHEAD]],
+				                   1);
+			ent_set(&e, fixed[j], ent_key(&e, fixed[j]) | E_FIXED);
 		}
 	}
 	if (in_order) {
@@ -517,7 +538,7 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 			if (sample_bin[i] >= 128)
 				continue;
 			size_t to = cur[m->piece_group[sample_piece[i]]]++;
-			tmp.k[to] = e.k[k];
+			ent_set(&tmp, to, ent_key(&e, k));
 			if (e.w)
 				tmp.w[to] = e.w[k];
 			k++;
@@ -557,6 +578,7 @@ out:
 	free(cur);
 	free(count);
 	free(k_mem);
+	free(k32_mem);
 	free(w_mem);
 	if (st)
 		model_data_free(m);

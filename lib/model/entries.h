@@ -12,17 +12,34 @@
  * The finite samples while sorting, as two arrays: k[i] = d << 2 | INSIDE
  * | FIXED, and their weights w[i], or none while every weight is wu (a
  * fixed period's profile: 8 bytes a sample, not 16, and half the sort's
- * traffic).
+ * traffic). The keys are 32 bits (k32) while every key fits and every
+ * weight is wu, as in most profiles (d < 2^30): 4 bytes a sample, half the
+ * memory to map and to move again; else 64 (k).
  */
 typedef struct ents {
-	uint64_t *k;
-	double *w; /* NULL: every weight is wu */
+	uint64_t *k;   /* NULL while narrow */
+	uint32_t *k32; /* NULL while wide */
+	double *w;     /* NULL: every weight is wu */
 	double wu;
 } ents;
 
 static inline double ent_w(const ents *e, size_t i)
 {
 	return e->w ? e->w[i] : e->wu;
+}
+
+static inline uint64_t ent_key(const ents *e, size_t i)
+{
+	return e->k32 ? e->k32[i] : e->k[i];
+}
+
+/* key fits the width (the caller widened e first where it did not). */
+static inline void ent_set(ents *e, size_t i, uint64_t key)
+{
+	if (e->k32)
+		e->k32[i] = (uint32_t)key;
+	else
+		e->k[i] = key;
 }
 
 #define E_INSIDE 1u /* the reuse ends inside the group */

@@ -27,6 +27,48 @@ static void ent_isort(uint64_t *k, double *w, size_t n)
 	}
 }
 
+/* ent_sort for 32-bit keys without weights (a narrow ents): the same order. */
+static void ent_sort32(uint32_t *k, size_t n, uint32_t *tk, size_t *count)
+{
+	uint32_t all_or = 0, all_and = UINT32_MAX, *src = k, *dst = tk;
+	int bits = n < 4096 ? 8 : 11;
+	size_t nb = (size_t)1 << bits, mask = nb - 1;
+	if (n <= 32) {
+		for (size_t i = 1; i < n; i++) {
+			uint32_t x = k[i];
+			size_t j = i;
+			for (; j > 0 && k[j - 1] > x; j--)
+				k[j] = k[j - 1];
+			k[j] = x;
+		}
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		all_or |= k[i];
+		all_and &= k[i];
+	}
+	for (int shift = 0; shift < 32 && ((all_or ^ all_and) >> shift) != 0; shift += bits) {
+		size_t sum = 0;
+		if ((((all_or ^ all_and) >> shift) & mask) == 0)
+			continue;
+		memset(count, 0, nb * sizeof *count);
+		for (size_t i = 0; i < n; i++)
+			count[(src[i] >> shift) & mask]++;
+		for (size_t b = 0; b < nb; b++) {
+			size_t c = count[b];
+			count[b] = sum;
+			sum += c;
+		}
+		for (size_t i = 0; i < n; i++)
+			dst[count[(src[i] >> shift) & mask]++] = src[i];
+		uint32_t *t = src;
+		src = dst;
+		dst = t;
+	}
+	if (src != k)
+		memcpy(k, src, n * sizeof *k);
+}
+
 /*
  * Sort a group's keys k[0..n) by value, their weights w (if any) with
  * them: LSD radix sort on the digits where the keys differ (windows hold a
@@ -200,12 +242,12 @@ lomas_status model_finish_groups(model_data *m, ents *e, const size_t *cur, cons
 			 * never read.
 			 */
 			for (size_t i = a; i < b; i++) {
-				uint64_t key = e->k[i], d = key >> 2;
+				uint64_t key = ent_key(e, i), d = key >> 2;
 				bool lng = d >= DENSE_D;
 				double w = ent_w(e, i);
 				if (e->w)
 					e->w[nl] = w;
-				e->k[nl] = key;
+				ent_set(e, nl, key);
 				nl += lng;
 				d = lng ? DENSE_D : d;
 				dense_cell *c = &h->c[d];
@@ -221,9 +263,12 @@ lomas_status model_finish_groups(model_data *m, ents *e, const size_t *cur, cons
 					fin_put(m, gr, &f, d, h->c[d].w, h->c[d].x, h->c[d].x);
 			b = nl;
 		}
-		ent_sort(e->k + a, e->w ? e->w + a : NULL, b - a, tmp->k, tmp->w, count);
+		if (e->k32)
+			ent_sort32(e->k32 + a, b - a, tmp->k32, count);
+		else
+			ent_sort(e->k + a, e->w ? e->w + a : NULL, b - a, tmp->k, tmp->w, count);
 		for (size_t i = a; i < b; i++)
-			fin_put_key(m, gr, &f, e->k[i], ent_w(e, i));
+			fin_put_key(m, gr, &f, ent_key(e, i), ent_w(e, i));
 		gr->off = f.start;
 		gr->n = f.out_n - f.start;
 		size_t q = gr->pre + gr->n;
