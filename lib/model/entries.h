@@ -65,7 +65,11 @@ typedef struct dense_cell {
 } dense_cell;
 
 typedef struct dense {
-	dense_cell c[DENSE_D + 1]; /* c[DENSE_D]: the long distances' spare cell */
+	/* [DENSE_D]: the long distances' spare cell. n: counts, where sums are counts times wu. */
+	union {
+		dense_cell c[DENSE_D + 1];
+		uint32_t n[DENSE_D + 1][2]; /* entries outside x's sum; in it */
+	};
 	uint8_t used[DENSE_D + 1]; /* zeroed per group: 64 KiB, not the 1 MiB of sums */
 } dense;
 

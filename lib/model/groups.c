@@ -4,6 +4,7 @@
  * and prefix sums the policies read: short distances of large groups
  * summed in a table indexed by distance, the others radix-sorted.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,6 +178,89 @@ static inline void fin_put_key(model_data *m, const model_group *gr, fin_acc *f,
 	fin_put(m, gr, f, key >> 2, w, wi, wl);
 }
 
+/*
+ * Whether k additions of w in turn are all exact (each partial sum j w is
+ * a double): w's significant bits and k's together at most 53, w normal
+ * and far from overflow. Then the sum is k w, bit for bit.
+ */
+static bool sums_exact(double w, size_t k)
+{
+	int ex;
+	if (w == 0.0)
+		return true;
+	if (!(w >= 0x1p-1022 && w <= 0x1p900))
+		return false;
+	uint64_t mant = (uint64_t)ldexp(frexp(w, &ex), 53);
+	int bits = 53 - __builtin_ctzll(mant), kbits = 0;
+	while (kbits < 64 && (k >> kbits) != 0)
+		kbits++;
+	return bits + kbits <= 53;
+}
+
+/*
+ * A large group's entries [a, b): the short distances summed in the table
+ * h and written out in order; the long ones kept in order at [a, nl) (nl
+ * returned) for the sort. Without a branch on which: short and long come
+ * in random order (a branch was mispredicted on a third of them). Every
+ * key is written to the long list, which keeps it only if long; a long
+ * one's weight goes to the spare cell DENSE_D, never read.
+ */
+static size_t dense_group(model_data *m, const model_group *gr, fin_acc *f, ents *e, size_t a,
+                          size_t b, dense *h, uint64_t xmask)
+{
+	size_t nl = a;
+	memset(h->used, 0, sizeof h->used);
+	if (!e->w && b - a < UINT32_MAX && sums_exact(e->wu, b - a)) {
+		/*
+		 * One weight, and its sums exact: each cell's sums are its counts
+		 * times it, the same doubles. An integer increment a sample, not
+		 * two floating-point additions in a chain through memory (the
+		 * short distances' few hottest cells are hit again and again).
+		 */
+		for (size_t i = a; i < b; i++) {
+			uint64_t key = ent_key(e, i), d = key >> 2;
+			bool lng = d >= DENSE_D;
+			ent_set(e, nl, key);
+			nl += lng;
+			d = lng ? DENSE_D : d;
+			if (!h->used[d]) {
+				h->used[d] = 1;
+				h->n[d][0] = h->n[d][1] = 0;
+			}
+			h->n[d][(key & xmask) == E_INSIDE]++;
+		}
+		for (uint64_t d = 0; d < DENSE_D; d++) {
+			if (h->used[d]) {
+				double x = (double)h->n[d][1] * e->wu;
+				fin_put(m, gr, f, d, (double)(h->n[d][0] + h->n[d][1]) * e->wu, x,
+				        x);
+			}
+		}
+		return nl;
+	}
+	for (size_t i = a; i < b; i++) {
+		uint64_t key = ent_key(e, i), d = key >> 2;
+		bool lng = d >= DENSE_D;
+		double w = ent_w(e, i);
+		if (e->w)
+			e->w[nl] = w;
+		ent_set(e, nl, key);
+		nl += lng;
+		d = lng ? DENSE_D : d;
+		dense_cell *c = &h->c[d];
+		if (!h->used[d]) {
+			h->used[d] = 1;
+			*c = (dense_cell){0.0, 0.0};
+		}
+		c->w += w;
+		c->x += (key & xmask) == E_INSIDE ? w : 0.0;
+	}
+	for (uint64_t d = 0; d < DENSE_D; d++)
+		if (h->used[d])
+			fin_put(m, gr, f, d, h->c[d].w, h->c[d].x, h->c[d].x);
+	return nl;
+}
+
 lomas_status model_finish_groups(model_data *m, ents *e, const size_t *cur, const ents *tmp,
                                  size_t *count, dense *h, bool lru, bool moments, size_t bound,
                                  void *reuse, size_t reuse_bytes)
@@ -232,35 +316,7 @@ lomas_status model_finish_groups(model_data *m, ents *e, const size_t *cur, cons
 		if (b - a >= DENSE_MIN) {
 			/* Short distances into the table; the long ones kept, in order, and sorted.
 			 */
-			size_t nl = a;
-			memset(h->used, 0, sizeof h->used);
-			/*
-			 * Without a branch on which: short and long come in random
-			 * order (a branch was mispredicted on a third of them). Every
-			 * key is written to the long list, which keeps it only if
-			 * long; a long one's weight goes to the spare cell DENSE_D,
-			 * never read.
-			 */
-			for (size_t i = a; i < b; i++) {
-				uint64_t key = ent_key(e, i), d = key >> 2;
-				bool lng = d >= DENSE_D;
-				double w = ent_w(e, i);
-				if (e->w)
-					e->w[nl] = w;
-				ent_set(e, nl, key);
-				nl += lng;
-				d = lng ? DENSE_D : d;
-				dense_cell *c = &h->c[d];
-				if (!h->used[d]) {
-					h->used[d] = 1;
-					*c = (dense_cell){0.0, 0.0};
-				}
-				c->w += w;
-				c->x += (key & xmask) == E_INSIDE ? w : 0.0;
-			}
-			for (uint64_t d = 0; d < DENSE_D; d++)
-				if (h->used[d])
-					fin_put(m, gr, &f, d, h->c[d].w, h->c[d].x, h->c[d].x);
+			size_t nl = dense_group(m, gr, &f, e, a, b, h, xmask);
 			b = nl;
 		}
 		if (e->k32)
