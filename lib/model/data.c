@@ -42,28 +42,6 @@ void model_data_free(model_data *m)
 	memset(m, 0, sizeof *m);
 }
 
-/* A copy of base's pieces (a bootstrap replicate's profile has the same windows). */
-static lomas_status pieces_copy(const model_pieces *b, size_t nw, model_pieces *pc)
-{
-	pc->n = b->n;
-	pc->nthreads = b->nthreads;
-	pc->items = malloc((b->n ? b->n : 1) * sizeof *pc->items);
-	pc->wfirst = malloc((nw + 1) * sizeof *pc->wfirst);
-	pc->wcount = malloc((nw + 1) * sizeof *pc->wcount);
-	pc->wthread = malloc((nw + 1) * sizeof *pc->wthread);
-	pc->toff = malloc((b->nthreads + 1) * sizeof *pc->toff);
-	if (!pc->items || !pc->wfirst || !pc->wcount || !pc->wthread || !pc->toff) {
-		model_pieces_free(pc);
-		return error_set(LOMAS_ENOMEM, "out of memory preparing the model");
-	}
-	memcpy(pc->items, b->items, b->n * sizeof *pc->items);
-	memcpy(pc->wfirst, b->wfirst, nw * sizeof *pc->wfirst);
-	memcpy(pc->wcount, b->wcount, nw * sizeof *pc->wcount);
-	memcpy(pc->wthread, b->wthread, nw * sizeof *pc->wthread);
-	memcpy(pc->toff, b->toff, (b->nthreads + 1) * sizeof *pc->toff);
-	return LOMAS_OK;
-}
-
 /* The group of thread clock e among groups [lo, hi) of one thread (spans ascending). */
 static size_t group_at(const model_group *g, size_t lo, size_t hi, uint64_t e)
 {
@@ -407,7 +385,7 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	memset(m, 0, sizeof *m);
 	m->profile = p;
 	if (p->windows.n > 0 &&
-	    (st = o->base ? pieces_copy(&o->base->pieces, p->windows.n, &m->pieces)
+	    (st = o->base ? model_pieces_copy(&o->base->pieces, p->windows.n, &m->pieces)
 	                  : model_pieces_build(p, &m->pieces)))
 		goto out;
 	np = m->pieces.n;
@@ -595,21 +573,4 @@ model_mean model_mean_of(const model_data *m)
 		}
 	}
 	return (model_mean){.by_refs = refs > 0.0, .total = refs > 0.0 ? refs : sw};
-}
-
-double model_stack_sum(const model_data *m, const model_group *g, double x)
-{
-	/* G(x) = x - (1/S) sum_{d_i < x} w_i (x - d_i) (docs/model.md). */
-	size_t lo = g->off, hi = g->off + g->n;
-	if (!(x > 0.0) || !(g->S > 0.0))
-		return 0.0;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (m->d[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	size_t q = g->pre + (lo - g->off);
-	return x - (x * m->pw[q] - m->pwd[q]) / g->S;
 }

@@ -97,6 +97,8 @@ typedef struct model_pieces {
 
 lomas_status model_pieces_build(const lomas_profile *p, model_pieces *pc);
 void model_pieces_free(model_pieces *pc);
+/* A copy of base's pieces, nw windows (a bootstrap replicate's profile has the same). */
+lomas_status model_pieces_copy(const model_pieces *base, size_t nw, model_pieces *pc);
 /* The piece of window `window` (w) holding thread clock start. */
 size_t model_piece_of(const model_pieces *pc, const lomas_window *w, uint32_t window,
                       uint64_t start);

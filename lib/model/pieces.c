@@ -16,6 +16,7 @@
  * checks it.)
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "model.h"
 
@@ -115,4 +116,26 @@ size_t model_piece_of(const model_pieces *pc, const lomas_window *w, uint32_t wi
 	       (unsigned __int128)off * k >= (unsigned __int128)(j + 1) * w->refs)
 		j++;
 	return pc->wfirst[window] + j;
+}
+
+/* A copy of base's pieces (a bootstrap replicate's profile has the same windows). */
+lomas_status model_pieces_copy(const model_pieces *b, size_t nw, model_pieces *pc)
+{
+	pc->n = b->n;
+	pc->nthreads = b->nthreads;
+	pc->items = malloc((b->n ? b->n : 1) * sizeof *pc->items);
+	pc->wfirst = malloc((nw + 1) * sizeof *pc->wfirst);
+	pc->wcount = malloc((nw + 1) * sizeof *pc->wcount);
+	pc->wthread = malloc((nw + 1) * sizeof *pc->wthread);
+	pc->toff = malloc((b->nthreads + 1) * sizeof *pc->toff);
+	if (!pc->items || !pc->wfirst || !pc->wcount || !pc->wthread || !pc->toff) {
+		model_pieces_free(pc);
+		return error_set(LOMAS_ENOMEM, "out of memory preparing the model");
+	}
+	memcpy(pc->items, b->items, b->n * sizeof *pc->items);
+	memcpy(pc->wfirst, b->wfirst, nw * sizeof *pc->wfirst);
+	memcpy(pc->wcount, b->wcount, nw * sizeof *pc->wcount);
+	memcpy(pc->wthread, b->wthread, nw * sizeof *pc->wthread);
+	memcpy(pc->toff, b->toff, (b->nthreads + 1) * sizeof *pc->toff);
+	return LOMAS_OK;
 }

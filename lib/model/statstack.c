@@ -20,6 +20,23 @@
 
 #include "model.h"
 
+double model_stack_sum(const model_data *m, const model_group *g, double x)
+{
+	/* G(x) = x - (1/S) sum_{d_i < x} w_i (x - d_i) (docs/model.md). */
+	size_t lo = g->off, hi = g->off + g->n;
+	if (!(x > 0.0) || !(g->S > 0.0))
+		return 0.0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->d[mid] < x)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	size_t q = g->pre + (lo - g->off);
+	return x - (x * m->pw[q] - m->pwd[q]) / g->S;
+}
+
 /* Expected stack distance of the reuse (s, e) from group k0 to group k1 (time-aware). */
 double model_reuse_sd(const model_data *m, uint64_t s, uint64_t e_, uint32_t k0, uint32_t k1)
 {
