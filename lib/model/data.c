@@ -164,15 +164,18 @@ typedef struct cand {
 /* model_data_build's scratch holds a cand per sample, then a key and a weight per finite one. */
 _Static_assert(sizeof(cand) >= sizeof(uint64_t) + sizeof(double), "a cand's memory holds both");
 
-/* Keys to 64 bits (into kwide, ns of them) from here: the first n are copied. */
-static void ent_widen(ents *e, uint64_t *kwide, size_t n)
+/* Keys to 64 bits (into *kwide, allocated for ns) from here: the first n are copied. */
+static bool ent_widen(ents *e, uint64_t **kwide, size_t ns, size_t n)
 {
 	if (!e->k32)
-		return;
+		return true;
+	if (!(*kwide = malloc((ns ? ns : 1) * sizeof **kwide)))
+		return false;
 	for (size_t j = 0; j < n; j++)
-		kwide[j] = e->k32[j];
-	e->k = kwide;
+		(*kwide)[j] = e->k32[j];
+	e->k = *kwide;
 	e->k32 = NULL;
+	return true;
 }
 
 #define SKETCH_LAG 16
@@ -190,9 +193,9 @@ static void ent_widen(ents *e, uint64_t *kwide, size_t n)
  * sample order (then so do the groups); *one: one thread, starts ascending.
  */
 static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t *sample_piece,
-                                uint8_t *sample_bin, piece_sum *ps, ents *e, uint64_t *kwide,
-                                double *wmem, size_t *nfin, cand *cd, size_t *ncand, uint32_t *hint,
-                                uint8_t *sketch, bool *in_order, bool *one)
+                                uint8_t *sample_bin, piece_sum *ps, ents *e, uint64_t **kwide,
+                                double **wmem, size_t *nfin, cand *cd, size_t *ncand,
+                                uint32_t *hint, uint8_t *sketch, bool *in_order, bool *one)
 {
 	const model_pieces *pc = &m->pieces;
 	size_t nf = 0, nc = 0, last = 0, first = 0, k = 0;
@@ -268,14 +271,17 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 				e->wu = s->weight;
 			} else if (memcmp(&s->weight, &e->wu, sizeof e->wu) != 0) {
 				/* The first weight that differs: the weights are kept from here. */
-				ent_widen(e, kwide, nf);
-				e->w = wmem;
+				if (!ent_widen(e, kwide, p->samples.n, nf) ||
+				    !(*wmem = malloc(p->samples.n * sizeof **wmem)))
+					return error_set(LOMAS_ENOMEM,
+					                 "out of memory preparing the model");
+				e->w = *wmem;
 				for (size_t j = 0; j < nf; j++)
 					e->w[j] = e->wu;
 				e->w[nf] = s->weight;
 			}
-			if (key > UINT32_MAX)
-				ent_widen(e, kwide, nf);
+			if (key > UINT32_MAX && !ent_widen(e, kwide, p->samples.n, nf))
+				return error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 			ent_set(e, nf, key);
 			q->W += s->weight;
 			q->fin++;
@@ -400,10 +406,12 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	blk = malloc((classes ? 2 : 1) * (ns ? ns : 1) * sizeof *blk);
 	sample_piece = blk;
 	sample_bin = malloc(ns ? ns : 1);
-	/* The weights' array is written (its pages mapped) only if the weights differ. */
+	/*
+	 * The keys' 64-bit array and the weights' are allocated only if the
+	 * keys widen or the weights differ: less memory in use at once, so
+	 * less that malloc returns to the system and maps again a call later.
+	 */
 	e.k32 = k32_mem = malloc((ns ? ns : 1) * sizeof *e.k32);
-	k_mem = malloc((ns ? ns : 1) * sizeof *k_mem); /* mapped only if the keys widen */
-	w_mem = malloc((ns ? ns : 1) * sizeof *w_mem);
 	/*
 	 * Scratch: the candidates of sample_pass, then (their memory already
 	 * mapped, where fresh memory costs ~0.4 ms a megabyte in page faults)
@@ -414,12 +422,12 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	hint = classes && blk ? blk + (ns ? ns : 1) : NULL;
 	sketch = classes ? calloc((size_t)2 << MODEL_SKETCH_BITS, 1) : NULL;
 	count = malloc(2048 * sizeof *count);
-	if (!m->piece_group || !ps || !blk || !sample_bin || !k32_mem || !k_mem || !w_mem || !scr ||
-	    !count || (classes && (!hint || !sketch))) {
+	if (!m->piece_group || !ps || !blk || !sample_bin || !k32_mem || !scr || !count ||
+	    (classes && (!hint || !sketch))) {
 		st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 		goto out;
 	}
-	if ((st = sample_pass(p, m, sample_piece, sample_bin, ps, &e, k_mem, w_mem, &nfin, cd,
+	if ((st = sample_pass(p, m, sample_piece, sample_bin, ps, &e, &k_mem, &w_mem, &nfin, cd,
 	                      &ncand, hint, sketch, &in_order, &one)))
 		goto out;
 	if ((st = make_groups(o, sample_piece, sample_bin, ns, m)))
