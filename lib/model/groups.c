@@ -187,7 +187,7 @@ static bool sums_exact(double w, size_t k)
 {
 	int ex;
 	if (w == 0.0)
-		return true;
+		return !signbit(w); /* -0.0: the sums in turn are +0.0, count times it -0.0 */
 	if (!(w >= 0x1p-1022 && w <= 0x1p900))
 		return false;
 	uint64_t mant = (uint64_t)ldexp(frexp(w, &ex), 53);
