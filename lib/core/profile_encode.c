@@ -337,10 +337,12 @@ static void enc_section(encoder *e, const lomas_profile *p, int t)
 		break;
 	case SEC_EXACTSD:
 		enc_u64(e, p->samples.n + (e->src ? e->src->n : 0));
+		/* Each varint through a buffer: the image has exactly its bytes left
+		 * (enc_room clears what it hands out). */
 		for (size_t i = 0; i < p->samples.n && !e->st; i++) {
-			uint8_t *q = enc_room(e, 10);
-			size_t k = (size_t)(put_varint(q, exact_code(&p->samples.items[i])) - q);
-			enc_done(e, k);
+			uint8_t v[10];
+			enc_bytes(e, v,
+			          (size_t)(put_varint(v, exact_code(&p->samples.items[i])) - v));
 		}
 		for (uint64_t i = 0; e->src && i < e->src->n && !e->st; i++) {
 			enc_room(e, 1);
