@@ -48,16 +48,24 @@ typedef struct sd_slot {
 } sd_slot;
 
 /*
- * Exact stack distances of one thread's references (stack_dist.c): a
- * Fenwick tree over time positions with a mark at each line's last touch.
- * All zeros is an empty tracker.
+ * Exact stack distances of one thread's references (stack_dist.c): a mark
+ * at each line's last touch, on a line of time positions; the lines touched
+ * after position p are the marks after p. Marks are bits, counted per block
+ * of 512 positions and per superblock of 32768: a touch moves one mark in
+ * O(1), a query (once per sampled reuse) sums counts. All zeros is an empty
+ * tracker.
  */
+#define SD_BLOCK_SHIFT 9
+#define SD_SUPER_SHIFT 15
+
 typedef struct sd_tracker {
 	sd_slot *slots; /* lines, open addressing; never deleted */
 	size_t mask, used;
 	unsigned shift;
-	uint32_t *tree; /* Fenwick tree over positions 1..cap */
-	uint64_t *at;   /* at[p]: slot marked at position p, or UINT64_MAX */
+	uint64_t *bits; /* bit p: a mark at position p (1 <= p < cap) */
+	uint16_t *blk;  /* marks per block */
+	uint32_t *sup;  /* marks per superblock */
+	uint64_t *at;   /* at[p]: the slot marked at p (meaningful while bit p is set) */
 	size_t cap, next, marks;
 } sd_tracker;
 
@@ -70,7 +78,7 @@ lomas_status sd_tracker_grow(sd_tracker *tr);
 /* Room for one more touch (may grow or renumber); the only call that can fail. */
 static inline lomas_status sd_tracker_reserve(sd_tracker *tr)
 {
-	if (tr->next && tr->next <= tr->cap && (tr->used + 1) * 2 <= tr->mask + 1 && tr->slots)
+	if (tr->next && tr->next < tr->cap && (tr->used + 1) * 2 <= tr->mask + 1 && tr->slots)
 		return LOMAS_OK;
 	return sd_tracker_grow(tr);
 }
@@ -101,19 +109,19 @@ uint64_t sd_tracker_after(const sd_tracker *tr, uint32_t pos);
 /* Move the line at slot (its mark at pos, 0 if none) to a new position, now. */
 static inline void sd_tracker_mark(sd_tracker *tr, size_t slot, uint32_t pos)
 {
-	size_t p;
+	size_t p = tr->next++;
 	if (pos) {
-		for (p = pos; p <= tr->cap; p += p & (~p + 1))
-			tr->tree[p]--;
-		tr->at[pos] = SD_EMPTY;
+		tr->bits[pos >> 6] &= ~(UINT64_C(1) << (pos & 63));
+		tr->blk[pos >> SD_BLOCK_SHIFT]--;
+		tr->sup[pos >> SD_SUPER_SHIFT]--;
 	} else {
 		tr->marks++;
 	}
-	p = tr->next++;
+	tr->bits[p >> 6] |= UINT64_C(1) << (p & 63);
+	tr->blk[p >> SD_BLOCK_SHIFT]++;
+	tr->sup[p >> SD_SUPER_SHIFT]++;
 	tr->at[p] = slot;
 	tr->slots[slot].pos = (uint32_t)p;
-	for (; p <= tr->cap; p += p & (~p + 1))
-		tr->tree[p]++;
 }
 
 void sd_tracker_free(sd_tracker *tr);
