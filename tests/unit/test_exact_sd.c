@@ -46,8 +46,8 @@ static uint64_t naive_distinct(const uint32_t *t, size_t from, size_t to, uint32
 	return c;
 }
 
-/* Feed t to a tracker; every reuse's distance against the naive count. */
-static size_t check_tracker(const uint32_t *t, size_t n, uint32_t k)
+/* Feed t to a tracker; every `every`-th reuse's distance against the naive count. */
+static size_t check_tracker(const uint32_t *t, size_t n, uint32_t k, size_t every)
 {
 	sd_tracker tr = {0};
 	size_t *last = malloc(k * sizeof *last), renumbered = 0;
@@ -64,7 +64,7 @@ static size_t check_tracker(const uint32_t *t, size_t n, uint32_t k)
 		pos = sd_tracker_find(&tr, t[i], &slot);
 		if (last[t[i]] == SIZE_MAX) {
 			assert_int_equal(pos, 0);
-		} else {
+		} else if (i % every == 0) {
 			assert_true(pos > 0);
 			uint64_t want = naive_distinct(t, last[t[i]] + 1, i, stamp, &now);
 			assert_int_equal(sd_tracker_after(&tr, pos), want);
@@ -88,19 +88,27 @@ static void test_tracker_vs_naive(void **state)
 	/* Few lines, long trace: a renumbering every ~1150 touches (cap 1188). */
 	for (size_t i = 0; i < n; i++)
 		t[i] = (uint32_t)sm_below(&x, 40);
-	r = check_tracker(t, n, 40);
+	r = check_tracker(t, n, 40, 1);
 	assert_true(r > 100);
 	/* A growing footprint (new lines keep coming): the tree and table grow. */
 	n = 60000;
 	for (size_t i = 0; i < n; i++)
 		t[i] = (uint32_t)sm_below(&x, 1 + i / 20);
-	r = check_tracker(t, n, 3001);
+	r = check_tracker(t, n, 3001, 1);
 	assert_true(r > 5);
 	/* Skewed: a hot set and a long tail (many lines touched once in a while). */
 	for (size_t i = 0; i < n; i++)
 		t[i] = sm_below(&x, 4) ? (uint32_t)sm_below(&x, 16)
 		                       : 16 + (uint32_t)sm_below(&x, 5000);
-	r = check_tracker(t, n, 5016);
+	r = check_tracker(t, n, 5016, 1);
+	assert_true(r > 2);
+	/* 20000 lines (positions past several 32768-position superblocks): sweeps in
+	 * shuffled order with hot lines between, every 37th reuse checked. */
+	n = 300000;
+	for (size_t i = 0; i < n; i++)
+		t[i] = sm_below(&x, 3) ? (uint32_t)((i * 7919) % 20000)
+		                       : 20000 + (uint32_t)sm_below(&x, 8);
+	r = check_tracker(t, n, 20008, 37);
 	assert_true(r > 2);
 	free(t);
 }
