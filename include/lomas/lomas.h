@@ -40,7 +40,8 @@
  * fields past it were not written). A size below 8 gives LOMAS_EINVAL.
  * The records copied out in arrays (lomas_sample, lomas_window,
  * lomas_thread, lomas_hot_frame, lomas_phase_info) have a fixed layout that
- * will not change (their `reserved` fields are padding: ignore them).
+ * will not change (their `reserved` fields are padding: ignore them, but for
+ * lomas_sample's under LOMAS_SAMPLE_EXACT_SD).
  *
  * Threads. The library keeps no global state a caller must lock for:
  *  - different objects may be used from different threads at the same time;
@@ -245,6 +246,14 @@ typedef enum lomas_sample_state {
 } lomas_sample_state;
 
 #define LOMAS_SAMPLE_CROSS_THREAD 0x1u /* another thread touched the line meanwhile */
+/*
+ * A REUSED sample whose exact stack distance is known: `reserved` holds the
+ * number of distinct lines its thread touched strictly between the sampled
+ * reference and its reuse (saturated at UINT32_MAX). Set by the clocks that
+ * see every reference (the trace clock); the LRU model then uses it instead
+ * of its estimate. Without this flag `reserved` is padding, as before.
+ */
+#define LOMAS_SAMPLE_EXACT_SD 0x2u
 
 /*
  * One sampled reference. Clocks are per-thread reference counts (the first
@@ -263,7 +272,7 @@ typedef struct lomas_sample {
 	uint8_t kind;      /* lomas_ref_kind */
 	uint8_t state;     /* lomas_sample_state */
 	uint16_t flags;    /* LOMAS_SAMPLE_* flags */
-	uint32_t reserved;
+	uint32_t reserved; /* with LOMAS_SAMPLE_EXACT_SD: the exact stack distance, else 0 */
 } lomas_sample;
 
 /* A span of one thread's clock. Samples belong to the window they started in. */

@@ -23,6 +23,7 @@
 #define PF_MAJOR 2u
 #define PF_MINOR 0u
 #define PF_MINOR_BUILDIDS 1u /* 2.1: files with a BUILDIDS section */
+#define PF_MINOR_EXACTSD 2u  /* 2.2: files with an EXACTSD section */
 #define PF_OLDEST_MAJOR 1u   /* 1.x files (SAMPLES only) still load */
 #define PF_HEADER_SIZE 32u
 #define PF_ENTRY_SIZE 32u
@@ -44,7 +45,8 @@ enum {
 	SEC_MAPS = 7,
 	SEC_PSAMPLES = 8, /* format 2.0 */
 	SEC_BUILDIDS = 9, /* format 2.1 */
-	SEC_KNOWN = 10,   /* one past the last known type */
+	SEC_EXACTSD = 10, /* format 2.2 */
+	SEC_KNOWN = 11,   /* one past the last known type */
 };
 
 /* ------------------------------------------------------ little-endian access */
@@ -86,6 +88,14 @@ static inline void wrf64(uint8_t *p, double d)
 	uint64_t u;
 	memcpy(&u, &d, sizeof u);
 	wr64(p, u);
+}
+
+/* EXACTSD's code of a sample (2.2): 0 for none, else its exact stack distance + 1. */
+static inline uint64_t exact_code(const lomas_sample *s)
+{
+	return s->state == LOMAS_SAMPLE_REUSED && (s->flags & LOMAS_SAMPLE_EXACT_SD)
+	           ? (uint64_t)s->reserved + 1
+	           : 0;
 }
 
 /* ------------------------------------------------------------- window index */

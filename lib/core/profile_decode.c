@@ -17,8 +17,8 @@
 #include "profile_codec.h"
 
 static const char *const sec_names[SEC_KNOWN] = {
-    "?",       "META",    "PROFILE", "CALIB",    "THREADS",
-    "WINDOWS", "SAMPLES", "MAPS",    "PSAMPLES", "BUILDIDS",
+    "?",       "META", "PROFILE",  "CALIB",    "THREADS", "WINDOWS",
+    "SAMPLES", "MAPS", "PSAMPLES", "BUILDIDS", "EXACTSD",
 };
 
 lomas_status codec_bad(const reader *r, uint64_t off, const char *fmt, ...)
@@ -339,7 +339,8 @@ static lomas_status decode_samples(const reader *r, const section *s, lomas_prof
 		x->window = rd32(q + 52);
 		x->kind = q[56];
 		x->state = q[57];
-		x->flags = (uint16_t)(q[58] | q[59] << 8);
+		/* The exact distances come from EXACTSD alone (decode_exactsd). */
+		x->flags = (uint16_t)(q[58] | q[59] << 8) & (uint16_t)~LOMAS_SAMPLE_EXACT_SD;
 		x->reserved = 0;
 		/* The checks of profile_validate, here so the message has the offset. */
 		if (x->thread >= nthreads)
@@ -374,6 +375,49 @@ static lomas_status decode_samples(const reader *r, const section *s, lomas_prof
 	return LOMAS_OK;
 }
 
+/*
+ * EXACTSD (2.2): u64 count (the number of samples), then a varint per
+ * sample in sample order: 0 when it has no exact stack distance, else the
+ * distance + 1 (at most 2^32), only for a reused sample.
+ */
+static lomas_status decode_exactsd(const reader *r, const section *s, lomas_profile *p)
+{
+	const uint8_t *q = r->b + s->off + 8, *end = r->b + s->off + s->len;
+	uint64_t count;
+	if (s->len < 8)
+		return codec_bad(r, s->off,
+		                 "section EXACTSD length %" PRIu64 " is shorter than its count",
+		                 s->len);
+	count = rd64(r->b + s->off);
+	if (count != p->samples.n)
+		return codec_bad(r, s->off,
+		                 "section EXACTSD count %" PRIu64 " is not the %zu samples", count,
+		                 p->samples.n);
+	for (size_t i = 0; i < p->samples.n; i++) {
+		lomas_sample *x = &p->samples.items[i];
+		uint64_t at = (uint64_t)(q - r->b), v;
+		if (!(q = get_varint(q, end, &v)))
+			return codec_bad(r, at,
+			                 "sample %zu: exact distance runs past section EXACTSD or "
+			                 "is a malformed varint",
+			                 i);
+		if (v == 0)
+			continue;
+		if (v - 1 > UINT32_MAX)
+			return codec_bad(
+			    r, at, "sample %zu: exact distance %" PRIu64 " above 2^32-1", i, v - 1);
+		if (x->state != LOMAS_SAMPLE_REUSED)
+			return codec_bad(r, at, "sample %zu: an exact distance, but not reused", i);
+		x->flags |= LOMAS_SAMPLE_EXACT_SD;
+		x->reserved = (uint32_t)(v - 1);
+	}
+	if (q != end)
+		return codec_bad(r, (uint64_t)(q - r->b),
+		                 "%" PRIu64 " unused bytes at the end of section EXACTSD",
+		                 (uint64_t)(end - q));
+	return LOMAS_OK;
+}
+
 /* Read the header and section table into secs[SEC_KNOWN]. */
 static lomas_status read_table(const reader *r, section *secs)
 {
@@ -392,7 +436,7 @@ static lomas_status read_table(const reader *r, section *secs)
 		return codec_bad(r, 8,
 		                 "format version %u.%u is newer than this reader (%u.%u); "
 		                 "a newer liblomas is needed",
-		                 version >> 16, version & 0xffff, PF_MAJOR, PF_MINOR_BUILDIDS);
+		                 version >> 16, version & 0xffff, PF_MAJOR, PF_MINOR_EXACTSD);
 	if (version >> 16 < PF_OLDEST_MAJOR)
 		return codec_bad(r, 8, "unsupported format version %u.%u", version >> 16,
 		                 version & 0xffff);
@@ -430,7 +474,8 @@ static lomas_status read_table(const reader *r, section *secs)
 			return codec_bad(r, off, "section %s (type %" PRIu32 ") CRC mismatch", nm,
 			                 type);
 		if (type == 0 || type >= SEC_KNOWN || (major < 2 && type == SEC_PSAMPLES) ||
-		    (type == SEC_BUILDIDS && (version < (2u << 16 | PF_MINOR_BUILDIDS))))
+		    (type == SEC_BUILDIDS && (version < (2u << 16 | PF_MINOR_BUILDIDS))) ||
+		    (type == SEC_EXACTSD && (version < (2u << 16 | PF_MINOR_EXACTSD))))
 			continue; /* unknown: skipped (a newer minor version's addition) */
 		if (sflags != 0)
 			return codec_bad(r, e + 4, "section %s has unknown flags 0x%" PRIx32, nm,
@@ -497,7 +542,8 @@ lomas_status profile_load_buffer(const void *data, size_t len, const char *name,
 	    (secs[SEC_META].present && (st = decode_meta(&r, &secs[SEC_META], p))) ||
 	    (secs[SEC_CALIB].present && (st = decode_calib(&r, &secs[SEC_CALIB], p))) ||
 	    (secs[SEC_MAPS].present && (st = decode_maps(&r, &secs[SEC_MAPS], p))) ||
-	    (secs[SEC_BUILDIDS].present && (st = decode_buildids(&r, &secs[SEC_BUILDIDS], p))))
+	    (secs[SEC_BUILDIDS].present && (st = decode_buildids(&r, &secs[SEC_BUILDIDS], p))) ||
+	    (secs[SEC_EXACTSD].present && (st = decode_exactsd(&r, &secs[SEC_EXACTSD], p))))
 		goto fail;
 	/* The decoders already made these checks; this backstop keeps the two in step. */
 	if ((st = profile_validate(p))) {

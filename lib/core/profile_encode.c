@@ -188,6 +188,13 @@ static lomas_status layout(const encoder *e, const lomas_profile *p, size_t size
 	size[SEC_BUILDIDS] = 4;
 	for (size_t i = 0; i < p->maps.n; i++)
 		size[SEC_BUILDIDS] += 1 + p->maps.items[i].build_id_len;
+	/* EXACTSD: a varint per sample, a zero byte for each of the source's. */
+	size[SEC_EXACTSD] = 8 + (src ? (size_t)src->n : 0);
+	for (size_t i = 0; i < p->samples.n; i++) {
+		uint8_t tmp[10];
+		size[SEC_EXACTSD] +=
+		    (size_t)(put_varint(tmp, exact_code(&p->samples.items[i])) - tmp);
+	}
 	/* The arrays already live in memory at >= these sizes, so no overflow;
 	 * samples from a source need not. */
 	if (nsamples > (SIZE_MAX / 2 - 8) / PF_SAMPLE_SIZE ||
@@ -224,7 +231,8 @@ static void enc_sample(encoder *e, const lomas_sample *s)
 	wr32(q + 52, s->window);
 	q[56] = s->kind;
 	q[57] = s->state;
-	q[58] = (uint8_t)s->flags;
+	/* The exact distance is EXACTSD's (the flag without it would mislead). */
+	q[58] = (uint8_t)(s->flags & ~LOMAS_SAMPLE_EXACT_SD);
 	q[59] = (uint8_t)(s->flags >> 8);
 	enc_done(e, PF_SAMPLE_SIZE);
 }
@@ -327,6 +335,20 @@ static void enc_section(encoder *e, const lomas_profile *p, int t)
 			enc_str(e, m->path);
 		}
 		break;
+	case SEC_EXACTSD:
+		enc_u64(e, p->samples.n + (e->src ? e->src->n : 0));
+		/* Each varint through a buffer: the image has exactly its bytes left
+		 * (enc_room clears what it hands out). */
+		for (size_t i = 0; i < p->samples.n && !e->st; i++) {
+			uint8_t v[10];
+			enc_bytes(e, v,
+			          (size_t)(put_varint(v, exact_code(&p->samples.items[i])) - v));
+		}
+		for (uint64_t i = 0; e->src && i < e->src->n && !e->st; i++) {
+			enc_room(e, 1);
+			enc_done(e, 1);
+		}
+		break;
 	case SEC_BUILDIDS:
 		enc_u32(e, (uint32_t)p->maps.n);
 		for (size_t i = 0; i < p->maps.n; i++) {
@@ -344,6 +366,14 @@ static lomas_status encode_sections(encoder *e, const lomas_profile *p, const si
                                     const size_t *off, const int *order, size_t nsec, size_t total,
                                     uint32_t *crc, uint8_t *head, size_t head_len);
 
+static bool any_exact(const lomas_profile *p)
+{
+	for (size_t i = 0; i < p->samples.n; i++)
+		if (exact_code(&p->samples.items[i]))
+			return true;
+	return false;
+}
+
 static bool any_build_id(const lomas_profile *p)
 {
 	for (size_t i = 0; i < p->maps.n; i++)
@@ -357,11 +387,16 @@ static lomas_status encode(encoder *e, const lomas_profile *p, size_t *len)
 {
 	size_t size[SEC_KNOWN] = {0}, off[SEC_KNOWN] = {0};
 	uint32_t crc[SEC_KNOWN] = {0};
-	int order[] = {SEC_PROFILE, SEC_META,     SEC_CALIB, SEC_THREADS,
-	               SEC_WINDOWS, SEC_PSAMPLES, SEC_MAPS,  SEC_BUILDIDS};
-	/* BUILDIDS (and format 2.1) only when some map has a build id: a file
-	 * without one is exactly the 2.0 file it was before. */
-	const size_t nsec = sizeof order / sizeof order[0] - !any_build_id(p);
+	int order[] = {SEC_PROFILE, SEC_META, SEC_CALIB, SEC_THREADS, SEC_WINDOWS, SEC_PSAMPLES,
+	               SEC_MAPS,    0,        0};
+	/* BUILDIDS (and format 2.1) only when some map has a build id, EXACTSD
+	 * (and 2.2) only when some sample has an exact distance: a file without
+	 * them is exactly the 2.0 file it was before. */
+	size_t nsec = 7;
+	if (any_build_id(p))
+		order[nsec++] = SEC_BUILDIDS;
+	if (any_exact(p))
+		order[nsec++] = SEC_EXACTSD;
 	uint8_t head[PF_HEADER_SIZE + sizeof order / sizeof order[0] * PF_ENTRY_SIZE];
 	size_t total = 0;
 	uint8_t *own = NULL;
@@ -418,8 +453,9 @@ static lomas_status encode_sections(encoder *e, const lomas_profile *p, const si
 	}
 	memcpy(head, PF_MAGIC, 8);
 	wr32(head + 8,
-	     PF_MAJOR << 16 |
-	         (nsec > 0 && order[nsec - 1] == SEC_BUILDIDS ? PF_MINOR_BUILDIDS : PF_MINOR));
+	     PF_MAJOR << 16 | (nsec > 0 && order[nsec - 1] == SEC_EXACTSD    ? PF_MINOR_EXACTSD
+	                       : nsec > 0 && order[nsec - 1] == SEC_BUILDIDS ? PF_MINOR_BUILDIDS
+	                                                                     : PF_MINOR));
 	wr32(head + 16, (uint32_t)nsec);
 	wr32(head + 20, crc32_update(0, head + PF_HEADER_SIZE, nsec * PF_ENTRY_SIZE));
 	wr64(head + 24, PF_HEADER_SIZE);

@@ -58,7 +58,8 @@ lomas_status pack_samples(const lomas_profile *p, uint8_t **out, size_t *out_len
 		                   .cross = (s->flags & LOMAS_SAMPLE_CROSS_THREAD) != 0};
 		int e = 0;
 		if (s->thread >= p->threads.n || s->kind > LOMAS_REF_STORE ||
-		    s->state > LOMAS_SAMPLE_CENSORED || (s->flags & ~LOMAS_SAMPLE_CROSS_THREAD) ||
+		    s->state > LOMAS_SAMPLE_CENSORED ||
+		    (s->flags & ~(LOMAS_SAMPLE_CROSS_THREAD | LOMAS_SAMPLE_EXACT_SD)) ||
 		    !(s->weight > 0.0 && s->weight <= DBL_MAX) || !packed_representable(&x))
 			goto unpackable;
 		if (s->thread != thread)

@@ -194,6 +194,9 @@ static lomas_status lru_probs(const lomas_profile *p, model_data *m, double line
 			v = j < g->off + g->n ? sd[j] : 0.0;
 		}
 		prob[i] = lines - MODEL_SD_ROUND <= fmin(v, top[g->thread]) ? 1.0 : 0.0;
+		/* An exact stack distance decides instead, as in the curve (exact_sd.c). */
+		if (s->flags & LOMAS_SAMPLE_EXACT_SD)
+			prob[i] = lines - MODEL_SD_ROUND <= (double)s->reserved ? 1.0 : 0.0;
 	}
 	if (k != m->nfix)
 		st = error_set(LOMAS_EFORMAT, "reuse classes and samples disagree");

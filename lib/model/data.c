@@ -202,6 +202,7 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 	uint64_t last_start = 0, wstart = 0, cut[MODEL_PIECES_PER_WINDOW] = {0};
 	uint32_t window = UINT32_MAX;
 	bool ord = true, single = true;
+	size_t nexact = 0;
 	/*
 	 * The sketch's counters are two random bytes in 512 KiB per reuse: a
 	 * cache miss each, a fifth of the pass when taken in turn. Each hint's
@@ -286,6 +287,7 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 			q->W += s->weight;
 			q->fin++;
 			q->lng += d >= DENSE_D;
+			nexact += (s->flags & LOMAS_SAMPLE_EXACT_SD) != 0;
 			/*
 			 * Written always, kept when it may cross: which reuses do is
 			 * random, and a branch on it was mispredicted a third of the
@@ -317,6 +319,7 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 		model_sketch_add(sketch, lag[j % SKETCH_LAG]);
 	*nfin = nf;
 	*ncand = nc;
+	m->nexact = nexact;
 	*in_order = ord;
 	*one = single;
 	return LOMAS_OK;
@@ -460,7 +463,8 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 		st = error_set(LOMAS_ERANGE, "the profile has no samples to model");
 		goto out;
 	}
-	if (o->per_sample) {
+	/* Exact stack distances replace StatStack's per sample (exact_sd.c). */
+	if (o->per_sample || (o->lru && m->nexact)) {
 		/* Each sample's groups (attribution.c): its start's, and its end's
 		 * where place_crossings finds a later one. */
 		m->sample_g0 = malloc((ns ? ns : 1) * sizeof *m->sample_g0);

@@ -162,6 +162,7 @@ typedef struct model_data {
 	 */
 	uint32_t *sample_g0, *sample_g1;
 	uint8_t *sample_fixed;
+	size_t nexact; /* reused samples with LOMAS_SAMPLE_EXACT_SD (then LRU keeps the above) */
 } model_data;
 
 /*
@@ -419,6 +420,15 @@ void sc_table_solve(const sc_tables *T, const model_data *m, size_t gi, const do
  * (statstack.c), before the footprint cap.
  */
 lomas_status model_fix_sds(const model_data *m, double *sd);
+
+/*
+ * The exact stack distances (LOMAS_SAMPLE_EXACT_SD) in StatStack's buckets
+ * (exact_sd.c): each such sample's weight moves from the bucket of its
+ * estimate (capped at top[thread]) to that of its distance. bucket[t (n +
+ * 1) + k]: thread t's reuse weight that misses exactly the k smallest sizes.
+ */
+lomas_status model_exact_sd_adjust(const model_data *m, const model_mean *mean, const double *lines,
+                                   size_t n, const double *top, double *bucket);
 
 /* The LRU model (StatStack, statstack.c) for n sizes in lines (ascending). */
 lomas_status statstack_curve(model_data *m, const double *lines, size_t n, bool bound, double *cap,

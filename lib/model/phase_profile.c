@@ -132,6 +132,15 @@ lomas_status lomas_profile_phase_select(const lomas_profile *p, const uint32_t *
 			if (s.end <= s.start)
 				s.end = s.start + 1;
 		}
+		/* An exact stack distance counts the lines of the whole run in between:
+		 * where left-out references were in between, the phase alone has
+		 * another, and the estimate decides (exact_sd.c). */
+		if ((s.flags & LOMAS_SAMPLE_EXACT_SD) &&
+		    (s.state != LOMAS_SAMPLE_REUSED ||
+		     s.end - s.start != p->samples.items[i].end - p->samples.items[i].start)) {
+			s.flags &= (uint16_t)~LOMAS_SAMPLE_EXACT_SD;
+			s.reserved = 0;
+		}
 		if ((st = profile_add_sample(q, &s)))
 			goto out;
 	}

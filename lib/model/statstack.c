@@ -286,6 +286,15 @@ lomas_status statstack_curve(model_data *m, const double *lines, size_t n, bool 
 		free(top);
 		return error_set(LOMAS_ENOMEM, "out of memory building stack distances");
 	}
+	/* Where a sample knows its exact stack distance, that and not the estimate. */
+	if (m->nexact) {
+		lomas_status st = model_exact_sd_adjust(m, &mean, lines, n, top, bucket);
+		if (st) {
+			free(bucket);
+			free(top);
+			return st;
+		}
+	}
 	for (size_t t = 0; t < m->nthreads; t++) {
 		const double *b = bucket + t * (n + 1);
 		double acc = 0.0;

@@ -40,9 +40,96 @@ typedef struct trace_slot {
 	uint32_t reserved;
 } trace_slot;
 
+/* A line of a thread's stack-distance tracker and the position of its last touch. */
+typedef struct sd_slot {
+	uint64_t line; /* UINT64_MAX = empty */
+	uint32_t pos;  /* 1..cap; 0 only between sd_tracker_find and _mark of a new line */
+	uint32_t reserved;
+} sd_slot;
+
+/*
+ * Exact stack distances of one thread's references (stack_dist.c): a mark
+ * at each line's last touch, on a line of time positions; the lines touched
+ * after position p are the marks after p. Marks are bits, counted per block
+ * of 512 positions and per superblock of 32768: a touch moves one mark in
+ * O(1), a query (once per sampled reuse) sums counts. All zeros is an empty
+ * tracker.
+ */
+#define SD_BLOCK_SHIFT 9
+#define SD_SUPER_SHIFT 15
+
+typedef struct sd_tracker {
+	sd_slot *slots; /* lines, open addressing; never deleted */
+	size_t mask, used;
+	unsigned shift;
+	uint64_t *bits; /* bit p: a mark at position p (1 <= p < cap) */
+	uint16_t *blk;  /* marks per block */
+	uint32_t *sup;  /* marks per superblock */
+	uint64_t *at;   /* at[p]: the slot marked at p (meaningful while bit p is set) */
+	size_t cap, next, marks;
+} sd_tracker;
+
+#define SD_HASH_K 0x9e3779b97f4a7c15ull
+#define SD_EMPTY UINT64_MAX
+
+/* sd_tracker_reserve's slow path: make the table or renumber the positions. */
+lomas_status sd_tracker_grow(sd_tracker *tr);
+
+/* Room for one more touch (may grow or renumber); the only call that can fail. */
+static inline lomas_status sd_tracker_reserve(sd_tracker *tr)
+{
+	if (tr->next && tr->next < tr->cap && (tr->used + 1) * 2 <= tr->mask + 1 && tr->slots)
+		return LOMAS_OK;
+	return sd_tracker_grow(tr);
+}
+
+/* The slot of line (added if new) and its mark's position, 0 for a new line. */
+static inline uint32_t sd_tracker_find(sd_tracker *tr, uint64_t line, size_t *slot)
+{
+	size_t i = (size_t)((line * SD_HASH_K) >> tr->shift);
+	for (;;) {
+		uint64_t l = tr->slots[i].line;
+		if (l == line)
+			break;
+		if (l == SD_EMPTY) {
+			tr->slots[i].line = line;
+			tr->slots[i].pos = 0;
+			tr->used++;
+			break;
+		}
+		i = (i + 1) & tr->mask;
+	}
+	*slot = i;
+	return tr->slots[i].pos;
+}
+
+/* Distinct lines touched after position pos: the stack distance of a reuse of its line. */
+uint64_t sd_tracker_after(const sd_tracker *tr, uint32_t pos);
+
+/* Move the line at slot (its mark at pos, 0 if none) to a new position, now. */
+static inline void sd_tracker_mark(sd_tracker *tr, size_t slot, uint32_t pos)
+{
+	size_t p = tr->next++;
+	if (pos) {
+		tr->bits[pos >> 6] &= ~(UINT64_C(1) << (pos & 63));
+		tr->blk[pos >> SD_BLOCK_SHIFT]--;
+		tr->sup[pos >> SD_SUPER_SHIFT]--;
+	} else {
+		tr->marks++;
+	}
+	tr->bits[p >> 6] |= UINT64_C(1) << (p & 63);
+	tr->blk[p >> SD_BLOCK_SHIFT]++;
+	tr->sup[p >> SD_SUPER_SHIFT]++;
+	tr->at[p] = slot;
+	tr->slots[slot].pos = (uint32_t)p;
+}
+
+void sd_tracker_free(sd_tracker *tr);
+
 typedef struct trace_thread {
 	uint64_t tid;
 	uint64_t refs; /* the thread's clock: references made so far */
+	sd_tracker sd; /* its exact stack distances */
 } trace_thread;
 
 /* A slot of the thread-id map (tid → index into threads). */
@@ -73,7 +160,7 @@ struct lomas_trace {
 	trace_tslot *tmap; /* capacity tmap_mask + 1, power of two */
 	size_t tmap_mask;
 
-	VEC(lomas_sample) samples; /* creation order; reserved = watch index + 1 while open */
+	VEC(lomas_sample) samples; /* creation order; open (DANGLING): reserved = watch + 1 */
 	size_t oldest;             /* no open sample below this index */
 
 	trace_slot *table;

@@ -184,10 +184,12 @@ static void watch_remove(struct lomas_trace *t, uint32_t w)
 
 /*
  * A reference by thread ti at clock touches a watched line: it ends the open
- * samples of ti on the line (REUSED) and flags those of other threads.
+ * samples of ti on the line (REUSED, with their exact stack distance: the
+ * lines ti touched after the line's last touch at position pos of its
+ * tracker, which is the sampled reference) and flags those of other threads.
  */
 static void watched_touch(struct lomas_trace *t, uint64_t line, uint64_t h, uint32_t ti,
-                          uint64_t clock, uint64_t pc)
+                          uint64_t clock, uint64_t pc, uint32_t pos)
 {
 	size_t i = table_find(t, line, h);
 	uint32_t *link, w;
@@ -198,10 +200,15 @@ static void watched_touch(struct lomas_trace *t, uint64_t line, uint64_t h, uint
 		trace_watch *tw = &t->watches[w];
 		lomas_sample *s = &t->samples.items[tw->sample];
 		if (tw->thread == ti) {
+			uint64_t sd = pos ? sd_tracker_after(&t->threads.items[ti].sd, pos) : 0;
 			s->end = clock;
 			s->end_pc = pc;
 			s->state = LOMAS_SAMPLE_REUSED;
 			s->reserved = 0;
+			if (pos) {
+				s->flags |= LOMAS_SAMPLE_EXACT_SD;
+				s->reserved = sd < UINT32_MAX ? (uint32_t)sd : UINT32_MAX;
+			}
 			*link = tw->next;
 			tw->next = t->free_watch;
 			t->free_watch = w;
@@ -219,7 +226,7 @@ static void watched_touch(struct lomas_trace *t, uint64_t line, uint64_t h, uint
 static void censor_oldest(struct lomas_trace *t)
 {
 	lomas_sample *s;
-	while (t->samples.items[t->oldest].reserved == 0)
+	while (t->samples.items[t->oldest].state != LOMAS_SAMPLE_DANGLING)
 		t->oldest++;
 	s = &t->samples.items[t->oldest];
 	/* Its thread has made refs references; none since start touched the line. */
@@ -244,12 +251,12 @@ static void thin(struct lomas_trace *t)
 	for (size_t i = 0; i < t->samples.n; i++) {
 		lomas_sample s = t->samples.items[i];
 		if (rng_next(&t->rng) >> 63) {
-			if (s.reserved)
+			if (s.state == LOMAS_SAMPLE_DANGLING)
 				watch_remove(t, s.reserved - 1);
 			continue;
 		}
 		s.weight = (double)t->period;
-		if (s.reserved)
+		if (s.state == LOMAS_SAMPLE_DANGLING)
 			t->watches[s.reserved - 1].sample = j;
 		t->samples.items[j++] = s;
 	}
@@ -355,8 +362,8 @@ static lomas_status thread_get(struct lomas_trace *t, uint64_t tid, uint32_t *id
 		while (t->tmap[i].idx != TRACE_NONE)
 			i = (i + 1) & t->tmap_mask;
 	}
+	memset(&t->threads.items[t->threads.n], 0, sizeof t->threads.items[t->threads.n]);
 	t->threads.items[t->threads.n].tid = tid;
-	t->threads.items[t->threads.n].refs = 0;
 	t->tmap[i].tid = tid;
 	t->tmap[i].idx = (uint32_t)t->threads.n++;
 found:
@@ -410,19 +417,27 @@ lomas_status lomas_trace_new(const lomas_config *cfg, lomas_trace **out)
 lomas_status trace_ref_fast(struct lomas_trace *t, uint64_t thread, uint64_t addr, uint64_t pc,
                             unsigned kind)
 {
-	uint32_t ti = t->last_idx;
+	uint32_t ti = t->last_idx, pos;
 	uint64_t clock, line, h;
+	sd_tracker *sd;
+	size_t slot;
+	lomas_status st;
 	if (UNLIKELY(thread != t->last_tid || ti == TRACE_NONE)) {
-		lomas_status st = thread_get(t, thread, &ti);
-		if (st)
+		if ((st = thread_get(t, thread, &ti)))
 			return st;
 	}
+	/* The tracker's memory first: a failure changes nothing. */
+	sd = &t->threads.items[ti].sd;
+	if ((st = sd_tracker_reserve(sd)))
+		return st;
 	clock = t->threads.items[ti].refs++;
 	line = addr >> t->line_shift;
 	h = line * HASH_K;
+	pos = sd_tracker_find(sd, line, &slot);
 	/* End earlier samples on the line first: a sampled reference does both. */
 	if (UNLIKELY(t->filter[h >> t->filter_shift]))
-		watched_touch(t, line, h, ti, clock, pc);
+		watched_touch(t, line, h, ti, clock, pc, pos);
+	sd_tracker_mark(sd, slot, pos);
 	if (LIKELY(--t->countdown))
 		return LOMAS_OK;
 	return start_sample(t, ti, clock, addr, pc, kind);
@@ -495,6 +510,8 @@ static void release_tables(struct lomas_trace *t)
 	free(t->filter);
 	free(t->watches);
 	free(t->tmap);
+	for (size_t k = 0; k < t->threads.n; k++)
+		sd_tracker_free(&t->threads.items[k].sd);
 	free(t->threads.items);
 	free(t->samples.items);
 	t->table = NULL;
@@ -532,7 +549,7 @@ lomas_status lomas_trace_finish(lomas_trace *t, lomas_profile **out)
 	/* Nothing can fail from here: hand the samples over. */
 	for (size_t i = 0; i < t->samples.n; i++) {
 		lomas_sample *s = &t->samples.items[i];
-		if (s->reserved) {
+		if (s->state == LOMAS_SAMPLE_DANGLING) { /* still open */
 			s->state = LOMAS_SAMPLE_DANGLING;
 			s->end = LOMAS_CLOCK_NONE;
 			s->end_pc = 0;

@@ -115,7 +115,8 @@ static lomas_profile *make_profile(size_t n, bool packable, uint32_t nw)
 		s.end_pc = s.state == LOMAS_SAMPLE_REUSED ? 0x400000 + (i * 31) % 5000 : 0;
 		s.weight = ldexp(128.0, (int)(i % 4));
 		s.kind = (uint8_t)(i & 1);
-		s.flags = packable ? 0 : 0x2;
+		/* A flag PSAMPLES cannot hold (0x2 is LOMAS_SAMPLE_EXACT_SD, which it can). */
+		s.flags = packable ? 0 : 0x8;
 		assert_int_equal(profile_add_sample(p, &s), LOMAS_OK);
 	}
 	assert_int_equal(lomas_profile_meta_set(p, "command", "./prog --fault"), LOMAS_OK);

@@ -367,11 +367,16 @@ static void test_small_known(void **state)
 	assert_int_equal(p->samples.items[0].start, 0);
 	assert_int_equal(p->samples.items[0].end, 2);
 	assert_int_equal(p->samples.items[0].end_pc, 0x12);
-	assert_int_equal(p->samples.items[0].flags, LOMAS_SAMPLE_CROSS_THREAD);
+	/* reused, with their exact stack distances: A1's line, B1's line */
+	assert_int_equal(p->samples.items[0].flags,
+	                 LOMAS_SAMPLE_CROSS_THREAD | LOMAS_SAMPLE_EXACT_SD);
+	assert_int_equal(p->samples.items[0].reserved, 1);
 	assert_int_equal(p->samples.items[1].thread, 1);
 	assert_int_equal(p->samples.items[1].end, 2);
 	assert_int_equal(p->samples.items[1].end_pc, 0x22);
-	assert_int_equal(p->samples.items[1].flags, LOMAS_SAMPLE_CROSS_THREAD); /* by A2 */
+	assert_int_equal(p->samples.items[1].flags,
+	                 LOMAS_SAMPLE_CROSS_THREAD | LOMAS_SAMPLE_EXACT_SD); /* by A2 */
+	assert_int_equal(p->samples.items[1].reserved, 1);
 	assert_int_equal(p->samples.items[1].kind, LOMAS_REF_STORE);
 	assert_int_equal(p->samples.items[2].state, LOMAS_SAMPLE_DANGLING);
 	assert_int_equal(p->samples.items[3].state, LOMAS_SAMPLE_DANGLING);
@@ -565,6 +570,8 @@ static void check_censoring(const char *period, uint64_t max_live, const ref *r,
 				if (g.thread[o] == th) {
 					w->state = LOMAS_SAMPLE_REUSED;
 					w->end = g.clock[i];
+					/* (its distance: test_exact_sd) */
+					w->flags |= LOMAS_SAMPLE_EXACT_SD;
 					memmove(open + k, open + k + 1,
 					        (nopen - k - 1) * sizeof *open);
 					nopen--;
