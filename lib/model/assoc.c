@@ -6,7 +6,8 @@
  * window of d references in assoc_touch.c); random replacement is per
  * set, in assoc_random.c. This file holds what they share: the entry
  * point, the shrinkage of a sampled share towards its prior, and a set's
- * expected load.
+ * expected load (and assoc_pairs.c the walk both take over the sampled
+ * references inside sampled reuses).
  *
  * Both models are stationary per segment. The fully associative model
  * (lomas_model_curve) is better than that (crossing reuses, reuse classes,

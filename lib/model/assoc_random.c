@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "assoc_keys.h"
+#include "assoc_pairs.h"
 #include "model.h"
 
 #define NBANDS 128 /* half octaves of d + 1 */
@@ -247,13 +247,8 @@ static lomas_status refs_build(const lomas_profile *p, model_data *m, ar_ref **o
  * references in between, though every set has 1/S of the run's. What a
  * reuse's survival needs is the share q of the references inside its
  * interval that go to its set: the sampled references inside sampled
- * reuses show it. Pairs (reuse, sampled reference inside it): for at most
- * REUSES_MAX reuses, evenly spaced, up to PAIRS_PER_REUSE of the references
- * inside, each weighted to stand for all of them.
+ * reuses show it (assoc_pairs.c).
  */
-#define PAIRS_PER_REUSE 16
-#define REUSES_MAX 262144u
-
 typedef struct ar_pair {
 	uint64_t lx, lj; /* the reuse's line; the reference's */
 	double om;
@@ -275,53 +270,32 @@ static double line_share(const ar_line *lw, size_t n, uint64_t l)
 	return lo < n && lw[lo].line == l ? lw[lo].share : 0.0;
 }
 
+static bool is_reused(const void *p, size_t i)
+{
+	return ((const lomas_profile *)p)->samples.items[i].state == LOMAS_SAMPLE_REUSED;
+}
+
 static lomas_status pairs_build(const lomas_profile *p, const ar_line *lw, size_t nl, ar_pair **out,
                                 size_t *nout)
 {
-	size_t ns = p->samples.n, nk = 0, nreused = 0, step, np = 0;
-	ts_key *keys = malloc((ns ? ns : 1) * sizeof *keys);
+	assoc_pair *ap = NULL;
 	ar_pair *pr;
-	rng g;
-	if (!keys)
-		return error_set(LOMAS_ENOMEM, "out of memory");
-	for (size_t i = 0; i < ns; i++) {
-		const lomas_sample *s = &p->samples.items[i];
-		if (!(s->weight > 0.0))
-			continue;
-		keys[nk++] = (ts_key){s->thread, s->start, (uint32_t)i};
-		nreused += s->state == LOMAS_SAMPLE_REUSED;
-	}
-	step = nreused > REUSES_MAX ? (nreused + REUSES_MAX - 1) / REUSES_MAX : 1;
-	/* At most ceil(nreused / step) <= REUSES_MAX reuses are looked into. */
-	pr = malloc(((nreused + step - 1) / step * PAIRS_PER_REUSE + 1) * sizeof *pr);
-	if (!pr) {
-		free(keys);
+	size_t np = 0;
+	lomas_status st = assoc_pairs(p, is_reused, p, 0x4a2d0, false, &ap, &np);
+	if (st)
+		return st;
+	if (!(pr = malloc((np ? np : 1) * sizeof *pr))) {
+		free(ap);
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	}
-	qsort(keys, nk, sizeof *keys, ts_cmp);
-	rng_seed(&g, 0x4a2d0);
-	for (size_t q = 0, seen = 0; q < nk; q++) {
-		const lomas_sample *si = &p->samples.items[keys[q].ix];
-		size_t lo = q + 1, hi, take;
-		double own;
-		if (si->state != LOMAS_SAMPLE_REUSED || seen++ % step)
-			continue;
-		hi = ts_lower(keys, lo, nk, si->thread, si->end);
-		if (hi <= lo)
-			continue;
-		take = hi - lo < PAIRS_PER_REUSE ? hi - lo : PAIRS_PER_REUSE;
-		own = line_share(lw, nl, si->addr / p->line_size);
-		for (size_t t = 0; t < take; t++) {
-			size_t at =
-			    take == hi - lo ? lo + t : lo + (size_t)(rng_next(&g) % (hi - lo));
-			const lomas_sample *sj = &p->samples.items[keys[at].ix];
-			pr[np++] =
-			    (ar_pair){si->addr / p->line_size, sj->addr / p->line_size,
-			              si->weight * sj->weight * (double)(hi - lo) / (double)take,
-			              own, (uint16_t)band_of((double)sample_distance(si))};
-		}
+	for (size_t i = 0; i < np; i++) {
+		const lomas_sample *si = &p->samples.items[ap[i].ri];
+		uint64_t lx = si->addr / p->line_size;
+		pr[i] = (ar_pair){lx, p->samples.items[ap[i].rj].addr / p->line_size, ap[i].om,
+		                  line_share(lw, nl, lx),
+		                  (uint16_t)band_of((double)sample_distance(si))};
 	}
-	free(keys);
+	free(ap);
 	*out = pr;
 	*nout = np;
 	return LOMAS_OK;
