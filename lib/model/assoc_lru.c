@@ -230,6 +230,7 @@ typedef struct al_work {
 	double *left;    /* NFB: lines no sample names, in a window of the band's d */
 	double *D;       /* NFB: all the lines in such a window */
 	double *sparse;  /* NFB: of them, those of the sparsely sampled lines */
+	double ck, cs;   /* the crowded sets' sampled lines and count (assoc_set_load) */
 } al_work;
 
 /* Line k's index in W->sl[a, b) (present). */
@@ -276,7 +277,7 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 		for (b = a; b < L->n && W->sl[b].set == o->set; b++)
 			;
 		K = b - a;
-		load = assoc_set_load((double)K, (double)L->n, L->unseen, S);
+		load = assoc_set_load((double)K, (double)L->n, L->unseen, S, W->ck, W->cs);
 		cls = class_of(load);
 		/*
 		 * A set whose lines all fit in its ways never misses; so too one
@@ -523,6 +524,15 @@ lomas_status assoc_lru_delta(const lomas_profile *p, const double *lines, size_t
 		for (size_t k = 0; k < L.n; k++)
 			W.sl[k] = (al_sl){L.u[k] % S, (uint32_t)k};
 		qsort(W.sl, L.n, sizeof *W.sl, sl_cmp);
+		W.ck = W.cs = 0.0;
+		for (size_t k0 = 0, k1; k0 < L.n; k0 = k1) {
+			for (k1 = k0; k1 < L.n && W.sl[k1].set == W.sl[k0].set; k1++)
+				;
+			if (assoc_crowded((double)(k1 - k0), (double)L.n, S)) {
+				W.ck += (double)(k1 - k0);
+				W.cs += 1.0;
+			}
+		}
 		for (size_t i = 0; i < nr; i++)
 			W.ord[i] = (al_ord){L.u[r[i].k] % S, r[i].fb,
 			                    (uint32_t)(4.0 * log2(1.0 + L.nw[r[i].k])), r[i].k,

@@ -350,7 +350,7 @@ static int u64_cmp(const void *a, const void *b)
 static lomas_status sets_build(const ar_line *lw, size_t nl, double tot, double tot2, uint64_t S,
                                double unseen, uint64_t *tmp, ar_sets *T)
 {
-	double u = 1.0 / (double)S;
+	double u = 1.0 / (double)S, ck = 0.0, cs = 0.0;
 	ar_set *t = T->t;
 	size_t k = 0;
 	for (size_t i = 0; i < nl; i++)
@@ -359,9 +359,17 @@ static lomas_status sets_build(const ar_line *lw, size_t nl, double tot, double 
 	for (size_t i0 = 0, i1; i0 < nl; i0 = i1) {
 		for (i1 = i0; i1 < nl && tmp[i1] == tmp[i0]; i1++)
 			;
+		if (assoc_crowded((double)(i1 - i0), (double)nl, S)) {
+			ck += (double)(i1 - i0);
+			cs += 1.0;
+		}
+	}
+	for (size_t i0 = 0, i1; i0 < nl; i0 = i1) {
+		for (i1 = i0; i1 < nl && tmp[i1] == tmp[i0]; i1++)
+			;
 		t[k].set = tmp[i0];
 		t[k].raw = 0.0;
-		t[k].load = (double)(i1 - i0) + unseen / (double)S;
+		t[k].load = assoc_set_load((double)(i1 - i0), (double)nl, unseen, S, ck, cs);
 		k++;
 	}
 	T->n = k;

@@ -488,8 +488,12 @@ lomas_status model_sample_miss_probs(const lomas_profile *p, lomas_policy policy
  * the A-way random-replacement ratio less the fully associative one.
  */
 double assoc_shrink(double same, double tot, double tot2, double prior);
-/* A set's expected lines from its K distinct sampled lines (assoc.c). */
-double assoc_set_load(double K, double n, double unseen, uint64_t S);
+/*
+ * A set's expected lines from its K distinct sampled lines (assoc.c); ck,
+ * cs: the sampled lines and count of the sets assoc_crowded says stand out.
+ */
+bool assoc_crowded(double K, double n, uint64_t S);
+double assoc_set_load(double K, double n, double unseen, uint64_t S, double ck, double cs);
 /* assoc_lru_delta (assoc_lru.c): the same for LRU. */
 lomas_status assoc_lru_delta(const struct lomas_profile *p, const double *lines, size_t n,
                              unsigned ways, double *delta);
