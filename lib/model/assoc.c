@@ -22,15 +22,19 @@
 
 #include "model.h"
 
-/* Shrink the estimate same/tot towards prior by how far it stands out of its noise. */
-double assoc_shrink(double same, double tot, double tot2, double prior)
+/*
+ * Shrink the estimate same/tot towards prior by how far it stands out of
+ * z standard deviations of its noise: the deviation's square less z^2
+ * times the variance is kept.
+ */
+double assoc_shrink(double same, double tot, double tot2, double prior, double z)
 {
 	double rho, neff, var0, dev2;
 	if (!(tot > 0.0))
 		return prior;
 	rho = same / tot;
 	neff = tot * tot / tot2;
-	var0 = prior * (1.0 - prior) / neff;
+	var0 = z * z * prior * (1.0 - prior) / neff;
 	dev2 = (rho - prior) * (rho - prior);
 	return dev2 > var0 ? prior + (rho - prior) * (dev2 - var0) / dev2 : prior;
 }
