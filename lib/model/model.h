@@ -496,13 +496,18 @@ lomas_status model_sample_miss_probs(const lomas_profile *p, lomas_policy policy
 /*
  * Set-associative caches (assoc.c, assoc_random.c). assoc_shrink: the
  * estimate same / tot (tot2 the sum of squared weights) shrunk towards
- * prior by how far it stands out of its sampling noise.
+ * prior by how far it stands out of z standard deviations of its sampling
+ * noise.
  * assoc_random_delta: per size (lines ascending, whole sets of `ways`),
  * the A-way random-replacement ratio less the fully associative one.
  */
-double assoc_shrink(double same, double tot, double tot2, double prior);
-/* A set's expected lines from its K distinct sampled lines (assoc.c). */
-double assoc_set_load(double K, double n, double unseen, uint64_t S);
+double assoc_shrink(double same, double tot, double tot2, double prior, double z);
+/*
+ * A set's expected lines from its K distinct sampled lines (assoc.c); ck,
+ * cs: the sampled lines and count of the sets assoc_crowded says stand out.
+ */
+bool assoc_crowded(double K, double n, uint64_t S);
+double assoc_set_load(double K, double n, double unseen, uint64_t S, double ck, double cs);
 /* assoc_lru_delta (assoc_lru.c): the same for LRU. */
 lomas_status assoc_lru_delta(const struct lomas_profile *p, const double *lines, size_t n,
                              unsigned ways, double *delta);
