@@ -107,8 +107,19 @@ unsigned pmu_ring_read(struct perf_event_mmap_page *pg, size_t len, uint64_t sam
 	 */
 	off = pg->data_offset ? pg->data_offset : (uint64_t)ps;
 	size = pg->data_size ? pg->data_size : len - (size_t)ps;
-	if (off + size > len || size == 0)
+	/*
+	 * The control page says where the data lies; it must lie after that
+	 * page and inside the mapping (compared without off + size, which a
+	 * lying page makes wrap around to a small number), and be 2^n pages
+	 * as perf_mmap() requires: head and tail are free-running u64
+	 * positions, and only a power-of-two size keeps pos % size contiguous
+	 * where they wrap past 2^64.
+	 */
+	if (off < (uint64_t)ps || off > len || size > len - off || size == 0 ||
+	    (size & (size - 1))) {
+		st->corrupt++;
 		return 0;
+	}
 	data = (const unsigned char *)pg + off;
 	/* Pairs with the kernel's smp_store_release of data_head after the record's bytes. */
 	head = __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE);

@@ -162,6 +162,34 @@ static void test_bad_rings(void **state)
 	assert_int_equal(r.pg->data_tail, r.pg->data_head);
 	/* Too short a mapping: nothing read, nothing touched. */
 	assert_int_equal(pmu_ring_read(r.pg, r.ps, ST, out, 4, &st), 0);
+	/*
+	 * A control page whose data_offset + data_size wraps around to less
+	 * than the mapping (the check was off + size > len, which let the
+	 * reader index 2^64 - page size bytes away; fuzz_pmu_ring/seed-geometry-wrap):
+	 * refused, counted corrupt, the tail left alone.
+	 */
+	put_sample(&r, 7, 1, 1, 1);
+	r.pg->data_offset = (uint64_t)0 - r.ps;
+	r.pg->data_size = 2 * r.ps;
+	uint64_t tail = r.pg->data_tail;
+	assert_int_equal(pmu_ring_read(r.pg, r.len, ST, out, 4, &st), 0);
+	assert_int_equal(st.corrupt, 5);
+	assert_int_equal(r.pg->data_tail, tail);
+	/* Data said to start inside the control page, or to run past the mapping. */
+	r.pg->data_offset = 64;
+	r.pg->data_size = r.size;
+	assert_int_equal(pmu_ring_read(r.pg, r.len, ST, out, 4, &st), 0);
+	r.pg->data_offset = r.ps;
+	r.pg->data_size = r.size + 8;
+	assert_int_equal(pmu_ring_read(r.pg, r.len, ST, out, 4, &st), 0);
+	/* Not 2^n bytes (perf_mmap() maps 2^n pages): pos % size would jump where pos wraps. */
+	r.pg->data_size = r.size / 2 + 8;
+	assert_int_equal(pmu_ring_read(r.pg, r.len, ST, out, 4, &st), 0);
+	assert_int_equal(st.corrupt, 8);
+	/* The true geometry again: the sample is still there. */
+	r.pg->data_size = r.size;
+	assert_int_equal(pmu_ring_read(r.pg, r.len, ST, out, 4, &st), 1);
+	assert_int_equal(out[0].ip, 7);
 	free(r.mem);
 }
 
