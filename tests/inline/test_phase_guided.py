@@ -81,7 +81,7 @@ def test_phased_program_fewer_samples_curve_within_1pp(tmp_path):
             assert mae <= 0.01, (name, pol, mae, worst)
 
 
-@pytest.mark.parametrize("w,args,period", [("random", ["262144", "1000000"], "60"),
+@pytest.mark.parametrize("w,args,period", [("random", ["262144", "1000000"], "30"),
                                            ("matmul", ["64"], "15")])
 def test_non_phased_program_curve_unaffected(w, args, period, tmp_path):
     """A program of one phase: its curve stays within 1 pp of exact with
