@@ -215,9 +215,11 @@ lomas_status statcache_solve_time(const model_data *m, const double *lines, size
 				size_t i0 = cstart[g], i1 = cstart[g + 1];
 				bool first = g == m->thread_first[t];
 				double prior = first ? 0.0 : (double)(gr[-1].b - gr[-1].a);
+				/* The thread's previous group's rows (g - 1), when there is one. */
+				const double *pp = first ? p : P + (g - 1) * n;
+				const double *rp = first ? r : R + (g - 1) * n;
 				for (size_t j = 0; j < n; j++) {
-					p[j] =
-					    first ? 0.0 : p[j - n] + (r[j - n] + c[g - 1]) * prior;
+					p[j] = first ? 0.0 : pp[j] + (rp[j] + c[g - 1]) * prior;
 					prev[j] = r[j];
 				}
 				for (int inner = 0; inner < (sweep == 0 ? 1 : INNER_MAX); inner++) {
