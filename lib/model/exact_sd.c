@@ -24,20 +24,6 @@
 
 #include "model.h"
 
-/* Number of sizes (ascending) at most sd: statstack.c's sizes_missed. */
-static size_t missed(const double *lines, size_t n, double sd)
-{
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (lines[mid] - MODEL_SD_ROUND <= sd)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 lomas_status model_exact_sd_adjust(const model_data *m, const model_mean *mean, const double *lines,
                                    size_t n, const double *top, double *bucket)
 {
@@ -76,9 +62,10 @@ lomas_status model_exact_sd_adjust(const model_data *m, const model_mean *mean, 
 			est = model_stack_sum(m, g, (double)sample_distance(s));
 		est = fmin(est, top[g->thread]);
 		c = s->weight * wt / g->S;
-		bucket[g->thread * (n + 1) + missed(lines, n, est)] -= c;
+		bucket[g->thread * (n + 1) + model_sizes_missed(lines, n, est)] -= c;
 		/* Exact: a miss at every size of at most `reserved` lines. */
-		bucket[g->thread * (n + 1) + missed(lines, n, (double)s->reserved)] += c;
+		bucket[g->thread * (n + 1) + model_sizes_missed(lines, n, (double)s->reserved)] +=
+		    c;
 	}
 	free(fix);
 	return LOMAS_OK;

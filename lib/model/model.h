@@ -313,6 +313,9 @@ static inline double model_mean_weight(const model_mean *w, const model_group *g
  * lines among x consecutive references (StatStack's SD(x) in one group).
  */
 double model_stack_sum(const model_data *m, const model_group *g, double x);
+/* Number of sizes (ascending lines) at most sd: the sizes a reuse with that stack distance misses.
+ */
+size_t model_sizes_missed(const double *lines, size_t n, double sd);
 
 /*
  * The expected stack distance of the reuse (s, e) from group k0 to group

@@ -63,7 +63,7 @@ double model_reuse_sd(const model_data *m, uint64_t s, uint64_t e_, uint32_t k0,
 }
 
 /* Number of sizes (ascending) at most sd: the sizes a reuse with that SD misses. */
-static size_t sizes_missed(const double *lines, size_t n, double sd)
+size_t model_sizes_missed(const double *lines, size_t n, double sd)
 {
 	size_t lo = 0, hi = n;
 	while (lo < hi) {
@@ -220,7 +220,7 @@ static int fix_classes(const model_data *m, const model_mean *mean, const double
 		if (!(g->S > 0.0) || !(wt > 0.0))
 			continue;
 		v = fmin(sd[i], top[g->thread]);
-		bucket[g->thread * (n + 1) + sizes_missed(lines, n, v)] += x->w * wt / g->S;
+		bucket[g->thread * (n + 1) + model_sizes_missed(lines, n, v)] += x->w * wt / g->S;
 	}
 	free(sd);
 	return 0;
@@ -279,7 +279,7 @@ lomas_status statstack_curve(model_data *m, const double *lines, size_t n, bool 
 		if (x->fixed || !(g->S > 0.0) || !(wt > 0.0))
 			continue;
 		double sd = fmin(model_reuse_sd(m, x->s, x->e, x->g0, x->g1), top[g->thread]);
-		bucket[g->thread * (n + 1) + sizes_missed(lines, n, sd)] += x->w * wt / g->S;
+		bucket[g->thread * (n + 1) + model_sizes_missed(lines, n, sd)] += x->w * wt / g->S;
 	}
 	if (m->nfix && fix_classes(m, &mean, lines, n, top, bucket)) {
 		free(bucket);
