@@ -19,11 +19,18 @@
  * weighted share of pairs whose distance is a multiple of it, and R the
  * span of a window's lines on the progression, in steps: 3 times the mean
  * distance of its pairs (D points spread evenly over a span of R are
- * |a - b| = R / 3 apart on average). A window's pD lines on the
- * progression are then a random pD of the R / S (gcd(sigma, S) = 1) lines
- * of the span in each set: a binomial thinning of a fixed count, variance
- * (pD / S)(1 - pD / R); the others are placed at random. Hence
- *   phi = 1 - p min(1, pD / R).
+ * |a - b| = R / 3 apart on average; the distances taken cyclically, k or
+ * C - k over a cycle of C = the largest k + 1 steps, as a window that
+ * wraps past the last row of a column and on to the first of the next is
+ * still one run). If a window's lines lie on the progression at random
+ * with probability q, its pairs do with q^2 = p: its qD lines on it are
+ * then a random qD of the R / S (gcd(sigma, S) = 1) lines of the span in
+ * each set, a binomial thinning of a fixed count, variance
+ * (qD / S)(1 - qD / R); the others are placed at random. Hence
+ *   phi = 1 - q min(1, qD / R), q = sqrt(p),
+ * summed over up to 3 progressions, the commonest first, each from the
+ * pairs the ones before left (a program's initialising row sweep, 13 % of
+ * the recorded column-sum program's pairs, is a second; clamped at 0).
  * A column's lines fill their span (phi near 0); a sequential sweep's too
  * (sigma 1); random reads of a table of N lines, D of them a window, give
  * 1 - D / N (the hypergeometric count); random lines over a large range,
@@ -46,6 +53,8 @@
 #define GCD_DRAWS 1024
 /* A band with fewer pairs (effectively) has no progression. */
 #define NEFF_MIN 64.0
+/* Progressions looked for per band, commonest first. */
+#define PROGRESSIONS 3
 
 typedef struct sp_key {
 	uint32_t thread;
@@ -205,20 +214,17 @@ static double span_of(double m, double C)
 	return 0.5 * (lo + hi);
 }
 
-/* One band's progression from its n pairs; tmp: GCD_DRAWS. */
-static void band_stats(const sp_pair *pr, size_t n, rng *g, uint64_t *tmp, assoc_spread *sp,
-                       size_t h)
+/*
+ * One progression of a band from its n pairs (sw of weight, sw2 of squared
+ * weight in the band): the pairs on it are moved to the front; returns
+ * their count, 0 for none.
+ */
+static size_t progression(sp_pair *pr, size_t n, double sw, rng *g, uint64_t *tmp, assoc_spread *sp,
+                          size_t at)
 {
-	double sw = 0.0, sw2 = 0.0, on = 0.0, dist = 0.0;
+	double on = 0.0, dist = 0.0, C;
 	uint64_t sigma = 0, kmax = 0;
-	size_t best = 0;
-	double C;
-	for (size_t i = 0; i < n; i++) {
-		sw += pr[i].w;
-		sw2 += pr[i].w * pr[i].w;
-	}
-	if (n < 2 || !(sw * sw >= NEFF_MIN * sw2))
-		return;
+	size_t best = 0, m = 0;
 	for (size_t k = 0; k < GCD_DRAWS; k++)
 		tmp[k] = gcd64(pr[rng_next(g) % n].dl, pr[rng_next(g) % n].dl);
 	qsort(tmp, GCD_DRAWS, sizeof *tmp, u64_cmp);
@@ -231,20 +237,52 @@ static void band_stats(const sp_pair *pr, size_t n, rng *g, uint64_t *tmp, assoc
 		}
 	}
 	for (size_t i = 0; i < n; i++)
-		if (pr[i].dl % sigma == 0 && pr[i].dl / sigma > kmax)
+		if (pr[i].dl % sigma == 0) {
+			sp_pair t = pr[m];
+			pr[m++] = pr[i];
+			pr[i] = t;
+		}
+	for (size_t i = 0; i < m; i++)
+		if (pr[i].dl / sigma > kmax)
 			kmax = pr[i].dl / sigma;
 	C = (double)kmax + 1.0;
-	for (size_t i = 0; i < n; i++)
-		if (pr[i].dl % sigma == 0) {
-			double k = (double)(pr[i].dl / sigma);
-			on += pr[i].w;
-			dist += pr[i].w * (k < C - k ? k : C - k);
-		}
+	for (size_t i = 0; i < m; i++) {
+		double k = (double)(pr[i].dl / sigma);
+		on += pr[i].w;
+		dist += pr[i].w * (k < C - k ? k : C - k);
+	}
 	if (!(on > 0.0))
-		return;
-	sp->stride[h] = sigma;
-	sp->share[h] = on / sw;
-	sp->span[h] = span_of(dist / on, C);
+		return 0;
+	sp->stride[at] = sigma;
+	sp->share[at] = on / sw;
+	sp->span[at] = span_of(dist / on, C);
+	return m;
+}
+
+/* Band h's progressions from its n pairs (reordered); tmp: GCD_DRAWS. */
+static void band_stats(sp_pair *pr, size_t n, rng *g, uint64_t *tmp, assoc_spread *sp, size_t h)
+{
+	double sw = 0.0, sw2 = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		sw += pr[i].w;
+		sw2 += pr[i].w * pr[i].w;
+	}
+	for (size_t j = 0; j < PROGRESSIONS; j++) {
+		double rw = 0.0, rw2 = 0.0;
+		size_t m;
+		for (size_t i = 0; i < n; i++) {
+			rw += pr[i].w;
+			rw2 += pr[i].w * pr[i].w;
+		}
+		/* Too few pairs left (effectively) to say anything. */
+		if (n < 2 || !(rw * rw >= NEFF_MIN * rw2))
+			return;
+		if (!(m = progression(pr, n, sw, g, tmp, sp, h * PROGRESSIONS + j)) ||
+		    sp->stride[h * PROGRESSIONS + j] == 1)
+			return;
+		pr += m;
+		n -= m;
+	}
 }
 
 lomas_status assoc_spread_build(const lomas_profile *p, const al_lines *L, const double *dh,
@@ -258,9 +296,9 @@ lomas_status assoc_spread_build(const lomas_profile *p, const al_lines *L, const
 	rng_seed(&g, seed);
 	*out = (assoc_spread){0};
 	out->nb = nb;
-	out->stride = calloc(nb ? nb : 1, sizeof *out->stride);
-	out->share = calloc(nb ? nb : 1, sizeof *out->share);
-	out->span = calloc(nb ? nb : 1, sizeof *out->span);
+	out->stride = calloc(nb * PROGRESSIONS + 1, sizeof *out->stride);
+	out->share = calloc(nb * PROGRESSIONS + 1, sizeof *out->share);
+	out->span = calloc(nb * PROGRESSIONS + 1, sizeof *out->span);
 	if (!tmp || !out->stride || !out->share || !out->span) {
 		free(tmp);
 		assoc_spread_free(out);
@@ -284,11 +322,18 @@ lomas_status assoc_spread_build(const lomas_profile *p, const al_lines *L, const
 
 double assoc_spread_phi(const assoc_spread *sp, size_t h, uint64_t S, double D)
 {
-	double p, f;
-	if (h >= sp->nb || sp->stride[h] == 0 || S < 2 || !(D > 1.0) ||
-	    gcd64(sp->stride[h] % S, S) != 1)
+	double phi = 1.0;
+	if (h >= sp->nb || S < 2 || !(D > 1.0))
 		return 1.0;
-	p = sp->share[h];
-	f = p * D / sp->span[h];
-	return 1.0 - p * (f < 1.0 ? f : 1.0);
+	for (size_t j = h * PROGRESSIONS; j < (h + 1) * PROGRESSIONS; j++) {
+		double q, f;
+		if (sp->stride[j] == 0)
+			break;
+		if (gcd64(sp->stride[j] % S, S) != 1)
+			continue;
+		q = sqrt(sp->share[j]);
+		f = q * D / sp->span[j];
+		phi -= q * (f < 1.0 ? f : 1.0);
+	}
+	return phi > 0.0 ? phi : 0.0;
 }

@@ -13,10 +13,10 @@
 #include "assoc_touch.h"
 #include "model.h"
 
-/* Per band of window length: the progression its pairs show. */
+/* Per band of window length, up to 3 progressions its pairs show (band h's at 3h..3h+2). */
 typedef struct assoc_spread {
-	uint64_t *stride; /* sigma: the lines' common step (0: none found) */
-	double *share;    /* p: the weighted share of pairs on it */
+	uint64_t *stride; /* sigma: the lines' common step (0: no more found) */
+	double *share;    /* p: the weighted share of the band's pairs on it */
 	double *span;     /* R: the steps a window's lines on it span */
 	size_t nb;
 } assoc_spread;
