@@ -48,7 +48,7 @@
 
 /* Partners drawn per reference and band, and all the pairs at most. */
 #define PARTNERS 8
-#define PAIRS_MAX 4000000u
+#define PAIRS_MAX 1000000u /* 24 MB of pairs at most */
 /* Draws of two pairs for the step's greatest common divisor, per band. */
 #define GCD_DRAWS 1024
 /* A band with fewer pairs (effectively) has no progression. */
