@@ -10,8 +10,9 @@
  * 1 - e^{-lambda d}). The count X of set-mates in between is the sum of
  * those Bernoullis over the set's well sampled lines (a Poisson binomial),
  * plus a Poisson term for its sparsely sampled lines and its share of the
- * lines no sample names, and the reuse misses with probability
- * P(X >= A). A crowded set and a quiet one are thus never averaged: a
+ * lines no sample names (the part of it that their even spread over the
+ * sets fixes taken as a fixed count, assoc_spread.c), and the reuse misses
+ * with probability P(X >= A). A crowded set and a quiet one are thus never averaged: a
  * strided sweep's set holds its 9 other sweep lines for sure, not a
  * hypergeometric draw of mean 9.
  *
@@ -34,6 +35,7 @@
 #include <string.h>
 
 #include "assoc_pairs.h"
+#include "assoc_spread.h"
 #include "assoc_touch.h"
 #include "model.h"
 
@@ -224,20 +226,23 @@ static double tail_with(const double *dp, unsigned A, double mu, double loc)
 
 /* Work space of one call. */
 typedef struct al_work {
-	al_sl *sl;       /* n lines */
-	al_ord *ord;     /* nr reuses */
-	double *q;       /* n: the set's lines' touch probabilities (well sampled) */
-	double *pm;      /* n: the set's lines' Poisson mass (sparsely sampled) */
-	double *lc;      /* n: the set's lines' part of the fixed count (locality) */
-	double *E;       /* nr: expected set-mates in between */
-	uint8_t *cls;    /* nr: the class of the reuse's set's load */
-	double *dp, *dx; /* A each */
-	double *acc;     /* NBANDS x NCLASS x 4 */
-	double *factor;  /* NBANDS x NCLASS */
-	double *left;    /* NFB: lines no sample names, in a window of the band's d */
-	double *D;       /* NFB: all the lines in such a window */
-	double *sparse;  /* NFB: of them, those of the sparsely sampled lines */
-	double ck, cs;   /* the crowded sets' sampled lines and count (assoc_set_load) */
+	al_sl *sl;              /* n lines */
+	al_ord *ord;            /* nr reuses */
+	double *q;              /* n: the set's lines' touch probabilities (well sampled) */
+	double *pm;             /* n: the set's lines' Poisson mass (sparsely sampled) */
+	double *lc;             /* n: the set's lines' part of the fixed count (locality) */
+	double *E;              /* nr: expected set-mates in between */
+	uint8_t *cls;           /* nr: the class of the reuse's set's load */
+	double *dp, *dx;        /* A each */
+	double *acc;            /* NBANDS x NCLASS x 4 */
+	double *factor;         /* NBANDS x NCLASS */
+	double *left;           /* NFB: lines no sample names, in a window of the band's d */
+	double *D;              /* NFB: all the lines in such a window */
+	double *sparse;         /* NFB: of them, those of the sparsely sampled lines */
+	double *dh;             /* NBANDS: the mean d of the band's reuses (0: none) */
+	double *du;             /* NBANDS: the sparsely sampled and unnamed lines in its window */
+	const assoc_spread *sp; /* the progressions they lie on (assoc_spread.c) */
+	double ck, cs;          /* the crowded sets' sampled lines and count (assoc_set_load) */
 } al_work;
 
 /* Line k's index in W->sl[a, b) (present). */
@@ -267,7 +272,7 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 	for (size_t c0 = 0, c1; c0 < nr; c0 = c1) {
 		const al_ord *o = &W->ord[c0];
 		size_t b, K, took;
-		double sw = 0.0, swd = 0.0, swn = 0.0, dc, load, f = 1.0, sum = 0.0, mu, Tx, g,
+		double sw = 0.0, swd = 0.0, swn = 0.0, dc, load, f = 1.0, sum = 0.0, mu, Tx, g, phi,
 		       loc = 0.0, lam = (double)L->n / (double)S;
 		bool even;
 		unsigned cls;
@@ -351,11 +356,19 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 			}
 			continue;
 		}
+		/*
+		 * The sparsely sampled and unnamed lines are placed in the set
+		 * as evenly as their pairs say (assoc_spread.c): the part of
+		 * their count that an even spread fixes is taken as fixed, a
+		 * Poisson count of phi times the mean for the rest.
+		 */
+		phi = assoc_spread_phi(W->sp, o->fb / 4, S, W->du[o->fb / 4]);
 		took = pb_below(W->q, K, (size_t)-1, A, W->dp);
 		for (size_t x0 = c0, x1; x0 < c1; x0 = x1) {
 			uint32_t k = W->ord[x0].k;
 			size_t pos = sl_find(W->sl, a, b, k) - a;
-			double wsum = 0.0, tail, qx = W->q[pos];
+			double wsum = 0.0, tail, qx = W->q[pos], mx = fmax(0.0, mu - W->pm[pos]),
+			       lx = fmax(0.0, loc - W->lc[pos]) + (1.0 - phi) * mx;
 			for (x1 = x0; x1 < c1 && W->ord[x1].k == k; x1++)
 				if (r[W->ord[x1].i].sd >= A - 0.5)
 					wsum += r[W->ord[x1].i].wt;
@@ -370,12 +383,10 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 				for (unsigned c = 1; c < A; c++)
 					W->dx[c] =
 					    fmax(0.0, (W->dp[c] - qx * W->dx[c - 1]) / (1.0 - qx));
-				tail = tail_with(W->dx, A, fmax(0.0, mu - W->pm[pos]),
-				                 fmax(0.0, loc - W->lc[pos]));
+				tail = tail_with(W->dx, A, phi * mx, lx);
 			} else {
 				pb_below(W->q, K, pos, A, W->dx);
-				tail = tail_with(W->dx, A, fmax(0.0, mu - W->pm[pos]),
-				                 fmax(0.0, loc - W->lc[pos]));
+				tail = tail_with(W->dx, A, phi * mx, lx);
 			}
 			sa += wsum * tail;
 		}
@@ -426,6 +437,8 @@ static void work_free(al_work *W)
 	free(W->left);
 	free(W->sparse);
 	free(W->D);
+	free(W->dh);
+	free(W->du);
 }
 
 static lomas_status work_alloc(al_work *W, size_t n, size_t nr, unsigned A)
@@ -444,8 +457,10 @@ static lomas_status work_alloc(al_work *W, size_t n, size_t nr, unsigned A)
 	W->left = calloc(NFB, sizeof *W->left);
 	W->D = calloc(NFB, sizeof *W->D);
 	W->sparse = calloc(NFB, sizeof *W->sparse);
+	W->dh = calloc(NBANDS, sizeof *W->dh);
+	W->du = calloc(NBANDS, sizeof *W->du);
 	if (!W->sl || !W->ord || !W->q || !W->pm || !W->lc || !W->E || !W->cls || !W->dp ||
-	    !W->dx || !W->acc || !W->factor || !W->left || !W->D || !W->sparse)
+	    !W->dx || !W->acc || !W->factor || !W->left || !W->D || !W->sparse || !W->dh || !W->du)
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	return LOMAS_OK;
 }
@@ -467,6 +482,14 @@ static lomas_status band_totals(const al_lines *L, const al_reuse *r, size_t nr,
 		a[1] += r[i].wt * r[i].d;
 		a[2] += r[i].wt * r[i].sd;
 	}
+	for (size_t h = 0; h < NBANDS; h++) {
+		double sw = 0.0, swd = 0.0;
+		for (size_t b = 4 * h; b < 4 * h + 4; b++) {
+			sw += acc[b * 3];
+			swd += acc[b * 3 + 1];
+		}
+		W->dh[h] = sw > 0.0 ? swd / sw : 0.0;
+	}
 	for (size_t b = 0; b < NFB; b++) {
 		const double *a = acc + b * 3;
 		double d, sp = 0.0, sd, ss = 0.0;
@@ -483,6 +506,14 @@ static lomas_status band_totals(const al_lines *L, const al_reuse *r, size_t nr,
 		W->D[b] = fmax(fmax(sp, sd), 1.0);
 		W->left[b] = fmax(0.0, sd - sp);
 	}
+	for (size_t h = 0; h < NBANDS; h++) {
+		double sw = 0.0, swu = 0.0;
+		for (size_t b = 4 * h; b < 4 * h + 4; b++) {
+			sw += acc[b * 3];
+			swu += acc[b * 3] * (W->left[b] + W->sparse[b]);
+		}
+		W->du[h] = sw > 0.0 ? swu / sw : 0.0;
+	}
 	free(acc);
 	return LOMAS_OK;
 }
@@ -498,6 +529,7 @@ lomas_status assoc_lru_delta(const lomas_profile *p, const double *lines, size_t
 	al_work W = {0};
 	al_reuse *r = NULL;
 	assoc_pair *pr = NULL;
+	assoc_spread sp = {0};
 	size_t nr = 0, np = 0;
 	uint32_t *rmap = NULL;
 	lomas_status st;
@@ -513,8 +545,10 @@ lomas_status assoc_lru_delta(const lomas_profile *p, const double *lines, size_t
 	}
 	if ((st = al_lines_build(p, &L)) || (st = prepare_reuses(p, &m, &L, &r, &nr, rmap)) ||
 	    (st = assoc_pairs(p, kept, rmap, 0x5e7a55, true, &pr, &np)) ||
-	    (st = work_alloc(&W, L.n, nr, ways)) || (st = band_totals(&L, r, nr, &W)))
+	    (st = work_alloc(&W, L.n, nr, ways)) || (st = band_totals(&L, r, nr, &W)) ||
+	    (st = assoc_spread_build(p, &L, W.dh, NBANDS, 0x5b7ead, &sp)))
 		goto out;
+	W.sp = &sp;
 	/* The pairs' reuses as indices into r. */
 	for (size_t i = 0; i < np; i++)
 		pr[i].ri = rmap[pr[i].ri];
@@ -562,6 +596,7 @@ out:
 	free(rmap);
 	free(r);
 	free(pr);
+	assoc_spread_free(&sp);
 	al_lines_free(&L);
 	work_free(&W);
 	model_data_free(&m);

@@ -21,6 +21,21 @@
  * two independent windows is already unbiased. The cosine is clamped to
  * [0, 1].
  *
+ * A window's data signature can fill at most as many buckets as the window
+ * touches distinct lines, U (estimated from its samples that are their
+ * line's last touch in it: each line once). A slow sweep, whose windows
+ * each touch a different U < N lines of a large array, fills a different
+ * part of the buckets every window: two of its windows are near
+ * orthogonal at N buckets (line mod 1024 of 512-line windows alternates
+ * halves, and the sweep fell into two phases that alternated), though its
+ * code and its behaviour are one phase. So where the profile has code
+ * signatures, two data signatures are compared at no finer a resolution
+ * than the smaller of their footprints: N' buckets, the largest power of
+ * two at most U that divides N (bucket b folded onto b mod N', which is
+ * line mod N'). Without code the data signature is all there is to tell
+ * phases apart, and it keeps its N buckets (a 256-line loop and a
+ * 4096-line one are both flat at 256).
+ *
  * Clustering (the paper's online scheme): a window joins the stored phase
  * it is most similar to if that similarity reaches the threshold (default
  * 0.8), and the phase's representative (the running mean of its windows)
@@ -41,6 +56,7 @@ typedef struct sig {
 	double *data; /* sum of the counts of k windows, nbuckets */
 	double code[CODE_BUCKETS];
 	double k;      /* windows summed */
+	double u;      /* sum of the k windows' distinct lines, estimated */
 	uint64_t seen; /* times matched (candidates) */
 	uint64_t windows, refs;
 } sig;
@@ -71,9 +87,38 @@ static double cosine(const double *a, double ka, const double *b, double kb, siz
 	return c < 0.0 ? 0.0 : c > 1.0 ? 1.0 : c;
 }
 
-static double similarity(const sig *a, const sig *b, size_t nb, bool code)
+/* Buckets at least, for a folded comparison; fewer say too little of the sets used. */
+#define FOLD_MIN 16
+
+/* The resolution two signatures compare at: see the top of the file. */
+static size_t fold_of(const sig *a, const sig *b, size_t nb)
 {
-	double d = cosine(a->data, a->k, b->data, b->k, nb);
+	double u = a->u / a->k < b->u / b->k ? a->u / a->k : b->u / b->k;
+	size_t f = FOLD_MIN;
+	if (!(u < (double)nb) || u < FOLD_MIN || nb % FOLD_MIN)
+		return nb;
+	while (2 * f <= u && nb % (2 * f) == 0)
+		f *= 2;
+	return f;
+}
+
+/* v (nb buckets) folded onto nf: bucket b onto b mod nf. */
+static const double *fold(const double *v, size_t nb, size_t nf, double *tmp)
+{
+	if (nf == nb)
+		return v;
+	memset(tmp, 0, nf * sizeof *tmp);
+	for (size_t i = 0; i < nb; i++)
+		tmp[i % nf] += v[i];
+	return tmp;
+}
+
+/* tmp: 2 nb scratch doubles. */
+static double similarity(const sig *a, const sig *b, size_t nb, bool code, double *tmp)
+{
+	size_t nf = code ? fold_of(a, b, nb) : nb;
+	double d =
+	    cosine(fold(a->data, nb, nf, tmp), a->k, fold(b->data, nb, nf, tmp + nb), b->k, nf);
 	if (!code)
 		return d;
 	return 0.5 * (d + cosine(a->code, a->k, b->code, b->k, CODE_BUCKETS));
@@ -86,17 +131,19 @@ static void sig_add(sig *dst, const sig *w, size_t nb)
 	for (size_t i = 0; i < CODE_BUCKETS; i++)
 		dst->code[i] += w->code[i];
 	dst->k += 1.0;
+	dst->u += w->u;
 	dst->windows++;
 	dst->refs += w->refs;
 }
 
 /* The index of the most similar of n signatures, -1 if none reaches threshold. */
-static long best_match(const sig *set, size_t n, const sig *w, size_t nb, bool code, double thr)
+static long best_match(const sig *set, size_t n, const sig *w, size_t nb, bool code, double thr,
+                       double *tmp)
 {
 	long best = -1;
 	double bs = -1.0;
 	for (size_t i = 0; i < n; i++) {
-		double s = similarity(&set[i], w, nb, code);
+		double s = similarity(&set[i], w, nb, code, tmp);
 		if (s >= thr && s > bs) {
 			bs = s;
 			best = (long)i;
@@ -119,6 +166,7 @@ lomas_status lomas_profile_phases(const lomas_profile *p, uint32_t buckets, doub
 {
 	error_clear();
 	sig *win = NULL, *ph = NULL, *cand = NULL, trans;
+	double *tmp = NULL;
 	size_t nw, nph = 0, ncand = 0;
 	bool code = false;
 	lomas_status st = LOMAS_OK;
@@ -148,7 +196,8 @@ lomas_status lomas_profile_phases(const lomas_profile *p, uint32_t buckets, doub
 	ph = calloc(nw + 1, sizeof *ph);
 	cand = calloc(MAX_CANDIDATES, sizeof *cand);
 	trans.data = calloc(buckets, sizeof *trans.data);
-	if (!win || !ph || !cand || !trans.data)
+	tmp = malloc(2 * (size_t)buckets * sizeof *tmp);
+	if (!win || !ph || !cand || !trans.data || !tmp)
 		goto nomem;
 	for (size_t i = 0; i < nw; i++) {
 		if (!(win[i].data = calloc(buckets, sizeof *win[i].data)))
@@ -159,9 +208,14 @@ lomas_status lomas_profile_phases(const lomas_profile *p, uint32_t buckets, doub
 	}
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
+		const lomas_window *w;
 		if (s->window >= nw)
 			continue;
+		w = &p->windows.items[s->window];
 		win[s->window].data[(s->addr / p->line_size) % buckets] += 1.0;
+		/* Its line's last touch in the window: one of the window's distinct lines. */
+		if (s->state != LOMAS_SAMPLE_REUSED || s->end >= w->start + w->refs)
+			win[s->window].u += s->weight > 0.0 ? s->weight : 0.0;
 		if (s->start_pc) {
 			win[s->window].code[phase_code_bucket(s->start_pc)] += 1.0;
 			code = true;
@@ -178,13 +232,13 @@ lomas_status lomas_profile_phases(const lomas_profile *p, uint32_t buckets, doub
 			sig_add(&ph[0], &win[i], buckets); /* no samples: nothing to match */
 			continue;
 		}
-		m = best_match(ph + 1, nph - 1, &win[i], buckets, code, threshold);
+		m = best_match(ph + 1, nph - 1, &win[i], buckets, code, threshold, tmp);
 		if (m >= 0) {
 			window_phase[i] = (uint32_t)(m + 1);
 			sig_add(&ph[m + 1], &win[i], buckets);
 			continue;
 		}
-		m = best_match(cand, ncand, &win[i], buckets, code, threshold);
+		m = best_match(cand, ncand, &win[i], buckets, code, threshold, tmp);
 		if (m < 0) {
 			/* A new candidate; the oldest goes when there is no room. */
 			if (ncand == MAX_CANDIDATES) {
@@ -234,5 +288,6 @@ out:
 	sigs_free(ph, nph);
 	sigs_free(cand, ncand);
 	free(trans.data);
+	free(tmp);
 	return st;
 }

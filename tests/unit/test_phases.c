@@ -9,7 +9,10 @@
  *   A: a sweep of a small array (256 lines, 16 KiB), one loop's pcs;
  *   B: a sweep of a large array (16384 lines, 1 MiB), another loop;
  *   C: random accesses over 8192 lines (512 KiB), a third.
- * Two-phase: A B A B ...; three-phase: A B C A B C ...
+ *   S: a slow sweep of a large array (12288 lines, 8 references a line:
+ *      512 lines a window, a different 512 every window), a fourth loop;
+ *   H: random reads of a hot array (256 lines), a fifth.
+ * Two-phase: A B A B ...; three-phase: A B C A B C ...; slow sweep: S H S H ...
  * Requirements: as many phases found as the generator has (phase 0 aside);
  * each found phase maps to one generator phase (the majority of its
  * windows), distinct phases to distinct ones; >= 90 % of the non-transition
@@ -43,11 +46,15 @@
 #define BASE_A 0u
 #define BASE_B 1024u
 #define BASE_C (BASE_B + LARGE + 1024u)
+#define SLOW 12288 /* its LRU cliff (768 KiB) between two sizes of the curve's grid */
+#define BASE_S (BASE_C + RANDOM + 1024u)
+#define BASE_H (BASE_S + SLOW + 1024u)
+#define KINDS 5
 
 typedef struct gen {
 	lomas_trace *t;
-	sim_trace own[3]; /* each generator phase's own references */
-	uint64_t pos[3];  /* sweep positions, so a phase resumes where it left */
+	sim_trace own[KINDS]; /* each generator phase's own references */
+	uint64_t pos[KINDS];  /* sweep positions, so a phase resumes where it left */
 	uint64_t rng;
 } gen;
 
@@ -62,13 +69,21 @@ static void segment(gen *g, int phase)
 {
 	for (uint64_t i = 0; i < SEG; i++) {
 		switch (phase) {
+		case 3:
+			ref(g, 3, BASE_S + (uint32_t)(g->pos[3]++ / 8 % SLOW),
+			    0x404000 + 8 * (i & 1));
+			break;
+		case 4:
+			ref(g, 4, BASE_H + (uint32_t)sm_below(&g->rng, SMALL),
+			    0x405000 + 8 * (i & 1));
+			break;
 		case 0:
 			ref(g, 0, BASE_A + (uint32_t)(g->pos[0]++ % SMALL), 0x401000 + 8 * (i & 1));
 			break;
 		case 1:
 			ref(g, 1, BASE_B + (uint32_t)(g->pos[1]++ % LARGE), 0x402000 + 8 * (i & 1));
 			break;
-		default:
+		case 2:
 			ref(g, 2, BASE_C + (uint32_t)sm_below(&g->rng, RANDOM),
 			    0x403000 + 8 * (i & 1));
 			break;
@@ -76,8 +91,10 @@ static void segment(gen *g, int phase)
 	}
 }
 
-/* Record rounds of the first nphase generator phases; truth[w] = each window's generator phase. */
-static lomas_profile *record(gen *g, int nphase, int rounds, int *truth, size_t cap)
+/* Record rounds of the nphase generator phases kinds[]; truth[w] = each window's generator phase.
+ */
+static lomas_profile *record(gen *g, const int *kinds, int nphase, int rounds, int *truth,
+                             size_t cap)
 {
 	lomas_config *cfg;
 	lomas_profile *p;
@@ -93,10 +110,10 @@ static lomas_profile *record(gen *g, int nphase, int rounds, int *truth, size_t 
 	assert_int_equal(lomas_trace_new(cfg, &g->t), LOMAS_OK);
 	for (int r = 0; r < rounds; r++)
 		for (int ph = 0; ph < nphase; ph++) {
-			segment(g, ph);
+			segment(g, kinds[ph]);
 			for (int k = 0; k < SEG_WINDOWS; k++) {
 				assert_true(w < cap);
-				truth[w++] = ph;
+				truth[w++] = kinds[ph];
 			}
 		}
 	assert_int_equal(lomas_trace_finish(g->t, &p), LOMAS_OK);
@@ -105,7 +122,7 @@ static lomas_profile *record(gen *g, int nphase, int rounds, int *truth, size_t 
 	return p;
 }
 
-static void check(int nphase, int rounds)
+static void check(const int *kinds, int nphase, int rounds)
 {
 	gen g;
 	int truth[1024];
@@ -117,7 +134,7 @@ static void check(int nphase, int rounds)
 	int map[16];
 	uint64_t bytes[64], lines[64];
 	size_t nsz = sim_sizes(bytes, lines);
-	lomas_profile *p = record(&g, nphase, rounds, truth, 1024);
+	lomas_profile *p = record(&g, kinds, nphase, rounds, truth, 1024);
 
 	assert_int_equal(lomas_profile_info_get(p, &info), LOMAS_OK);
 	assert_int_equal(info.windows, (uint64_t)nphase * rounds * SEG_WINDOWS);
@@ -132,14 +149,14 @@ static void check(int nphase, int rounds)
 
 	/* Majority mapping of each found phase onto the generator's. */
 	for (size_t k = 1; k < nph; k++) {
-		size_t votes[3] = {0, 0, 0};
-		map[k] = 0;
+		size_t votes[KINDS] = {0};
+		map[k] = kinds[0];
 		for (size_t w = 0; w < info.windows; w++) {
 			int tw = truth[wins[w].start / WINDOW];
 			if (wp[w] == k)
 				votes[tw]++;
 		}
-		for (int j = 1; j < 3; j++)
+		for (int j = 0; j < KINDS; j++)
 			if (votes[j] > votes[map[k]])
 				map[k] = j;
 		for (size_t j = 1; j < k; j++)
@@ -184,7 +201,7 @@ static void check(int nphase, int rounds)
 		free(hist);
 		lomas_profile_free(sub);
 	}
-	for (int j = 0; j < 3; j++)
+	for (int j = 0; j < KINDS; j++)
 		free(g.own[j].t);
 	free(wins);
 	free(wp);
@@ -194,13 +211,31 @@ static void check(int nphase, int rounds)
 static void test_two_alternating_phases(void **state)
 {
 	(void)state;
-	check(2, 5);
+	static const int kinds[] = {0, 1};
+	check(kinds, 2, 5);
 }
 
 static void test_three_phases(void **state)
 {
 	(void)state;
-	check(3, 4);
+	static const int kinds[] = {0, 1, 2};
+	check(kinds, 3, 4);
+}
+
+/*
+ * A slow sweep (512 lines a window of a 12288-line array, each window
+ * different lines) alternating with random reads of a hot array: each
+ * sweep window's set-index signature is disjoint from the last one's, and
+ * compared at 1024 buckets the windows of one sweep fell into two phases
+ * that alternated (their supports, line mod 1024, alternate halves).
+ * Compared at no finer a resolution than the windows' footprints (512
+ * lines: 512 buckets) they are one phase, as their code says.
+ */
+static void test_slow_sweep(void **state)
+{
+	static const int kinds[] = {3, 4};
+	(void)state;
+	check(kinds, 2, 5);
 }
 
 /* Bad arguments: a clear error, nothing written. */
@@ -226,6 +261,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_two_alternating_phases),
 	    cmocka_unit_test(test_three_phases),
+	    cmocka_unit_test(test_slow_sweep),
 	    cmocka_unit_test(test_bad_arguments),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

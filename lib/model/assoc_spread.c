@@ -1,0 +1,339 @@
+/*
+ * How evenly a window's sparsely sampled and unnamed lines spread over the
+ * sets (docs/model.md, "Set-associative caches"). assoc_lru.c counts them
+ * in a reuse's set as a Poisson term, the count of lines placed at random.
+ * A strided sweep places them evenly: a column of 200 lines 125 apart
+ * falls 3 or 4 to each of 64 sets every time, where Poisson(3.3) with a
+ * hashed table's lines reaches 8 ways 6-26 % of the time (7.6 points of
+ * false misses at 32 KiB 8-way on a recorded column-sum program).
+ *
+ * The share of a window's pairs of lines in one set says how evenly they
+ * spread, but a window of d references holds d / period samples: a band's
+ * few thousand pairs put that share within 1.6e-3 of its mean, where a
+ * column's even spread lowers it from 1/64 by 4.7e-3, and the model needs
+ * the variance to within a few percent (a variance of 0.25 times
+ * Poisson's still left 5 points of the 7.6). The pairs' line distances
+ * tell far more: on a strided sweep they are multiples of its step sigma,
+ * which lines placed at random are one time in sigma. So per band: sigma
+ * is the commonest greatest common divisor of two pairs' distances, p the
+ * weighted share of pairs whose distance is a multiple of it, and R the
+ * span of a window's lines on the progression, in steps: 3 times the mean
+ * distance of its pairs (D points spread evenly over a span of R are
+ * |a - b| = R / 3 apart on average; the distances taken cyclically, k or
+ * C - k over a cycle of C = the largest k + 1 steps, as a window that
+ * wraps past the last row of a column and on to the first of the next is
+ * still one run). If a window's lines lie on the progression at random
+ * with probability q, its pairs do with q^2 = p: its qD lines on it are
+ * then a random qD of the R / S (gcd(sigma, S) = 1) lines of the span in
+ * each set, a binomial thinning of a fixed count, variance
+ * (qD / S)(1 - qD / R); the others are placed at random. Hence
+ *   phi = 1 - q min(1, qD / R), q = sqrt(p),
+ * summed over up to 3 progressions, the commonest first, each from the
+ * pairs the ones before left (a program's initialising row sweep, 13 % of
+ * the recorded column-sum program's pairs, is a second; clamped at 0).
+ * A column's lines fill their span (phi near 0); a sequential sweep's too
+ * (sigma 1); random reads of a table of N lines, D of them a window, give
+ * 1 - D / N (the hypergeometric count); random lines over a large range,
+ * 1. Where sigma shares a factor with S, the progression crowds into a few
+ * sets (a column of 128-line rows: one set) and the locality factor of
+ * assoc_lru.c already counts it: phi = 1 there. A pair weighs w_i w_j
+ * (d - t): a window of d references holds two references t apart in
+ * d - t of its positions; a reference whose line is touched again before
+ * the other is left out (its later touch stands for it): each line once.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "assoc_spread.h"
+
+/* Partners drawn per reference and band, and all the pairs at most. */
+#define PARTNERS 8
+#define PAIRS_MAX 1000000u /* 24 MB of pairs at most */
+/* Draws of two pairs for the step's greatest common divisor, per band. */
+#define GCD_DRAWS 1024
+/* A band with fewer pairs (effectively) has no progression. */
+#define NEFF_MIN 64.0
+/* Progressions looked for per band, commonest first. */
+#define PROGRESSIONS 3
+
+typedef struct sp_key {
+	uint32_t thread;
+	uint64_t start;
+	uint32_t ix;
+} sp_key;
+
+typedef struct sp_pair {
+	uint64_t dl; /* line distance */
+	double w;
+	uint32_t band;
+} sp_pair;
+
+static int key_cmp(const void *a, const void *b)
+{
+	const sp_key *x = a, *y = b;
+	if (x->thread != y->thread)
+		return x->thread < y->thread ? -1 : 1;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return x->ix < y->ix ? -1 : x->ix > y->ix;
+}
+
+static int pair_cmp(const void *a, const void *b)
+{
+	const sp_pair *x = a, *y = b;
+	return x->band < y->band ? -1 : x->band > y->band;
+}
+
+static int u64_cmp(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* The first key in k[lo, hi) of thread t at or after clock c. */
+static size_t key_lower(const sp_key *k, size_t lo, size_t hi, uint32_t t, uint64_t c)
+{
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (k[mid].thread < t || (k[mid].thread == t && k[mid].start < c))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
+void assoc_spread_free(assoc_spread *sp)
+{
+	free(sp->stride);
+	free(sp->share);
+	free(sp->span);
+	*sp = (assoc_spread){0};
+}
+
+/* The pairs of every band (see the header), unordered. */
+static lomas_status collect(const lomas_profile *p, const al_lines *L, const double *dh, size_t nb,
+                            rng *g, sp_pair **out, size_t *nout)
+{
+	size_t nk = 0, nbu = 0, per, step = 1, cap, n = 0;
+	sp_key *keys = malloc((p->samples.n ? p->samples.n : 1) * sizeof *keys);
+	sp_pair *pr;
+	if (!keys)
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const lomas_sample *s = &p->samples.items[i];
+		if (!(s->weight > 0.0) ||
+		    L->cnt[al_find(L->u, L->n, s->addr / p->line_size)] >= WELL_SAMPLED)
+			continue;
+		keys[nk++] = (sp_key){s->thread, s->start, (uint32_t)i};
+	}
+	for (size_t h = 0; h < nb; h++)
+		nbu += dh[h] > 0.0;
+	/* PARTNERS a reference and band; past PAIRS_MAX fewer, then every step-th reference. */
+	per = nk * nbu > 0 ? PAIRS_MAX / (nk * nbu) : PARTNERS;
+	per = per > PARTNERS ? PARTNERS : per < 1 ? 1 : per;
+	if (nk * nbu * per > PAIRS_MAX)
+		step = (nk * nbu * per + PAIRS_MAX - 1) / PAIRS_MAX;
+	cap = (nk + step - 1) / step * nbu * per + 1;
+	if (!(pr = malloc(cap * sizeof *pr))) {
+		free(keys);
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	}
+	qsort(keys, nk, sizeof *keys, key_cmp);
+	for (size_t q = 0; q < nk; q += step) {
+		const lomas_sample *si = &p->samples.items[keys[q].ix];
+		uint64_t li = si->addr / p->line_size;
+		for (size_t h = 0; h < nb; h++) {
+			size_t lo = q + 1, hi, take;
+			if (!(dh[h] > 0.0))
+				continue;
+			hi = key_lower(keys, lo, nk, si->thread, si->start + (uint64_t)ceil(dh[h]));
+			if (hi <= lo)
+				continue;
+			take = hi - lo < per ? hi - lo : per;
+			for (size_t t = 0; t < take; t++) {
+				size_t at = take == hi - lo
+				                ? lo + t
+				                : lo + (size_t)(rng_next(g) % (hi - lo));
+				const lomas_sample *sj = &p->samples.items[keys[at].ix];
+				uint64_t lj = sj->addr / p->line_size;
+				double dt = (double)(sj->start - si->start);
+				if (lj == li || dt >= dh[h] ||
+				    (si->state == LOMAS_SAMPLE_REUSED && si->end <= sj->start))
+					continue;
+				pr[n++] = (sp_pair){li > lj ? li - lj : lj - li,
+				                    si->weight * sj->weight * (dh[h] - dt) *
+				                        (double)(hi - lo) / (double)take,
+				                    (uint32_t)h};
+			}
+		}
+	}
+	free(keys);
+	*out = pr;
+	*nout = n;
+	return LOMAS_OK;
+}
+
+/*
+ * The mean cyclic distance min(k, C - k) of two points of a run of R
+ * consecutive steps of a cycle of C (R <= C): R / 3 up to C / 2, C / 4 at C.
+ */
+static double cyclic_mean(double R, double C)
+{
+	double h = C / 2.0, i1, i2;
+	if (R <= h)
+		return R / 3.0;
+	i1 = R * h * h / 2.0 - h * h * h / 3.0;
+	i2 = (C - R) * (R - h) * (R - h) / 2.0 + (R - h) * (R - h) * (R - h) / 3.0;
+	return 2.0 * (i1 + i2) / (R * R);
+}
+
+/* The run R whose pairs' mean cyclic distance is m (C at C / 4 and past it). */
+static double span_of(double m, double C)
+{
+	double lo = 0.0, hi = C;
+	if (m >= C / 4.0)
+		return C;
+	for (int it = 0; it < 60; it++) {
+		double mid = 0.5 * (lo + hi);
+		if (cyclic_mean(mid, C) < m)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return 0.5 * (lo + hi);
+}
+
+/*
+ * One progression of a band from its n pairs (sw of weight, sw2 of squared
+ * weight in the band): the pairs on it are moved to the front; returns
+ * their count, 0 for none.
+ */
+static size_t progression(sp_pair *pr, size_t n, double sw, rng *g, uint64_t *tmp, assoc_spread *sp,
+                          size_t at)
+{
+	double on = 0.0, dist = 0.0, C;
+	uint64_t sigma = 0, kmax = 0;
+	size_t best = 0, m = 0;
+	for (size_t k = 0; k < GCD_DRAWS; k++)
+		tmp[k] = gcd64(pr[rng_next(g) % n].dl, pr[rng_next(g) % n].dl);
+	qsort(tmp, GCD_DRAWS, sizeof *tmp, u64_cmp);
+	for (size_t k0 = 0, k1; k0 < GCD_DRAWS; k0 = k1) {
+		for (k1 = k0; k1 < GCD_DRAWS && tmp[k1] == tmp[k0]; k1++)
+			;
+		if (k1 - k0 > best) {
+			best = k1 - k0;
+			sigma = tmp[k0];
+		}
+	}
+	for (size_t i = 0; i < n; i++)
+		if (pr[i].dl % sigma == 0) {
+			sp_pair t = pr[m];
+			pr[m++] = pr[i];
+			pr[i] = t;
+		}
+	for (size_t i = 0; i < m; i++)
+		if (pr[i].dl / sigma > kmax)
+			kmax = pr[i].dl / sigma;
+	C = (double)kmax + 1.0;
+	for (size_t i = 0; i < m; i++) {
+		double k = (double)(pr[i].dl / sigma);
+		on += pr[i].w;
+		dist += pr[i].w * (k < C - k ? k : C - k);
+	}
+	if (!(on > 0.0))
+		return 0;
+	sp->stride[at] = sigma;
+	sp->share[at] = on / sw;
+	sp->span[at] = span_of(dist / on, C);
+	return m;
+}
+
+/* Band h's progressions from its n pairs (reordered); tmp: GCD_DRAWS. */
+static void band_stats(sp_pair *pr, size_t n, rng *g, uint64_t *tmp, assoc_spread *sp, size_t h)
+{
+	double sw = 0.0, sw2 = 0.0;
+	for (size_t i = 0; i < n; i++) {
+		sw += pr[i].w;
+		sw2 += pr[i].w * pr[i].w;
+	}
+	for (size_t j = 0; j < PROGRESSIONS; j++) {
+		double rw = 0.0, rw2 = 0.0;
+		size_t m;
+		for (size_t i = 0; i < n; i++) {
+			rw += pr[i].w;
+			rw2 += pr[i].w * pr[i].w;
+		}
+		/* Too few pairs left (effectively) to say anything. */
+		if (n < 2 || !(rw * rw >= NEFF_MIN * rw2))
+			return;
+		if (!(m = progression(pr, n, sw, g, tmp, sp, h * PROGRESSIONS + j)) ||
+		    sp->stride[h * PROGRESSIONS + j] == 1)
+			return;
+		pr += m;
+		n -= m;
+	}
+}
+
+lomas_status assoc_spread_build(const lomas_profile *p, const al_lines *L, const double *dh,
+                                size_t nb, uint64_t seed, assoc_spread *out)
+{
+	sp_pair *pr = NULL;
+	size_t n = 0;
+	uint64_t *tmp = malloc(GCD_DRAWS * sizeof *tmp);
+	lomas_status st;
+	rng g;
+	rng_seed(&g, seed);
+	*out = (assoc_spread){0};
+	out->nb = nb;
+	out->stride = calloc(nb * PROGRESSIONS + 1, sizeof *out->stride);
+	out->share = calloc(nb * PROGRESSIONS + 1, sizeof *out->share);
+	out->span = calloc(nb * PROGRESSIONS + 1, sizeof *out->span);
+	if (!tmp || !out->stride || !out->share || !out->span) {
+		free(tmp);
+		assoc_spread_free(out);
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	}
+	if ((st = collect(p, L, dh, nb, &g, &pr, &n))) {
+		free(tmp);
+		assoc_spread_free(out);
+		return st;
+	}
+	qsort(pr, n, sizeof *pr, pair_cmp);
+	for (size_t a = 0, b; a < n; a = b) {
+		for (b = a; b < n && pr[b].band == pr[a].band; b++)
+			;
+		band_stats(pr + a, b - a, &g, tmp, out, pr[a].band);
+	}
+	free(pr);
+	free(tmp);
+	return LOMAS_OK;
+}
+
+double assoc_spread_phi(const assoc_spread *sp, size_t h, uint64_t S, double D)
+{
+	double phi = 1.0;
+	if (h >= sp->nb || S < 2 || !(D > 1.0))
+		return 1.0;
+	for (size_t j = h * PROGRESSIONS; j < (h + 1) * PROGRESSIONS; j++) {
+		double q, f;
+		if (sp->stride[j] == 0)
+			break;
+		if (gcd64(sp->stride[j] % S, S) != 1)
+			continue;
+		q = sqrt(sp->share[j]);
+		f = q * D / sp->span[j];
+		phi -= q * (f < 1.0 ? f : 1.0);
+	}
+	return phi > 0.0 ? phi : 0.0;
+}
