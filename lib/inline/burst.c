@@ -57,6 +57,8 @@ static void set_clear(burst_state *b)
 
 static void burst_stop(burst_state *b)
 {
+	atomic_fetch_add_explicit(&rt.bursts, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&rt.burst_refs, b->refs, memory_order_relaxed);
 	set_clear(b);
 	b->on = false;
 }

@@ -229,6 +229,8 @@ typedef struct inline_runtime {
 	atomic_flag exact_lock;
 	exact_rec *exact;
 	size_t nexact, exact_cap;
+	/* The session's bursts and their references (at each burst's end). */
+	_Atomic uint64_t bursts, burst_refs;
 } inline_runtime;
 
 #define RT_HIDDEN __attribute__((visibility("hidden")))

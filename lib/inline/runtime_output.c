@@ -278,6 +278,11 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 	profile_meta_setf(p, "ended", "%s", ending);
 	if (rt.env_error[0])
 		profile_meta_setf(p, "env_error", "%s", rt.env_error);
+	if (rt.set.exact_budget > 0.0)
+		profile_meta_setf(p, "exact_bursts", "%llu, %llu references (budget %g%%)",
+		                  (unsigned long long)atomic_load(&rt.bursts),
+		                  (unsigned long long)atomic_load(&rt.burst_refs),
+		                  100.0 * rt.set.exact_budget);
 	if (rt.trace_fd >= 0 || rt.trace_broken)
 		profile_meta_setf(
 		    p, "trace", "%s%s", rt.trace_path,
@@ -511,6 +516,8 @@ lomas_status lomas_inline_start(const lomas_config *cfg)
 	rt.written = false;
 	atomic_store(&rt.auto_taken, 0);
 	atomic_store(&rt.auto_level, 0);
+	atomic_store(&rt.bursts, 0);
+	atomic_store(&rt.burst_refs, 0);
 	atomic_store(&rt.active, true);
 	atomic_fetch_add(&rt.epoch, 1);
 	rt_unlock();
