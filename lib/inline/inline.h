@@ -109,6 +109,7 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
  */
 #define EXACT_DEFAULT_BUDGET 2.0 /* percent */
 #define BURST_MAX_LINES 16384u
+#define BURST_PICK 8u
 #define BURST_MAX_REFS (256u * 1024u)
 #define BURST_SLOTS (2u * BURST_MAX_LINES) /* the set's open-addressing slots */
 #define BURST_BYTES ((size_t)BURST_SLOTS * sizeof(uint64_t) + BURST_MAX_LINES * sizeof(uint32_t))
@@ -122,6 +123,7 @@ typedef struct burst_state {
 	uint64_t refs;    /* references of the running burst */
 	uint64_t total;   /* references of all the thread's bursts in the session */
 	uint64_t tracked; /* bursts started */
+	rng pick;         /* which eligible sample starts the next burst (its own stream) */
 } burst_state;
 
 /* An exact distance found: the sample of thread index that started at start, ended at end. */

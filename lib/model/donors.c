@@ -8,7 +8,7 @@
  * at 214 lines, 50 % at 215) is placed by its estimate, all on one side.
  * Here a reused sample without a distance takes its "kind's" exact samples
  * as donors: those with the same start and end pc whose reuse distance is
- * within DONOR_TOL of its own, the DONOR_MAX nearest. With at least
+ * within DONOR_TOL of its own, the DONOR_MAX (MODEL_DONORS_MAX) nearest. With at least
  * DONOR_MIN of them, its miss probability at L lines is the weighted share
  * of donors whose distance, scaled by the ratio of reuse distances (a
  * triangular loop's distances grow with its reuse distances), is >= L: a
@@ -22,7 +22,7 @@
 
 #define DONOR_TOL 0.10 /* reuse distances within 10 % */
 #define DONOR_MIN 4u
-#define DONOR_MAX 32u
+#define DONOR_MAX MODEL_DONORS_MAX
 
 typedef struct donor {
 	uint64_t start_pc, end_pc;

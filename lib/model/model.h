@@ -449,7 +449,7 @@ void model_donors_free(model_donors *d);
  * summing to 1, into w (room for 32 each); 0 when too few.
  */
 size_t model_donors_of(const model_donors *d, const lomas_sample *s, double *sd, double *w);
-#define MODEL_DONORS_MAX 32u
+#define MODEL_DONORS_MAX 256u
 
 /* The LRU model (StatStack, statstack.c) for n sizes in lines (ascending). */
 lomas_status statstack_curve(model_data *m, const double *lines, size_t n, bool bound, double *cap,
