@@ -108,9 +108,9 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
  * distance. BURST_MAX_LINES / BURST_MAX_REFS: past either, the burst gives up.
  */
 #define EXACT_DEFAULT_BUDGET 2.0 /* percent */
-#define BURST_MAX_LINES 16384u
+#define BURST_MAX_LINES 8192u
 #define BURST_PICK 8u
-#define BURST_MAX_REFS (256u * 1024u)
+#define BURST_MAX_REFS (32u * 1024u)
 #define BURST_SLOTS (2u * BURST_MAX_LINES) /* the set's open-addressing slots */
 #define BURST_BYTES ((size_t)BURST_SLOTS * sizeof(uint64_t) + BURST_MAX_LINES * sizeof(uint32_t))
 typedef struct burst_state {
