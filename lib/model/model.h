@@ -446,7 +446,7 @@ void model_donors_free(model_donors *d);
 /*
  * The donors of reused sample s (none when it has its own distance): their
  * distances, scaled to s's reuse distance, into sd and their weights,
- * summing to 1, into w (room for 32 each); 0 when too few.
+ * summing to 1, into w (room for MODEL_DONORS_MAX each); 0 when too few.
  */
 size_t model_donors_of(const model_donors *d, const lomas_sample *s, double *sd, double *w);
 #define MODEL_DONORS_MAX 256u
