@@ -150,7 +150,10 @@ exact_rec *rt_exact_sorted(size_t *n)
 	exact_rec *r;
 	size_t k = 0;
 	*n = 0;
-	rt_spin_lock(&rt.exact_lock);
+	/* Bounded: the copy of the process that writes the profile on a fatal
+	 * signal may have been made while a thread held it (no distances then). */
+	if (!rt_spin_lock_bounded(&rt.exact_lock))
+		return NULL;
 	if (!rt.nexact || !(r = malloc(rt.nexact * sizeof *r))) {
 		rt_spin_unlock(&rt.exact_lock);
 		return NULL;
