@@ -35,6 +35,10 @@
  *                    are full the oldest sample is censored
  *   LOMAS_TRACE      also write every reference to this file, Valgrind
  *                    lackey format (" L addr,size" / " S addr,size")
+ *   LOMAS_EXACT_BUDGET  percent of each thread's references that may go to
+ *                    exact stack distances for a subset of the samples
+ *                    (bursts: every reference of the thread visits the
+ *                    slow path while one runs; 0 = off; default 2)
  *   LOMAS_OUTPUT_PID the pid these settings are for (lomas-demo record sets
  *                    it): another process that inherits them writes nothing
  *   LOMAS_PHASE_GUIDED  1 or yes: phase-guided sampling (default off): once
@@ -80,6 +84,7 @@ extern "C" {
 #define LOMAS_ENV_PHASE_GUIDED "LOMAS_PHASE_GUIDED"
 #define LOMAS_ENV_PHASE_SAMPLES "LOMAS_PHASE_SAMPLES"
 #define LOMAS_ENV_PHASE_DIVIDE "LOMAS_PHASE_DIVIDE"
+#define LOMAS_ENV_EXACT_BUDGET "LOMAS_EXACT_BUDGET"
 
 #if defined(LOMAS_INLINE_BUILDING) && defined(__GNUC__)
 #define LOMAS_INLINE_API __attribute__((visibility("default")))

@@ -463,6 +463,11 @@ typedef struct profile_sample_source {
 	uint64_t bytes;   /* records' bytes in all the blocks */
 	lomas_status (*next)(void *ctx, profile_sample_block *out);
 	void *ctx;
+	/* Optional: the EXACTSD varints of the n samples, in block order
+	 * (exact_len bytes: 0 = no exact distance, else distance + 1); NULL:
+	 * none has one. */
+	const uint8_t *exact;
+	size_t exact_len;
 } profile_sample_source;
 
 /*

@@ -154,7 +154,10 @@ static json_t *sample_json(const lomas_sample *s)
 	    put(o, "kind", json_string(kind_name(s->kind))) && put(o, "addr", jhex(s->addr)) &&
 	    put(o, "start_pc", jhex(s->start_pc)) && put(o, "end_pc", jhex(s->end_pc)) &&
 	    put(o, "weight", jreal(s->weight)) &&
-	    put(o, "cross_thread", json_boolean(s->flags & LOMAS_SAMPLE_CROSS_THREAD)))
+	    put(o, "cross_thread", json_boolean(s->flags & LOMAS_SAMPLE_CROSS_THREAD)) &&
+	    /* Only where known (EXACTSD): older exports stay as they were. */
+	    (!(s->flags & LOMAS_SAMPLE_EXACT_SD) ||
+	     put(o, "stack_distance", json_integer((json_int_t)s->reserved))))
 		return o;
 	json_decref(o);
 	return NULL;

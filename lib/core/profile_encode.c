@@ -188,8 +188,9 @@ static lomas_status layout(const encoder *e, const lomas_profile *p, size_t size
 	size[SEC_BUILDIDS] = 4;
 	for (size_t i = 0; i < p->maps.n; i++)
 		size[SEC_BUILDIDS] += 1 + p->maps.items[i].build_id_len;
-	/* EXACTSD: a varint per sample, a zero byte for each of the source's. */
-	size[SEC_EXACTSD] = 8 + (src ? (size_t)src->n : 0);
+	/* EXACTSD: a varint per sample; the source's given (src->exact) or a
+	 * zero byte each. */
+	size[SEC_EXACTSD] = 8 + (src ? (src->exact ? src->exact_len : (size_t)src->n) : 0);
 	for (size_t i = 0; i < p->samples.n; i++) {
 		uint8_t tmp[10];
 		size[SEC_EXACTSD] +=
@@ -344,7 +345,9 @@ static void enc_section(encoder *e, const lomas_profile *p, int t)
 			enc_bytes(e, v,
 			          (size_t)(put_varint(v, exact_code(&p->samples.items[i])) - v));
 		}
-		for (uint64_t i = 0; e->src && i < e->src->n && !e->st; i++) {
+		if (e->src && e->src->exact && !e->st)
+			enc_bytes(e, e->src->exact, e->src->exact_len);
+		for (uint64_t i = 0; e->src && !e->src->exact && i < e->src->n && !e->st; i++) {
 			enc_room(e, 1);
 			enc_done(e, 1);
 		}
@@ -395,7 +398,7 @@ static lomas_status encode(encoder *e, const lomas_profile *p, size_t *len)
 	size_t nsec = 7;
 	if (any_build_id(p))
 		order[nsec++] = SEC_BUILDIDS;
-	if (any_exact(p))
+	if (any_exact(p) || (e->src && e->src->exact))
 		order[nsec++] = SEC_EXACTSD;
 	uint8_t head[PF_HEADER_SIZE + sizeof order / sizeof order[0] * PF_ENTRY_SIZE];
 	size_t total = 0;

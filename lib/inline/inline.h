@@ -100,6 +100,38 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 #define TRACE_BUF (64u * 1024u)
 #define LOCK_SPINS 10000000u /* bounded wait for a thread's lock at exit */
 
+/*
+ * Exact stack distances for a subset of the samples (burst.c,
+ * docs/inline-clock.md "Exact bursts"): while a burst runs every reference
+ * of the thread visits the slow path and its line goes into a set; when the
+ * tracked sample's line comes back, the set's size is its exact stack
+ * distance. BURST_MAX_LINES / BURST_MAX_REFS: past either, the burst gives up.
+ */
+#define EXACT_DEFAULT_BUDGET 2.0 /* percent */
+#define BURST_MAX_LINES 8192u
+#define BURST_PICK 8u
+#define BURST_MAX_REFS (32u * 1024u)
+#define BURST_SLOTS (2u * BURST_MAX_LINES) /* the set's open-addressing slots */
+#define BURST_BYTES ((size_t)BURST_SLOTS * sizeof(uint64_t) + BURST_MAX_LINES * sizeof(uint32_t))
+typedef struct burst_state {
+	uint64_t *keys;   /* BURST_SLOTS lines + 1 (0: empty), or NULL (not mapped yet) */
+	uint32_t *used;   /* the slots filled, to empty them */
+	uint32_t nused;   /* distinct lines in the set */
+	bool on;          /* a burst is running */
+	uint64_t line;    /* the tracked sample's line */
+	uint64_t start;   /* its start clock */
+	uint64_t refs;    /* references of the running burst */
+	uint64_t total;   /* references of all the thread's bursts in the session */
+	uint64_t tracked; /* bursts started */
+	rng pick;         /* which eligible sample starts the next burst (its own stream) */
+} burst_state;
+
+/* An exact distance found: the sample of thread index that started at start, ended at end. */
+typedef struct exact_rec {
+	uint64_t epoch, start, end;
+	uint32_t index, sd;
+} exact_rec;
+
 /* A thread's sampler (mmap'd; lives until the process ends or the session is freed). */
 typedef struct inline_thread {
 	struct inline_thread *next; /* in rt.threads (live) or rt.spare */
@@ -130,6 +162,7 @@ typedef struct inline_thread {
 	phase_tracker *phase;
 	uint64_t phase_window; /* the window asked for (0: 256 x the period) */
 	uint8_t pshift;
+	burst_state burst;
 } inline_thread;
 
 /* A session's settings (from the environment or lomas_inline_start). */
@@ -141,6 +174,7 @@ typedef struct settings {
 	uint32_t max_live;
 	bool phase_guided;    /* LOMAS_PHASE_GUIDED */
 	phase_settings phase; /* LOMAS_PHASE_SAMPLES, LOMAS_PHASE_DIVIDE */
+	double exact_budget;  /* LOMAS_EXACT_BUDGET / 100: bursts' share of references (0: off) */
 } settings;
 
 /* The process-wide state. */
@@ -193,6 +227,12 @@ typedef struct inline_runtime {
 	atomic_flag sig_lock;
 	struct sigaction view[NSIG];
 	_Atomic bool caught[NSIG];
+	/* The exact distances the bursts found (burst.c), all threads'. */
+	atomic_flag exact_lock;
+	exact_rec *exact;
+	size_t nexact, exact_cap;
+	/* The session's bursts and their references (at each burst's end). */
+	_Atomic uint64_t bursts, burst_refs;
 } inline_runtime;
 
 #define RT_HIDDEN __attribute__((visibility("hidden")))
@@ -246,6 +286,20 @@ RT_HIDDEN uint32_t lomas__next_thread_index(void);
 /* rt.mu, with its owner noted (a fatal signal's handler must not wait for itself). */
 RT_HIDDEN void rt_lock(void);
 RT_HIDDEN void rt_unlock(void);
+/* burst.c */
+/* A reference at clock while t's burst runs (t locked, by its owner). */
+RT_HIDDEN void rt_burst_step(inline_thread *t, uint64_t addr, uint64_t clock);
+/* A sample of addr's line started at clock: start a burst if none runs and the budget allows. */
+RT_HIDDEN void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock);
+RT_HIDDEN void rt_burst_release(inline_thread *t);
+/*
+ * The exact distances of the current session, sorted by (index, start) for
+ * rt_exact_find; *n of them. rt.mu held. NULL when none (or no memory).
+ */
+RT_HIDDEN exact_rec *rt_exact_sorted(size_t *n);
+/* The distance of thread index's sample start..end, or -1. */
+RT_HIDDEN int64_t rt_exact_find(const exact_rec *r, size_t n, uint32_t index, uint64_t start,
+                                uint64_t end);
 /* runtime_output.c */
 RT_HIDDEN void rt_global_init(void);
 /* Flush the traces and write the profile, ended by ending (rt.mu held). */

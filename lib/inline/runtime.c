@@ -133,6 +133,7 @@ void rt_thread_release_data(inline_thread *t)
 	unmap_bytes(t->phase, sizeof *t->phase);
 	t->phase = NULL;
 	t->pshift = 0;
+	rt_burst_release(t);
 }
 
 /*
@@ -416,6 +417,8 @@ static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info
 	t->next_clock = clock + 1;
 	if (t->trace)
 		trace_put(t, addr, info);
+	if (t->burst.on)
+		rt_burst_step(t, (uintptr_t)addr, clock);
 	if (found && wt_pos_valid(&t->wt, (uintptr_t)addr, found)) {
 		wt_end(&t->wt, found, clock, pc, &s);
 		push_sample(t, &s);
@@ -440,9 +443,12 @@ static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info
 			s.state = LOMAS_SAMPLE_REUSED;
 			s.level = (uint8_t)(t->level + t->pshift);
 			push_sample(t, &s);
-		} else if (wt_start(&t->wt, (uintptr_t)addr, clock, pc, kind,
-		                    (uint8_t)(t->level + t->pshift), &s)) {
-			push_sample(t, &s);
+		} else {
+			if (wt_start(&t->wt, (uintptr_t)addr, clock, pc, kind,
+			             (uint8_t)(t->level + t->pshift), &s))
+				push_sample(t, &s);
+			/* Maybe track this one exactly (burst.c); draws nothing. */
+			rt_burst_maybe_start(t, (uintptr_t)addr, clock);
 		}
 		/* The gap drawn at the last start (or redraw): the countdown the
 		 * program resumes with needs no log and no division, which run
@@ -454,8 +460,9 @@ static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info
 		if (t->phase)
 			phase_step(t, clock, (uintptr_t)addr, pc);
 	}
-	if (due <= 0 || t->trace) {
-		uint64_t k = t->trace ? 1 : t->next_sample - clock;
+	/* Full-trace mode and a running burst see every reference. */
+	if (due <= 0 || t->trace || t->burst.on) {
+		uint64_t k = (t->trace || t->burst.on) ? 1 : t->next_sample - clock;
 		f->countdown = k - after;
 		f->zero_clock = clock + k;
 	}

@@ -92,6 +92,7 @@ void rt_parse_env_defaults(settings *s)
 	s->phase_guided = false;
 	s->phase.min_samples = PHASE_DEFAULT_SAMPLES;
 	s->phase.shift = PHASE_DEFAULT_SHIFT;
+	s->exact_budget = EXACT_DEFAULT_BUDGET / 100.0;
 }
 
 void rt_parse_env(settings *s)
@@ -152,6 +153,16 @@ void rt_parse_env(settings *s)
 		else
 			rt_env_problem("LOMAS_PHASE_DIVIDE", v,
 			               "is not a power of two from 2 to 1024");
+	}
+	/* Exact-distance bursts (burst.c): percent of references, 0 = off. */
+	if ((v = secure_getenv("LOMAS_EXACT_BUDGET"))) {
+		char *end;
+		double d = strtod(v, &end);
+		if (*v && !*end && d >= 0.0 && d <= 100.0)
+			s->exact_budget = d / 100.0;
+		else
+			rt_env_problem("LOMAS_EXACT_BUDGET", v,
+			               "is not a percentage from 0 to 100");
 	}
 }
 

@@ -132,9 +132,11 @@ static lomas_status taken_next(void *ctx, profile_sample_block *out)
  * Build the profile of the current session from every thread in it. Called
  * with rt.mu held. in_signal: do not wait long for a thread's lock. taken:
  * leave the samples out of the profile and take the threads' stores into
- * *taken instead (NULL: the profile holds them all).
+ * *taken instead (NULL: the profile holds them all). *thread_index: each
+ * profile thread's runtime index (malloc'd), for the exact distances.
  */
-static lomas_status collect(lomas_profile **out, const char *ending, taken_samples *taken)
+static lomas_status collect(lomas_profile **out, const char *ending, taken_samples *taken,
+                            uint32_t **thread_index)
 {
 	thread_entry stack[64], *list = stack;
 	size_t n = 0, cap = 64;
@@ -184,7 +186,9 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 		window = 256 * (refs / held);
 	if ((st = lomas_profile_new(rt.set.line_size, &p)))
 		goto done;
-	if (taken && !(taken->items = calloc(n ? n : 1, sizeof *taken->items))) {
+	*thread_index = NULL;
+	if (!(*thread_index = malloc((n ? n : 1) * sizeof **thread_index)) ||
+	    (taken && !(taken->items = calloc(n ? n : 1, sizeof *taken->items)))) {
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto done;
 	}
@@ -254,6 +258,7 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 			rt_spin_unlock(&t->lock);
 		if (st)
 			goto done;
+		(*thread_index)[p->threads.n - 1] = list[i].index;
 	}
 	command_line(cmd, sizeof cmd);
 	profile_meta_setf(p, "clock", "inline");
@@ -273,6 +278,11 @@ static lomas_status collect(lomas_profile **out, const char *ending, taken_sampl
 	profile_meta_setf(p, "ended", "%s", ending);
 	if (rt.env_error[0])
 		profile_meta_setf(p, "env_error", "%s", rt.env_error);
+	if (rt.set.exact_budget > 0.0)
+		profile_meta_setf(p, "exact_bursts", "%llu, %llu references (budget %g%%)",
+		                  (unsigned long long)atomic_load(&rt.bursts),
+		                  (unsigned long long)atomic_load(&rt.burst_refs),
+		                  100.0 * rt.set.exact_budget);
 	if (rt.trace_fd >= 0 || rt.trace_broken)
 		profile_meta_setf(
 		    p, "trace", "%s%s", rt.trace_path,
@@ -300,10 +310,64 @@ done:
 		lomas_profile_free(p);
 		if (taken)
 			taken_free(taken);
+		free(*thread_index);
+		*thread_index = NULL;
 		return st;
 	}
 	*out = p;
 	return LOMAS_OK;
+}
+
+/*
+ * The EXACTSD varints of the taken samples, in the order taken_next gives
+ * them (n samples; *len bytes), or NULL when none has a distance.
+ */
+static uint8_t *exact_codes(taken_samples *ts, const uint32_t *index, uint64_t n, size_t *len)
+{
+	size_t nx = 0, k = 0;
+	exact_rec *x = rt_exact_sorted(&nx);
+	uint8_t *out = x ? malloc((size_t)n * 10 + 1) : NULL;
+	bool any = false;
+	*len = 0;
+	for (size_t i = 0; out && i < ts->n; i++) {
+		sample_store view;
+		store_iter it;
+		isample s;
+		store_iter_init(&it, taken_store_of(ts, i, &view));
+		while (store_iter_next(&it, &s) && k < (size_t)n * 10) {
+			int64_t sd = s.state == LOMAS_SAMPLE_REUSED
+			                 ? rt_exact_find(x, nx, index[ts->items[i].place.thread],
+			                                 s.start, s.end)
+			                 : -1;
+			k = (size_t)(put_varint(out + k, sd < 0 ? 0 : (uint64_t)sd + 1) - out);
+			any |= sd >= 0;
+		}
+	}
+	free(x);
+	if (!any) {
+		free(out);
+		return NULL;
+	}
+	*len = k;
+	return out;
+}
+
+/* Give p's samples their exact distances (lomas_inline_stop's profile holds them all). */
+static void exact_apply(lomas_profile *p, const uint32_t *index)
+{
+	size_t nx = 0;
+	exact_rec *x = rt_exact_sorted(&nx);
+	for (size_t i = 0; x && i < p->samples.n; i++) {
+		lomas_sample *s = &p->samples.items[i];
+		int64_t sd = s->state == LOMAS_SAMPLE_REUSED
+		                 ? rt_exact_find(x, nx, index[s->thread], s->start, s->end)
+		                 : -1;
+		if (sd >= 0) {
+			s->flags |= LOMAS_SAMPLE_EXACT_SD;
+			s->reserved = (uint32_t)sd;
+		}
+	}
+	free(x);
 }
 
 static void flush_all_traces(void)
@@ -322,20 +386,27 @@ static void write_output(const char *ending)
 	lomas_profile *p = NULL;
 	taken_samples taken = {0};
 	profile_sample_source src = {.next = taken_next, .ctx = &taken};
+	uint32_t *index = NULL;
+	uint8_t *exact = NULL;
 	lomas_status st;
 	if (rt.written || !rt.output_ok || !atomic_load(&rt.active))
 		return;
 	if (rt.explicit_mode && !rt.output_set)
 		return;
 	rt.written = true;
-	st = collect(&p, ending, &taken);
+	st = collect(&p, ending, &taken, &index);
 	if (!st) {
 		for (size_t i = 0; i < taken.n; i++) {
 			sample_store view;
 			store_add_totals(taken_store_of(&taken, i, &view), &src);
 		}
+		/* Best effort: without memory, the profile has no exact distances. */
+		exact = exact_codes(&taken, index, src.n, &src.exact_len);
+		src.exact = exact;
 		st = profile_save_file_src(p, &src, rt.output, false);
 	}
+	free(exact);
+	free(index);
 	if (st)
 		rt_say("cannot write the profile %s: %s", rt.output, lomas_error_message());
 	taken_free(&taken);
@@ -445,6 +516,8 @@ lomas_status lomas_inline_start(const lomas_config *cfg)
 	rt.written = false;
 	atomic_store(&rt.auto_taken, 0);
 	atomic_store(&rt.auto_level, 0);
+	atomic_store(&rt.bursts, 0);
+	atomic_store(&rt.burst_refs, 0);
 	atomic_store(&rt.active, true);
 	atomic_fetch_add(&rt.epoch, 1);
 	rt_unlock();
@@ -476,8 +549,12 @@ lomas_status lomas_inline_stop(lomas_profile **out)
 		return error_set(LOMAS_ESTATE, "the inline clock is not running");
 	}
 	flush_all_traces();
-	if (out)
-		st = collect(&p, "lomas_inline_stop", NULL);
+	if (out) {
+		uint32_t *index = NULL;
+		if (!(st = collect(&p, "lomas_inline_stop", NULL, &index)))
+			exact_apply(p, index);
+		free(index);
+	}
 	atomic_store(&rt.active, false);
 	atomic_fetch_add(&rt.epoch, 1);
 	release_exited();

@@ -150,12 +150,16 @@ static lomas_status lru_probs(const lomas_profile *p, model_data *m, double line
 	double *sd = malloc((m->n ? m->n : 1) * sizeof *sd);
 	double *fix = malloc((m->nfix ? m->nfix : 1) * sizeof *fix);
 	double *top = malloc((m->nthreads + 1) * sizeof *top);
-	size_t k = 0;
+	double dsd[MODEL_DONORS_MAX], dw[MODEL_DONORS_MAX];
+	model_donors donors = {0};
+	size_t k = 0, nd;
 	lomas_status st = LOMAS_OK;
 	if (!sd || !fix || !top) {
 		st = error_set(LOMAS_ENOMEM, "out of memory attributing misses");
 		goto out;
 	}
+	if (m->nexact && (st = model_donors_build(p, &donors)))
+		goto out;
 	if (m->nfix && (st = model_fix_sds(m, fix)))
 		goto out;
 	/* The footprint cap of statstack_curve. */
@@ -194,9 +198,15 @@ static lomas_status lru_probs(const lomas_profile *p, model_data *m, double line
 			v = j < g->off + g->n ? sd[j] : 0.0;
 		}
 		prob[i] = lines - MODEL_SD_ROUND <= fmin(v, top[g->thread]) ? 1.0 : 0.0;
-		/* An exact stack distance decides instead, as in the curve (exact_sd.c). */
-		if (s->flags & LOMAS_SAMPLE_EXACT_SD)
+		/* An exact stack distance decides instead, as in the curve (exact_sd.c),
+		 * or the donors' (donors.c). */
+		if (s->flags & LOMAS_SAMPLE_EXACT_SD) {
 			prob[i] = lines - MODEL_SD_ROUND <= (double)s->reserved ? 1.0 : 0.0;
+		} else if (m->nexact && (nd = model_donors_of(&donors, s, dsd, dw))) {
+			prob[i] = 0.0;
+			for (size_t d = 0; d < nd; d++)
+				prob[i] += lines - MODEL_SD_ROUND <= dsd[d] ? dw[d] : 0.0;
+		}
 	}
 	if (k != m->nfix)
 		st = error_set(LOMAS_EFORMAT, "reuse classes and samples disagree");
@@ -204,6 +214,7 @@ out:
 	free(sd);
 	free(fix);
 	free(top);
+	model_donors_free(&donors);
 	return st;
 }
 

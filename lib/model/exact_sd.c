@@ -28,16 +28,20 @@ lomas_status model_exact_sd_adjust(const model_data *m, const model_mean *mean, 
                                    size_t n, const double *top, double *bucket)
 {
 	const lomas_profile *p = m->profile;
-	double *fix = NULL;
+	double *fix = NULL, dsd[MODEL_DONORS_MAX], dw[MODEL_DONORS_MAX];
+	model_donors donors;
 	size_t k = 0;
 	if (!m->nexact)
 		return LOMAS_OK;
 	if (!m->sample_g0 || !m->sample_g1 || !m->sample_fixed)
 		return error_set(LOMAS_EINVAL, "exact stack distances without the samples' groups");
+	if (model_donors_build(p, &donors))
+		return error_set(LOMAS_ENOMEM, "out of memory building stack distances");
 	if (m->nfix) {
 		fix = malloc(m->nfix * sizeof *fix);
 		if (!fix || model_fix_sds(m, fix)) {
 			free(fix);
+			model_donors_free(&donors);
 			return error_set(LOMAS_ENOMEM, "out of memory building stack distances");
 		}
 	}
@@ -47,8 +51,12 @@ lomas_status model_exact_sd_adjust(const model_data *m, const model_mean *mean, 
 		uint32_t g0 = m->sample_g0[i], g1 = m->sample_g1[i];
 		const model_group *g = &m->groups[g0];
 		double wt, c, est;
-		size_t j = fixed ? k++ : 0;
-		if (s->state != LOMAS_SAMPLE_REUSED || !(s->flags & LOMAS_SAMPLE_EXACT_SD))
+		size_t j = fixed ? k++ : 0, nd = 0;
+		if (s->state != LOMAS_SAMPLE_REUSED)
+			continue;
+		/* Without its own distance: its donors' (donors.c), if enough. */
+		if (!(s->flags & LOMAS_SAMPLE_EXACT_SD) &&
+		    !(nd = model_donors_of(&donors, s, dsd, dw)))
 			continue;
 		wt = model_mean_weight(mean, g);
 		if (!(g->S > 0.0) || !(wt > 0.0))
@@ -63,10 +71,17 @@ lomas_status model_exact_sd_adjust(const model_data *m, const model_mean *mean, 
 		est = fmin(est, top[g->thread]);
 		c = s->weight * wt / g->S;
 		bucket[g->thread * (n + 1) + model_sizes_missed(lines, n, est)] -= c;
-		/* Exact: a miss at every size of at most `reserved` lines. */
-		bucket[g->thread * (n + 1) + model_sizes_missed(lines, n, (double)s->reserved)] +=
-		    c;
+		if (!nd) {
+			/* Exact: a miss at every size of at most `reserved` lines. */
+			bucket[g->thread * (n + 1) +
+			       model_sizes_missed(lines, n, (double)s->reserved)] += c;
+			continue;
+		}
+		for (size_t d = 0; d < nd; d++)
+			bucket[g->thread * (n + 1) + model_sizes_missed(lines, n, dsd[d])] +=
+			    c * dw[d];
 	}
 	free(fix);
+	model_donors_free(&donors);
 	return LOMAS_OK;
 }

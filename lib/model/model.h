@@ -433,6 +433,24 @@ lomas_status model_fix_sds(const model_data *m, double *sd);
 lomas_status model_exact_sd_adjust(const model_data *m, const model_mean *mean, const double *lines,
                                    size_t n, const double *top, double *bucket);
 
+/*
+ * The exact samples as donors for the samples without a distance
+ * (donors.c): items (opaque) sorted by kind and reuse distance.
+ */
+typedef struct model_donors {
+	void *items;
+	size_t n;
+} model_donors;
+lomas_status model_donors_build(const lomas_profile *p, model_donors *d);
+void model_donors_free(model_donors *d);
+/*
+ * The donors of reused sample s (none when it has its own distance): their
+ * distances, scaled to s's reuse distance, into sd and their weights,
+ * summing to 1, into w (room for MODEL_DONORS_MAX each); 0 when too few.
+ */
+size_t model_donors_of(const model_donors *d, const lomas_sample *s, double *sd, double *w);
+#define MODEL_DONORS_MAX 256u
+
 /* The LRU model (StatStack, statstack.c) for n sizes in lines (ascending). */
 lomas_status statstack_curve(model_data *m, const double *lines, size_t n, bool bound, double *cap,
                              double *cold);

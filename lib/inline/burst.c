@@ -1,0 +1,187 @@
+/*
+ * Exact stack distances for a subset of the inline clock's samples
+ * ("bursts", docs/inline-clock.md "Exact bursts", docs/model.md "Knife
+ * edges").
+ *
+ * When a sample starts on a thread with no burst running, and the thread's
+ * bursts so far have taken at most LOMAS_EXACT_BUDGET percent of its
+ * references, the sample is tracked exactly: every reference of the thread
+ * visits the slow path (as in full-trace mode) and puts its line into a set;
+ * when the sample's line is touched again, the set holds the distinct other
+ * lines touched strictly between the two references: the sample's exact
+ * stack distance, as the trace clock defines it (lib/trace/stack_dist.c).
+ * Past BURST_MAX_LINES distinct lines or BURST_MAX_REFS references the burst
+ * gives up (no distance), so one burst never costs much.
+ *
+ * Nothing of the sampling changes: which references are sampled, the
+ * samples' ends, the period and its thinning are those of a run without
+ * bursts (the gaps are drawn as before; a burst only makes the countdown
+ * come due at every reference). The distances found go to a process-wide
+ * table (rt.exact), keyed by the thread's index and the sample's start and
+ * end; the profile's writer gives each surviving sample its distance
+ * (EXACTSD). Memory: mmap (the slow path never calls malloc).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "inline.h"
+
+#define BURST_HASH_K 0x9e3779b97f4a7c15ull
+
+static void exact_push(const exact_rec *r)
+{
+	rt_spin_lock(&rt.exact_lock);
+	if (rt.nexact == rt.exact_cap) {
+		size_t cap = rt.exact_cap ? 2 * rt.exact_cap : 4096, old = rt.exact_cap;
+		exact_rec *m = rt.exact
+		                   ? rt_map_alloc.grow(rt.exact, old * sizeof *m, cap * sizeof *m)
+		                   : rt_map_alloc.alloc(cap * sizeof *m);
+		if (!m) {
+			rt_spin_unlock(&rt.exact_lock); /* no memory: this distance is lost */
+			return;
+		}
+		rt.exact = m;
+		rt.exact_cap = cap;
+	}
+	rt.exact[rt.nexact++] = *r;
+	rt_spin_unlock(&rt.exact_lock);
+}
+
+/* Empty the set: only the slots used (a burst is often far smaller than the set). */
+static void set_clear(burst_state *b)
+{
+	for (uint32_t i = 0; i < b->nused; i++)
+		b->keys[b->used[i]] = 0;
+	b->nused = 0;
+}
+
+static void burst_stop(burst_state *b)
+{
+	atomic_fetch_add_explicit(&rt.bursts, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&rt.burst_refs, b->refs, memory_order_relaxed);
+	set_clear(b);
+	b->on = false;
+}
+
+/* Put line into the set; false when the set is full (BURST_MAX_LINES). */
+static bool set_insert(burst_state *b, uint64_t line)
+{
+	uint64_t key = line + 1;
+	uint32_t i = (uint32_t)((key * BURST_HASH_K) >> 49) & (BURST_SLOTS - 1);
+	while (b->keys[i]) {
+		if (b->keys[i] == key)
+			return true;
+		i = (i + 1) & (BURST_SLOTS - 1);
+	}
+	if (b->nused >= BURST_MAX_LINES)
+		return false;
+	b->keys[i] = key;
+	b->used[b->nused++] = i;
+	return true;
+}
+
+void rt_burst_step(inline_thread *t, uint64_t addr, uint64_t clock)
+{
+	burst_state *b = &t->burst;
+	uint64_t line = addr >> t->wt.line_shift;
+	if (clock <= b->start)
+		return;
+	b->refs++;
+	b->total++;
+	if (line == b->line) {
+		exact_rec r = {.epoch = t->epoch,
+		               .start = b->start,
+		               .end = clock,
+		               .index = t->index,
+		               .sd = b->nused};
+		exact_push(&r);
+		burst_stop(b);
+		return;
+	}
+	if (!set_insert(b, line) || b->refs >= BURST_MAX_REFS)
+		burst_stop(b);
+}
+
+void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock)
+{
+	burst_state *b = &t->burst;
+	double budget = rt.set.exact_budget;
+	if (b->on || !(budget > 0.0) || (double)b->total > budget * (double)clock)
+		return;
+	if (!b->keys) {
+		void *m = rt_map_alloc.alloc(BURST_BYTES);
+		if (!m)
+			return;
+		b->keys = m;
+		b->used = (uint32_t *)(void *)(b->keys + BURST_SLOTS);
+		rng_seed(&b->pick, rt.set.seed ^ (0xa0761d6478bd642full * (t->index + 1)));
+	}
+	/* Not the first sample the budget allows, but one of them at random
+	 * (1 in BURST_PICK): a program whose period divides the budget's
+	 * spacing had its bursts all start at one phase of its loop (a biased
+	 * subset: the cliff test's class split 24 pp off at 2 %). */
+	if (rng_next(&b->pick) % BURST_PICK)
+		return;
+	b->on = true;
+	b->line = addr >> t->wt.line_shift;
+	b->start = clock;
+	b->refs = 0;
+	b->tracked++;
+}
+
+void rt_burst_release(inline_thread *t)
+{
+	if (t->burst.keys)
+		rt_map_alloc.release(t->burst.keys, BURST_BYTES);
+	memset(&t->burst, 0, sizeof t->burst);
+}
+
+static int by_thread_start(const void *a, const void *b)
+{
+	const exact_rec *x = a, *y = b;
+	if (x->index != y->index)
+		return x->index < y->index ? -1 : 1;
+	return (x->start > y->start) - (x->start < y->start);
+}
+
+exact_rec *rt_exact_sorted(size_t *n)
+{
+	uint64_t epoch = atomic_load(&rt.epoch);
+	exact_rec *r;
+	size_t k = 0;
+	*n = 0;
+	/* Bounded: the copy of the process that writes the profile on a fatal
+	 * signal may have been made while a thread held it (no distances then). */
+	if (!rt_spin_lock_bounded(&rt.exact_lock))
+		return NULL;
+	if (!rt.nexact || !(r = malloc(rt.nexact * sizeof *r))) {
+		rt_spin_unlock(&rt.exact_lock);
+		return NULL;
+	}
+	for (size_t i = 0; i < rt.nexact; i++)
+		if (rt.exact[i].epoch == epoch)
+			r[k++] = rt.exact[i];
+	rt_spin_unlock(&rt.exact_lock);
+	if (!k) {
+		free(r);
+		return NULL;
+	}
+	qsort(r, k, sizeof *r, by_thread_start);
+	*n = k;
+	return r;
+}
+
+int64_t rt_exact_find(const exact_rec *r, size_t n, uint32_t index, uint64_t start, uint64_t end)
+{
+	size_t lo = 0, hi = n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (r[mid].index < index || (r[mid].index == index && r[mid].start < start))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < n && r[lo].index == index && r[lo].start == start && r[lo].end == end)
+		return r[lo].sd;
+	return -1;
+}
