@@ -241,8 +241,11 @@ static void start_sample(monitor *m, mon_thread *t, const decode_insn *in, unsig
 		error_clear();
 		return;
 	}
-	if (mprot_is_pinned(&m->eng, r->addr))
+	if (mprot_is_pinned(&m->eng, r->addr)) {
 		m->stats.unwatchable++;
+		if (m->pmu_mode)
+			pmu_note_pinned(m, t, id);
+	}
 	m->sync_needed = true;
 	if (displaced) {
 		lomas_sample *o = &m->samples.items[old.sample];
@@ -408,6 +411,9 @@ static lomas_status decode_next(monitor *m, mon_thread *t)
 {
 	struct user_regs_struct r;
 	lomas_status st;
+	/* After a free run the clock is the counters' (the pmu clock): read it first. */
+	if (m->pmu_mode && t->pmu.ran_free)
+		pmu_sync(m, t);
 	if (mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
 		                 strerror(errno));
@@ -475,6 +481,11 @@ static lomas_status decode_next(monitor *m, mon_thread *t)
 	return LOMAS_OK;
 }
 
+lomas_status step_decode(monitor *m, mon_thread *t)
+{
+	return t->have_pending ? LOMAS_OK : decode_next(m, t);
+}
+
 /* A signal t could not be resumed with: detaching delivers it again. */
 static void keep_signal(mon_thread *t, int sig, const siginfo_t *si)
 {
@@ -494,7 +505,19 @@ static void keep_signal(mon_thread *t, int sig, const siginfo_t *si)
 lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 {
 	lomas_status st;
-	if (!t->have_pending && (st = decode_next(m, t)))
+	bool step = true;
+	if (m->pmu_mode) {
+		/*
+		 * The pmu clock decodes only what it steps: a signal to deliver,
+		 * an instruction the monitor must step, a point near; else the
+		 * thread runs free (pmu_resume).
+		 */
+		bool need = sig || t->queued_sig || t->pmu.force_step;
+		if (need && !t->have_pending && (st = decode_next(m, t)))
+			return keep_signal(t, sig, si), st;
+		step = pmu_wants_step(m, t, need);
+	}
+	if (step && !t->have_pending && (st = decode_next(m, t)))
 		return keep_signal(t, sig, si), st;
 	if (m->sync_needed) {
 		m->sync_needed = false;
@@ -533,14 +556,16 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 		return step_group_stop(m, t, false);
 	}
 	t->resume_epoch = m->eng.lift_events;
-	if (m->pmu_mode ? pmu_resume(m, t, sig, false) < 0
+	if (m->pmu_mode ? pmu_resume(m, t, sig, step) < 0
 	                : mon_ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) < 0) {
-		st = error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
-		               strerror(errno));
+		st = error_set(LOMAS_ETARGET, "%s(%d): %s",
+		               m->pmu_mode && !t->pmu.clock_step ? "resume" : "PTRACE_SINGLESTEP",
+		               (int)t->tid, strerror(errno));
 		keep_signal(t, sig, si);
 		return st;
 	}
-	m->stats.steps++;
+	if (!m->pmu_mode || t->pmu.clock_step)
+		m->stats.steps++;
 	t->state = MT_RUNNING;
 	return LOMAS_OK;
 }
