@@ -186,6 +186,7 @@ typedef struct monitor_stats {
 	uint64_t unwatchable; /* samples on pages we may not protect (watched by decode) */
 	uint64_t masked;      /* AVX-512 masked moves narrowed to their mask (decode_mask.c) */
 	uint64_t mask_unread; /* ... left full-size: the opmask registers could not be read */
+	uint64_t cpuid_run;   /* CPUIDs run by the monitor, not stepped (decode_cpuid.c) */
 } monitor_stats;
 
 typedef struct monitor {

@@ -519,6 +519,17 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 	}
 	if (step && !t->have_pending && (st = decode_next(m, t)))
 		return keep_signal(t, sig, si), st;
+	/* CPUID runs here, not stepped: its step trap may be lost (decode_cpuid.c). */
+	while (step && !sig && !t->queued_sig && t->have_pending && decode_is_cpuid(&t->pending)) {
+		if ((st = decode_run_cpuid(t->tid, &t->pending)))
+			return st;
+		m->stats.cpuid_run++;
+		step_commit(m, t); /* no references: the clock stays */
+		if (m->pmu_mode)
+			step = pmu_wants_step(m, t, t->pmu.force_step);
+		if (step && (st = decode_next(m, t)))
+			return st;
+	}
 	if (m->sync_needed) {
 		m->sync_needed = false;
 		mprot_sync(&m->eng);

@@ -238,6 +238,7 @@ typedef struct pmu_replay_stats {
 	uint64_t records;    /* precise records written */
 	uint64_t lost;       /* ... dropped for a full ring */
 	uint64_t unrecorded; /* overflows among perturbation counts: no reference, no record */
+	uint64_t cpuid_run;  /* CPUIDs of free-running threads run by the fake, not stepped */
 } pmu_replay_stats;
 void pmu_replay_get_stats(const pmu_replay *r, pmu_replay_stats *out);
 

@@ -483,6 +483,20 @@ static int step_on(pmu_replay *r, fake_thread *t, int sig)
 		t->sys = SYS_TO_ENTRY;
 		return ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL) < 0 ? -errno : 0;
 	}
+	/*
+	 * CPUID of a free-running thread: run here, as the monitor runs it
+	 * (decode_cpuid.c: a hypervisor may lose its step trap, and the step
+	 * would run the next instruction unseen). It retires with no
+	 * references; the thread goes on to the next one.
+	 */
+	if (t->have && t->how == PMU_RUN && !sig && decode_is_cpuid(&t->insn)) {
+		if (decode_run_cpuid(t->tid, &t->insn) == LOMAS_OK) {
+			r->stats.cpuid_run++;
+			retire(r, t, false, false);
+			return step_on(r, t, 0);
+		}
+		error_clear();
+	}
 	return ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) < 0 ? -errno : 0;
 }
 
