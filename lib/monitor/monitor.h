@@ -106,9 +106,6 @@ typedef struct pmu_thread {
 	bool queued_noted;                 /* t->queued is an overflow whose trap is noted */
 	bool vsys_retry;                   /* a vsyscall call faulted on our pages: stepped again */
 	struct user_regs_struct call_regs; /* ... its registers there */
-	/* Its live samples on pages the engine may not protect (pmu_free.c). */
-	uint64_t pinned[8];
-	unsigned npinned;
 } pmu_thread;
 
 typedef struct pmu_stats {
@@ -120,6 +117,7 @@ typedef struct pmu_stats {
 	uint64_t moved_kind; /* precise, hybrid: records dropped, the thread ran on another kind */
 	uint64_t runs;       /* resumes with PMU_RUN: free running between samples */
 	uint64_t calls;      /* system calls skipped at entry and stepped over lifted */
+	uint64_t held_steps; /* steps instead of a free run: a watch not synced, an overflow held */
 } pmu_stats;
 
 /* A double trap's int3 in the target's text (pmu_dtrap.c). */
@@ -384,10 +382,6 @@ void pmu_drop_signal(monitor *m, mon_thread *t, const siginfo_t *si);
  * mode, hybrid).
  */
 int pmu_resume(monitor *m, mon_thread *t, int sig, bool step);
-/* Sample id of t sits on a page the engine may not protect: t is stepped while it lives. */
-void pmu_note_pinned(monitor *m, mon_thread *t, uint64_t id);
-/* Does t have a live sample on such a page? (Drops the ended ones.) */
-bool pmu_has_pinned(monitor *m, mon_thread *t);
 /* A vsyscall emulation that failed on a page of ours (t stopped with SIGSEGV si): retry it. */
 bool pmu_vsyscall_fault(monitor *m, mon_thread *t, const siginfo_t *si);
 /* A system call's entry or exit stop of a free-running t (pmu_free.c). */

@@ -550,18 +550,24 @@ int pmu_resume(monitor *m, mon_thread *t, int sig, bool step)
 {
 	const pmu_sys_ops *sys = m->psys;
 	int r;
-	/*
-	 * Armed again last, after the injected calls of the resume (they count
-	 * too). A step that delivers a signal ends at the handler's first
-	 * instruction: nothing retires, the trap adds nothing to move past.
-	 */
-	if (m->cfg.pmu_sample != PMU_SAMPLE_SKID)
-		pmu_precise_rearm(m, t, step && !sig);
-	else if (m->ptab.ntypes > 1 && m->psem == SKID_PERIOD_IMMEDIATE)
+	if (m->cfg.pmu_sample == PMU_SAMPLE_SKID && m->ptab.ntypes > 1 &&
+	    m->psem == SKID_PERIOD_IMMEDIATE)
 		hybrid_rearm(m, t);
 	step |= sig != 0;
-	if (!step && pmu_wants_step(m, t, false)) {
-		/* Hybrid: a point came within the margin; the step needs its instruction. */
+	/*
+	 * A thread runs free only when a fault can end every sample it may
+	 * reuse: every watched page protected (no watch change waiting for its
+	 * mprotect) and no overflow held back from an injected call (its
+	 * sample starts at the next stop, and a free run may be long). Either
+	 * arises here: the queued overflow taken after the resume's protections
+	 * were synced (step_resume, its new sample's page not protected yet),
+	 * or the sync's injected calls meeting the overflow signal. Then the
+	 * thread is stepped, decoding (a reuse on a page not protected is found
+	 * by decode), and the next stop syncs and takes what is held.
+	 */
+	if (!step && (pmu_wants_step(m, t, false) || m->sync_needed || t->queued_sig)) {
+		if (m->sync_needed || t->queued_sig)
+			m->pstats.held_steps++;
 		step = true;
 		if (step_decode(m, t) == LOMAS_OK && m->sync_needed) {
 			m->sync_needed = false;
@@ -569,6 +575,13 @@ int pmu_resume(monitor *m, mon_thread *t, int sig, bool step)
 		}
 		error_clear();
 	}
+	/*
+	 * Armed again last, after the injected calls of the resume (they count
+	 * too). A step that delivers a signal ends at the handler's first
+	 * instruction: nothing retires, the trap adds nothing to move past.
+	 */
+	if (m->cfg.pmu_sample != PMU_SAMPLE_SKID)
+		pmu_precise_rearm(m, t, step && !sig);
 	/*
 	 * Between samples the thread runs (PMU_RUN: PTRACE_SYSCALL), nothing
 	 * decoded; the counters say where it is at its next stop. A step is
@@ -626,6 +639,8 @@ lomas_status pmu_profile_meta(monitor *m, lomas_profile *p)
 	    (st = profile_meta_setf(p, "pmu.runs", "%llu", (unsigned long long)m->pstats.runs)) ||
 	    (st = profile_meta_setf(p, "pmu.calls_stepped", "%llu",
 	                            (unsigned long long)m->pstats.calls)) ||
+	    (st = profile_meta_setf(p, "pmu.held_steps", "%llu",
+	                            (unsigned long long)m->pstats.held_steps)) ||
 	    (m->cfg.pmu_sample != PMU_SAMPLE_SKID && (st = pmu_precise_meta(m, p))) ||
 	    (st = profile_meta_setf(p, "pmu.clock_mismatches", "%llu",
 	                            (unsigned long long)m->pstats.mismatches)))

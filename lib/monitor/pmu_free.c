@@ -73,14 +73,17 @@ bool pmu_wants_step(monitor *m, mon_thread *t, bool must_step)
 	for (unsigned i = 0; i < m->ptab.n; i++)
 		step |= t->pmu.s[i].approaching || t->pmu.dt_wait[i];
 	/*
-	 * While a lift is held (a thread has SIGSEGV blocked, or another one
-	 * is inside a system call: sigstate.c, step.c) no watched page is
-	 * protected: a reuse cannot fault, and is found by decoding, as the
-	 * step clock finds it, so the thread is stepped while samples live.
+	 * A reuse on a watched page that stays readable raises no fault: it
+	 * is found by decoding, as the step clock finds it, so the thread is
+	 * stepped while any exists: a lift held (a thread with SIGSEGV
+	 * blocked, another inside a system call: sigstate.c, step.c), a page
+	 * another thread holds lifted for its fault retry, a page the engine
+	 * may not protect (TCB, rseq: step.c; one that became so after its
+	 * samples started, as static glibc's TLS setup moves fs_base onto a
+	 * page of .bss, missed a reuse there when only samples started on it
+	 * were followed).
 	 */
-	if (m->eng.lift_depth > 0 && m->eng.table.n > 0)
-		step = true;
-	return step || pmu_has_pinned(m, t);
+	return step || mprot_unfaulting_pages(&m->eng) > 0;
 }
 
 lomas_status pmu_call_stop(monitor *m, mon_thread *t, bool detaching)
@@ -131,37 +134,6 @@ lomas_status pmu_call_stop(monitor *m, mon_thread *t, bool detaching)
 	}
 	/* Neither (a call's exit after a step that ended in it): run on. */
 	return detaching ? LOMAS_OK : step_resume(m, t, 0, NULL);
-}
-
-/*
- * A sample on a page the engine may not protect (the TCB and the rseq
- * area, which the kernel writes behind the target's back: step.c) cannot
- * end by a fault: the step clock ends it by decoding every instruction
- * (reuse by decode). So does the pmu clock, stepping its thread while such
- * a sample lives. The list holds 8 a thread; a ninth while 8 live (not
- * seen in our tests) takes the newest's slot, whose reuse may then be
- * found late (by a fault on another line's page, or never).
- */
-void pmu_note_pinned(monitor *m, mon_thread *t, uint64_t id)
-{
-	pmu_thread *pt = &t->pmu;
-	pmu_has_pinned(m, t); /* drop the ended ones first */
-	if (pt->npinned < sizeof pt->pinned / sizeof pt->pinned[0])
-		pt->pinned[pt->npinned++] = id;
-	else
-		pt->pinned[pt->npinned - 1] = id;
-}
-
-bool pmu_has_pinned(monitor *m, mon_thread *t)
-{
-	pmu_thread *pt = &t->pmu;
-	unsigned w = 0;
-	for (unsigned i = 0; i < pt->npinned; i++)
-		if (pt->pinned[i] < m->samples.n &&
-		    m->samples.items[pt->pinned[i]].state == LOMAS_SAMPLE_DANGLING)
-			pt->pinned[w++] = pt->pinned[i];
-	pt->npinned = w;
-	return w > 0;
 }
 
 /*

@@ -241,11 +241,8 @@ static void start_sample(monitor *m, mon_thread *t, const decode_insn *in, unsig
 		error_clear();
 		return;
 	}
-	if (mprot_is_pinned(&m->eng, r->addr)) {
+	if (mprot_is_pinned(&m->eng, r->addr))
 		m->stats.unwatchable++;
-		if (m->pmu_mode)
-			pmu_note_pinned(m, t, id);
-	}
 	m->sync_needed = true;
 	if (displaced) {
 		lomas_sample *o = &m->samples.items[old.sample];
