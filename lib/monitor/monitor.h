@@ -311,6 +311,12 @@ void step_release(monitor *m, mon_thread *t, bool syscall_done);
 lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si);
 /* Decode the instruction at t's rip into t->pending, unless one is there (the pmu clock). */
 lomas_status step_decode(monitor *m, mon_thread *t);
+/*
+ * t's decoded instruction is about to be stepped: a CPUID is run by us
+ * instead, with the instructions after it that are CPUIDs too (their step
+ * trap may be lost: decode_cpuid.c); the next one is left decoded.
+ */
+lomas_status step_run_cpuid(monitor *m, mon_thread *t);
 /* t reported a group-stop (or met one in an injected call): it stays stopped (LISTEN). */
 lomas_status step_group_stop(monitor *m, mon_thread *t, bool detaching);
 /* t vanished without a report, or ended: release what it held, mark it gone. */

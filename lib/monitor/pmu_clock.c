@@ -569,7 +569,8 @@ int pmu_resume(monitor *m, mon_thread *t, int sig, bool step)
 		if (m->sync_needed || t->queued_sig)
 			m->pstats.held_steps++;
 		step = true;
-		if (step_decode(m, t) == LOMAS_OK && m->sync_needed) {
+		if (step_decode(m, t) == LOMAS_OK && step_run_cpuid(m, t) == LOMAS_OK &&
+		    m->sync_needed) {
 			m->sync_needed = false;
 			mprot_sync(&m->eng);
 		}

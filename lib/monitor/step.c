@@ -483,6 +483,22 @@ lomas_status step_decode(monitor *m, mon_thread *t)
 	return t->have_pending ? LOMAS_OK : decode_next(m, t);
 }
 
+lomas_status step_run_cpuid(monitor *m, mon_thread *t)
+{
+	lomas_status st;
+	while (t->have_pending && decode_is_cpuid(&t->pending)) {
+		if ((st = decode_run_cpuid(t->tid, &t->pending)))
+			return st;
+		m->stats.cpuid_run++;
+		if (m->pmu_mode)
+			t->pmu.clock_step = false; /* nothing stepped: no trap to note */
+		step_commit(m, t);                 /* no references: the clock stays */
+		if ((st = decode_next(m, t)))
+			return st;
+	}
+	return LOMAS_OK;
+}
+
 /* A signal t could not be resumed with: detaching delivers it again. */
 static void keep_signal(mon_thread *t, int sig, const siginfo_t *si)
 {
@@ -517,16 +533,8 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 	if (step && !t->have_pending && (st = decode_next(m, t)))
 		return keep_signal(t, sig, si), st;
 	/* CPUID runs here, not stepped: its step trap may be lost (decode_cpuid.c). */
-	while (step && !sig && !t->queued_sig && t->have_pending && decode_is_cpuid(&t->pending)) {
-		if ((st = decode_run_cpuid(t->tid, &t->pending)))
-			return st;
-		m->stats.cpuid_run++;
-		step_commit(m, t); /* no references: the clock stays */
-		if (m->pmu_mode)
-			step = pmu_wants_step(m, t, t->pmu.force_step);
-		if (step && (st = decode_next(m, t)))
-			return st;
-	}
+	if (step && !sig && !t->queued_sig && (st = step_run_cpuid(m, t)))
+		return st;
 	if (m->sync_needed) {
 		m->sync_needed = false;
 		mprot_sync(&m->eng);
