@@ -532,9 +532,6 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 	}
 	if (step && !t->have_pending && (st = decode_next(m, t)))
 		return keep_signal(t, sig, si), st;
-	/* CPUID runs here, not stepped: its step trap may be lost (decode_cpuid.c). */
-	if (step && !sig && !t->queued_sig && (st = step_run_cpuid(m, t)))
-		return st;
 	if (m->sync_needed) {
 		m->sync_needed = false;
 		mprot_sync(&m->eng);
@@ -553,6 +550,13 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 		    (m->dreg_mode && dwatch_take_signal(m, t, sig, si)))
 			sig = 0, si = NULL;
 	}
+	/*
+	 * CPUID runs here, not stepped: its step trap may be lost
+	 * (decode_cpuid.c). After the queued signal: an overflow taken there
+	 * leaves a plain step of the pending instruction.
+	 */
+	if (step && !sig && (st = step_run_cpuid(m, t)))
+		return st;
 	if (sig) {
 		/* No signal frame may land on a page we protected: lift all until the next stop. */
 		t->delivering = true;
