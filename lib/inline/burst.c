@@ -55,8 +55,24 @@ static void set_clear(burst_state *b)
 	b->nused = 0;
 }
 
-static void burst_stop(burst_state *b)
+/* The slot of a start pc in the thread's give-up memory. */
+static unsigned pc_slot(uintptr_t pc)
 {
+	return (unsigned)(((uint64_t)pc * BURST_HASH_K) >> 58) & (BURST_PCS - 1);
+}
+
+/* End the running burst; found: it found its sample's distance. */
+static void burst_stop(burst_state *b, bool found)
+{
+	unsigned i = pc_slot(b->pc);
+	if (b->pcs[i].pc != b->pc) {
+		b->pcs[i].pc = b->pc;
+		b->pcs[i].gave_up = b->pcs[i].found = 0;
+	}
+	if (found && b->pcs[i].found < UINT16_MAX)
+		b->pcs[i].found++;
+	else if (!found && b->pcs[i].gave_up < UINT16_MAX)
+		b->pcs[i].gave_up++;
 	atomic_fetch_add_explicit(&rt.bursts, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&rt.burst_refs, b->refs, memory_order_relaxed);
 	set_clear(b);
@@ -95,18 +111,31 @@ void rt_burst_step(inline_thread *t, uint64_t addr, uint64_t clock)
 		               .index = t->index,
 		               .sd = b->nused};
 		exact_push(&r);
-		burst_stop(b);
+		burst_stop(b, true);
 		return;
 	}
 	if (!set_insert(b, line) || b->refs >= BURST_MAX_REFS)
-		burst_stop(b);
+		burst_stop(b, false);
 }
 
-void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock)
+void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock, uintptr_t pc)
 {
 	burst_state *b = &t->burst;
 	double budget = rt.set.exact_budget;
-	if (b->on || !(budget > 0.0) || (double)b->total > budget * (double)clock)
+	unsigned i = pc_slot(pc);
+	if (b->on || !(budget > 0.0))
+		return;
+	/* The thread's share, or the process's first BURST_FLOOR_REFS: at 2 %
+	 * a run of 3M references had 15 distances, too few to lend any. */
+	if ((double)b->total > budget * (double)clock &&
+	    atomic_load_explicit(&rt.burst_refs, memory_order_relaxed) >= BURST_FLOOR_REFS)
+		return;
+	/* A start pc whose bursts only gave up (a sweep far longer than a
+	 * burst may run) starts none after two: each spent BURST_MAX_REFS of
+	 * the budget for nothing (the alternating program's 7.5 MiB sweep left
+	 * its 16 KiB array 3 distances). Its short reuses keep the estimate;
+	 * the kinds that do get distances are drawn as before. */
+	if (b->pcs[i].pc == pc && b->pcs[i].gave_up >= 2 && !b->pcs[i].found)
 		return;
 	if (!b->keys) {
 		void *m = rt_map_alloc.alloc(BURST_BYTES);
@@ -123,6 +152,7 @@ void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock)
 	if (rng_next(&b->pick) % BURST_PICK)
 		return;
 	b->on = true;
+	b->pc = pc;
 	b->line = addr >> t->wt.line_shift;
 	b->start = clock;
 	b->refs = 0;

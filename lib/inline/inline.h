@@ -111,6 +111,10 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 #define BURST_MAX_LINES 8192u
 #define BURST_PICK 8u
 #define BURST_MAX_REFS (32u * 1024u)
+/* References the process's bursts may take whatever the budget says: a short
+ * program's 2 % is a few bursts (1M references cost ~30 ms in all). */
+#define BURST_FLOOR_REFS (1024u * 1024u)
+#define BURST_PCS 64u                      /* start pcs whose bursts gave up, remembered a thread */
 #define BURST_SLOTS (2u * BURST_MAX_LINES) /* the set's open-addressing slots */
 #define BURST_BYTES ((size_t)BURST_SLOTS * sizeof(uint64_t) + BURST_MAX_LINES * sizeof(uint32_t))
 typedef struct burst_state {
@@ -123,7 +127,14 @@ typedef struct burst_state {
 	uint64_t refs;    /* references of the running burst */
 	uint64_t total;   /* references of all the thread's bursts in the session */
 	uint64_t tracked; /* bursts started */
+	uintptr_t pc;     /* the tracked sample's start pc */
 	rng pick;         /* which eligible sample starts the next burst (its own stream) */
+	/* Per start pc (hashed): bursts that gave up and that found a distance;
+	 * a pc whose bursts only give up starts none (see burst.c). */
+	struct {
+		uintptr_t pc;
+		uint16_t gave_up, found;
+	} pcs[BURST_PCS];
 } burst_state;
 
 /* An exact distance found: the sample of thread index that started at start, ended at end. */
@@ -290,7 +301,7 @@ RT_HIDDEN void rt_unlock(void);
 /* A reference at clock while t's burst runs (t locked, by its owner). */
 RT_HIDDEN void rt_burst_step(inline_thread *t, uint64_t addr, uint64_t clock);
 /* A sample of addr's line started at clock: start a burst if none runs and the budget allows. */
-RT_HIDDEN void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock);
+RT_HIDDEN void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock, uintptr_t pc);
 RT_HIDDEN void rt_burst_release(inline_thread *t);
 /*
  * The exact distances of the current session, sorted by (index, start) for

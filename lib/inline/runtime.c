@@ -448,7 +448,7 @@ static __attribute__((noinline)) void slow_visit(const void *addr, uint64_t info
 			             (uint8_t)(t->level + t->pshift), &s))
 				push_sample(t, &s);
 			/* Maybe track this one exactly (burst.c); draws nothing. */
-			rt_burst_maybe_start(t, (uintptr_t)addr, clock);
+			rt_burst_maybe_start(t, (uintptr_t)addr, clock, pc);
 		}
 		/* The gap drawn at the last start (or redraw): the countdown the
 		 * program resumes with needs no log and no division, which run
