@@ -78,11 +78,28 @@ static int paranoid(void)
 
 static volatile uint64_t probe_word;
 
+/*
+ * Whether this thread can have hardware breakpoints: one that opens must
+ * also fire. Under some hypervisors (seen: PVM on an AMD EPYC host,
+ * 2026-11-29) perf_event_open of a breakpoint succeeds and the event never
+ * counts, so a watch engine built on it would miss every reuse silently.
+ */
 lomas_status dreg_probe(void)
 {
 	int fd = bp_open((uint64_t)&probe_word, 0), p;
 	if (fd >= 0) {
+		uint64_t count = 0;
+		ssize_t got;
+		for (int i = 0; i < 4; i++)
+			probe_word += (uint64_t)i;
+		got = read(fd, &count, sizeof count);
 		close(fd);
+		if (got == (ssize_t)sizeof count && count == 0)
+			return error_set(
+			    LOMAS_ENOTSUP,
+			    "perf hardware breakpoints open on this machine but never "
+			    "fire (a hypervisor that does not pass the debug registers "
+			    "through): use --watch mprotect");
 		return LOMAS_OK;
 	}
 	if (fd == -EACCES || fd == -EPERM) {
