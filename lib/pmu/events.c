@@ -203,6 +203,25 @@ static lomas_status given_events(pmu_table *t, const char *events)
 	return LOMAS_OK;
 }
 
+/*
+ * Where libpfm4 knows no core PMU of this CPU: whether each of the given
+ * event names is one it knows at all (pfm_find_event over the PMUs it has
+ * active), so that a misspelt --events names itself rather than the CPU.
+ */
+static lomas_status names_known(const char *events)
+{
+	char buf[512], *save = NULL, *tok;
+	int r;
+	snprintf(buf, sizeof buf, "%s", events);
+	for (tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+		if ((r = pfm_find_event(tok)) < 0)
+			return error_set(LOMAS_EINVAL,
+			                 "unknown event '%s': %s (and libpfm4 recognizes no core "
+			                 "PMU on this CPU)",
+			                 tok, pfm_strerror(r));
+	return LOMAS_OK;
+}
+
 lomas_status pmu_table_get(const char *force, const char *events, pmu_table *out)
 {
 	lomas_status st = LOMAS_OK;
@@ -214,6 +233,8 @@ lomas_status pmu_table_get(const char *force, const char *events, pmu_table *out
 		goto done;
 	}
 	ncores = core_pmus(out, force);
+	if (ncores == 0 && !(force && *force) && events && *events && (st = names_known(events)))
+		goto done; /* an unknown name is the user's first error (AMD Zen 5, libpfm4 4.13) */
 	if (ncores == 0) {
 		st = force && *force
 		         ? error_set(LOMAS_EINVAL,
