@@ -7,16 +7,9 @@
 
 #include "assoc_pairs.h"
 
-/* A sample's index in (thread, start) order. */
-typedef struct ts_key {
-	uint32_t thread;
-	uint64_t start;
-	uint32_t ix;
-} ts_key;
-
-static int ts_cmp(const void *a, const void *b)
+int assoc_ts_cmp(const void *a, const void *b)
 {
-	const ts_key *x = a, *y = b;
+	const assoc_ts_key *x = a, *y = b;
 	if (x->thread != y->thread)
 		return x->thread < y->thread ? -1 : 1;
 	if (x->start != y->start)
@@ -24,8 +17,7 @@ static int ts_cmp(const void *a, const void *b)
 	return x->ix < y->ix ? -1 : x->ix > y->ix;
 }
 
-/* The first key of thread t at or after clock c in k[lo, hi). */
-static size_t ts_lower(const ts_key *k, size_t lo, size_t hi, uint32_t t, uint64_t c)
+size_t assoc_ts_lower(const assoc_ts_key *k, size_t lo, size_t hi, uint32_t t, uint64_t c)
 {
 	while (lo < hi) {
 		size_t mid = lo + (hi - lo) / 2;
@@ -42,7 +34,7 @@ lomas_status assoc_pairs(const lomas_profile *p, bool (*is_reuse)(const void *ct
                          size_t *nout)
 {
 	size_t ns = p->samples.n, nk = 0, nreused = 0, step, np = 0;
-	ts_key *keys = malloc((ns ? ns : 1) * sizeof *keys);
+	assoc_ts_key *keys = malloc((ns ? ns : 1) * sizeof *keys);
 	assoc_pair *pr;
 	rng g;
 	if (!keys)
@@ -51,7 +43,7 @@ lomas_status assoc_pairs(const lomas_profile *p, bool (*is_reuse)(const void *ct
 		const lomas_sample *s = &p->samples.items[i];
 		if (!(s->weight > 0.0))
 			continue;
-		keys[nk++] = (ts_key){s->thread, s->start, (uint32_t)i};
+		keys[nk++] = (assoc_ts_key){s->thread, s->start, (uint32_t)i};
 		nreused += is_reuse(ctx, i);
 	}
 	step = nreused > REUSES_MAX ? (nreused + REUSES_MAX - 1) / REUSES_MAX : 1;
@@ -61,14 +53,14 @@ lomas_status assoc_pairs(const lomas_profile *p, bool (*is_reuse)(const void *ct
 		free(keys);
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	}
-	qsort(keys, nk, sizeof *keys, ts_cmp);
+	qsort(keys, nk, sizeof *keys, assoc_ts_cmp);
 	rng_seed(&g, seed);
 	for (size_t q = 0, seen = 0; q < nk; q++) {
 		const lomas_sample *si = &p->samples.items[keys[q].ix];
 		size_t lo = q + 1, hi, take;
 		if (!is_reuse(ctx, keys[q].ix) || seen++ % step)
 			continue;
-		hi = ts_lower(keys, lo, nk, si->thread, si->end);
+		hi = assoc_ts_lower(keys, lo, nk, si->thread, si->end);
 		if (hi <= lo)
 			continue;
 		take = hi - lo < PAIRS_PER_REUSE ? hi - lo : PAIRS_PER_REUSE;

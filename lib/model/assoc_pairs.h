@@ -17,6 +17,18 @@
 #define PAIRS_PER_REUSE 16
 #define REUSES_MAX 262144u
 
+/* A sample's index in (thread, start) order (assoc_pairs.c, assoc_spread.c). */
+typedef struct assoc_ts_key {
+	uint32_t thread;
+	uint64_t start;
+	uint32_t ix;
+} assoc_ts_key;
+
+/* qsort order of assoc_ts_key: thread, then start, then index. */
+int assoc_ts_cmp(const void *a, const void *b);
+/* The first key of thread t at or after clock c in k[lo, hi). */
+size_t assoc_ts_lower(const assoc_ts_key *k, size_t lo, size_t hi, uint32_t t, uint64_t c);
+
 /* Sample ri is a reuse, rj a sampled reference inside it standing for om of the weight. */
 typedef struct assoc_pair {
 	uint32_t ri, rj;

@@ -45,6 +45,7 @@
 #include <stdlib.h>
 
 #include "assoc_spread.h"
+#include "assoc_pairs.h"
 
 /* Partners drawn per reference and band, and all the pairs at most. */
 #define PARTNERS 8
@@ -56,27 +57,11 @@
 /* Progressions looked for per band, commonest first. */
 #define PROGRESSIONS 3
 
-typedef struct sp_key {
-	uint32_t thread;
-	uint64_t start;
-	uint32_t ix;
-} sp_key;
-
 typedef struct sp_pair {
 	uint64_t dl; /* line distance */
 	double w;
 	uint32_t band;
 } sp_pair;
-
-static int key_cmp(const void *a, const void *b)
-{
-	const sp_key *x = a, *y = b;
-	if (x->thread != y->thread)
-		return x->thread < y->thread ? -1 : 1;
-	if (x->start != y->start)
-		return x->start < y->start ? -1 : 1;
-	return x->ix < y->ix ? -1 : x->ix > y->ix;
-}
 
 static int pair_cmp(const void *a, const void *b)
 {
@@ -88,19 +73,6 @@ static int u64_cmp(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 	return x < y ? -1 : x > y;
-}
-
-/* The first key in k[lo, hi) of thread t at or after clock c. */
-static size_t key_lower(const sp_key *k, size_t lo, size_t hi, uint32_t t, uint64_t c)
-{
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (k[mid].thread < t || (k[mid].thread == t && k[mid].start < c))
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
 }
 
 static uint64_t gcd64(uint64_t a, uint64_t b)
@@ -126,7 +98,7 @@ static lomas_status collect(const lomas_profile *p, const al_lines *L, const dou
                             rng *g, sp_pair **out, size_t *nout)
 {
 	size_t nk = 0, nbu = 0, per, step = 1, cap, n = 0;
-	sp_key *keys = malloc((p->samples.n ? p->samples.n : 1) * sizeof *keys);
+	assoc_ts_key *keys = malloc((p->samples.n ? p->samples.n : 1) * sizeof *keys);
 	sp_pair *pr;
 	if (!keys)
 		return error_set(LOMAS_ENOMEM, "out of memory");
@@ -135,7 +107,7 @@ static lomas_status collect(const lomas_profile *p, const al_lines *L, const dou
 		if (!(s->weight > 0.0) ||
 		    L->cnt[al_find(L->u, L->n, s->addr / p->line_size)] >= WELL_SAMPLED)
 			continue;
-		keys[nk++] = (sp_key){s->thread, s->start, (uint32_t)i};
+		keys[nk++] = (assoc_ts_key){s->thread, s->start, (uint32_t)i};
 	}
 	for (size_t h = 0; h < nb; h++)
 		nbu += dh[h] > 0.0;
@@ -149,7 +121,7 @@ static lomas_status collect(const lomas_profile *p, const al_lines *L, const dou
 		free(keys);
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	}
-	qsort(keys, nk, sizeof *keys, key_cmp);
+	qsort(keys, nk, sizeof *keys, assoc_ts_cmp);
 	for (size_t q = 0; q < nk; q += step) {
 		const lomas_sample *si = &p->samples.items[keys[q].ix];
 		uint64_t li = si->addr / p->line_size;
@@ -157,7 +129,8 @@ static lomas_status collect(const lomas_profile *p, const al_lines *L, const dou
 			size_t lo = q + 1, hi, take;
 			if (!(dh[h] > 0.0))
 				continue;
-			hi = key_lower(keys, lo, nk, si->thread, si->start + (uint64_t)ceil(dh[h]));
+			hi = assoc_ts_lower(keys, lo, nk, si->thread,
+			                    si->start + (uint64_t)ceil(dh[h]));
 			if (hi <= lo)
 				continue;
 			take = hi - lo < per ? hi - lo : per;
