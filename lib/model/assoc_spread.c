@@ -188,9 +188,8 @@ static double span_of(double m, double C)
 }
 
 /*
- * One progression of a band from its n pairs (sw of weight, sw2 of squared
- * weight in the band): the pairs on it are moved to the front; returns
- * their count, 0 for none.
+ * One progression of a band from its n pairs (sw of weight in the band): the pairs on it are moved
+ * to the front; returns their count, 0 for none.
  */
 static size_t progression(sp_pair *pr, size_t n, double sw, rng *g, uint64_t *tmp, assoc_spread *sp,
                           size_t at)
@@ -235,11 +234,9 @@ static size_t progression(sp_pair *pr, size_t n, double sw, rng *g, uint64_t *tm
 /* Band h's progressions from its n pairs (reordered); tmp: GCD_DRAWS. */
 static void band_stats(sp_pair *pr, size_t n, rng *g, uint64_t *tmp, assoc_spread *sp, size_t h)
 {
-	double sw = 0.0, sw2 = 0.0;
-	for (size_t i = 0; i < n; i++) {
+	double sw = 0.0;
+	for (size_t i = 0; i < n; i++)
 		sw += pr[i].w;
-		sw2 += pr[i].w * pr[i].w;
-	}
 	for (size_t j = 0; j < PROGRESSIONS; j++) {
 		double rw = 0.0, rw2 = 0.0;
 		size_t m;
