@@ -184,6 +184,18 @@ struct lomas_profile {
 };
 
 /* Make room for at least want items in a VEC; LOMAS_ENOMEM on failure. */
+/*
+ * Big scratch blocks kept between calls (scratch.c): the model's arrays over
+ * the samples. A block from big_alloc/big_calloc is freed by big_free only;
+ * big_release unmaps the kept ones (the last profile's lomas_profile_free).
+ */
+void *big_alloc(size_t n);
+void *big_calloc(size_t n, size_t size);
+void big_free(void *p);
+void big_release(void);
+/* Ask for transparent huge pages over [p, p + n) where it is 2 MiB or more (a hint). */
+void mem_hint_huge(void *p, size_t n);
+
 lomas_status vec_reserve_(void **items, size_t *cap, size_t item_size, size_t want);
 #define vec_reserve(v, want) \
 	vec_reserve_((void **)&(v)->items, &(v)->cap, sizeof(*(v)->items), (want))

@@ -18,16 +18,16 @@ void model_data_free(model_data *m)
 	free(m->dangling);
 	free(m->dangling_w2);
 	if (m->arrays) {
-		free(m->arrays);
+		big_free(m->arrays);
 	} else {
-		free(m->d);
-		free(m->wi);
-		free(m->wl);
-		free(m->pw);
-		free(m->pwd);
-		free(m->pwi);
-		free(m->pwdi);
-		free(m->pwd2i);
+		big_free(m->d);
+		big_free(m->wi);
+		big_free(m->wl);
+		big_free(m->pw);
+		big_free(m->pwd);
+		big_free(m->pwi);
+		big_free(m->pwdi);
+		big_free(m->pwd2i);
 	}
 	free(m->fix);
 	free(m->piece_group);
@@ -36,9 +36,9 @@ void model_data_free(model_data *m)
 	free(m->sampled);
 	model_pieces_free(&m->pieces);
 	free(m->cross);
-	free(m->sample_g0);
-	free(m->sample_g1);
-	free(m->sample_fixed);
+	big_free(m->sample_g0);
+	big_free(m->sample_g1);
+	big_free(m->sample_fixed);
 	memset(m, 0, sizeof *m);
 }
 
@@ -169,7 +169,7 @@ static bool ent_widen(ents *e, uint64_t **kwide, size_t ns, size_t n)
 {
 	if (!e->k32)
 		return true;
-	if (!(*kwide = malloc((ns ? ns : 1) * sizeof **kwide)))
+	if (!(*kwide = big_alloc((ns ? ns : 1) * sizeof **kwide)))
 		return false;
 	for (size_t j = 0; j < n; j++)
 		(*kwide)[j] = e->k32[j];
@@ -273,7 +273,7 @@ static lomas_status sample_pass(const lomas_profile *p, model_data *m, uint32_t 
 			} else if (memcmp(&s->weight, &e->wu, sizeof e->wu) != 0) {
 				/* The first weight that differs: the weights are kept from here. */
 				if (!ent_widen(e, kwide, p->samples.n, nf) ||
-				    !(*wmem = malloc(p->samples.n * sizeof **wmem)))
+				    !(*wmem = big_alloc(p->samples.n * sizeof **wmem)))
 					return error_set(LOMAS_ENOMEM,
 					                 "out of memory preparing the model");
 				e->w = *wmem;
@@ -406,24 +406,24 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	 * mapped, where fresh memory costs ~0.4 ms a megabyte in page faults)
 	 * then holds finish_groups' arrays when they fit.
 	 */
-	blk = malloc((classes ? 2 : 1) * (ns ? ns : 1) * sizeof *blk);
+	blk = big_alloc((classes ? 2 : 1) * (ns ? ns : 1) * sizeof *blk);
 	sample_piece = blk;
-	sample_bin = malloc(ns ? ns : 1);
+	sample_bin = big_alloc(ns ? ns : 1);
 	/*
 	 * The keys' 64-bit array and the weights' are allocated only if the
 	 * keys widen or the weights differ: less memory in use at once, so
 	 * less that malloc returns to the system and maps again a call later.
 	 */
-	e.k32 = k32_mem = malloc((ns ? ns : 1) * sizeof *e.k32);
+	e.k32 = k32_mem = big_alloc((ns ? ns : 1) * sizeof *e.k32);
 	/*
 	 * Scratch: the candidates of sample_pass, then (their memory already
 	 * mapped, where fresh memory costs ~0.4 ms a megabyte in page faults)
 	 * the dense table and the sort's buffers of finish_groups.
 	 */
-	scr = malloc(sizeof(dense) + (ns ? ns : 1) * sizeof(cand));
+	scr = big_alloc(sizeof(dense) + (ns ? ns : 1) * sizeof(cand));
 	cd = (cand *)scr;
 	hint = classes && blk ? blk + (ns ? ns : 1) : NULL;
-	sketch = classes ? calloc((size_t)2 << MODEL_SKETCH_BITS, 1) : NULL;
+	sketch = classes ? big_calloc((size_t)2 << MODEL_SKETCH_BITS, 1) : NULL;
 	count = malloc(2048 * sizeof *count);
 	if (!m->piece_group || !ps || !blk || !sample_bin || !k32_mem || !scr || !count ||
 	    (classes && (!hint || !sketch))) {
@@ -467,9 +467,9 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 	if (o->per_sample || (o->lru && m->nexact)) {
 		/* Each sample's groups (attribution.c): its start's, and its end's
 		 * where place_crossings finds a later one. */
-		m->sample_g0 = malloc((ns ? ns : 1) * sizeof *m->sample_g0);
-		m->sample_g1 = malloc((ns ? ns : 1) * sizeof *m->sample_g1);
-		m->sample_fixed = calloc(ns ? ns : 1, 1);
+		m->sample_g0 = big_alloc((ns ? ns : 1) * sizeof *m->sample_g0);
+		m->sample_g1 = big_alloc((ns ? ns : 1) * sizeof *m->sample_g1);
+		m->sample_fixed = big_calloc(ns ? ns : 1, 1);
 		if (!m->sample_g0 || !m->sample_g1 || !m->sample_fixed) {
 			st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 			goto out;
@@ -558,18 +558,18 @@ out:
 		for (size_t t = 0; st == LOMAS_OK && t <= m->nthreads; t++)
 			m->distinct[t] = -1.0;
 	}
-	free(blk);
+	big_free(blk);
 	free(lng);
-	free(sample_bin);
+	big_free(sample_bin);
 	free(ps);
-	free(scr);
-	free(sketch);
+	big_free(scr);
+	big_free(sketch);
 	free(fixed);
 	free(cur);
 	free(count);
-	free(k_mem);
-	free(k32_mem);
-	free(w_mem);
+	big_free(k_mem);
+	big_free(k32_mem);
+	big_free(w_mem);
 	if (st)
 		model_data_free(m);
 	return st;

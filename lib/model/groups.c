@@ -291,7 +291,7 @@ lomas_status model_finish_groups(model_data *m, ents *e, const size_t *cur, cons
 	} else {
 #define ALLOC(f, k, want) \
 	if (want)         \
-	ok = ok && (m->f = malloc((k) * sizeof *m->f)) != NULL
+	ok = ok && (m->f = big_alloc((k) * sizeof *m->f)) != NULL
 		ALLOC(d, nd, true);
 		ALLOC(wl, nd, lru);
 		ALLOC(pw, np, lru);

@@ -168,9 +168,9 @@ lomas_status model_segment(const uint32_t *sample_piece, const uint8_t *sample_b
 	const size_t *toff = pc->toff;
 	int top = 0, nb;
 	uint8_t top8 = 0, map[256];
-	seg *sg = calloc(nw ? nw : 1, sizeof *sg);
+	seg *sg = big_calloc(nw ? nw : 1, sizeof *sg);
 	uint32_t *hist = NULL;
-	cand *heap = malloc((3 * nw + 1) * sizeof *heap);
+	cand *heap = big_alloc((3 * nw + 1) * sizeof *heap);
 	double z = normal_upper_quantile(alpha);
 	/*
 	 * Only the bins some sample uses (a program's distances span ~30
@@ -185,11 +185,11 @@ lomas_status model_segment(const uint32_t *sample_piece, const uint8_t *sample_b
 	/* Each bin's column: dangling and censored after the finite ones. */
 	for (int b = 0; b < 256; b++)
 		map[b] = (uint8_t)(b == BIN_DANGLING ? top + 1 : b == BIN_CENSORED ? top + 2 : b);
-	hist = calloc((nw ? nw : 1) * (size_t)nb, sizeof *hist);
+	hist = big_calloc((nw ? nw : 1) * (size_t)nb, sizeof *hist);
 	if (!sg || !hist || !heap) {
-		free(sg);
-		free(hist);
-		free(heap);
+		big_free(sg);
+		big_free(hist);
+		big_free(heap);
 		return error_set(LOMAS_ENOMEM, "out of memory segmenting the profile");
 	}
 	for (size_t i = 0; i < nw; i++) {
@@ -260,8 +260,8 @@ lomas_status model_segment(const uint32_t *sample_piece, const uint8_t *sample_b
 		ng++;
 	}
 	*ngroups = ng;
-	free(sg);
-	free(hist);
-	free(heap);
+	big_free(sg);
+	big_free(hist);
+	big_free(heap);
 	return LOMAS_OK;
 }

@@ -123,13 +123,13 @@ lomas_status model_fix_sds(const model_data *m, double *sd)
 	size_t cap = 16;
 	while (cap < 2 * m->nfix)
 		cap *= 2;
-	uint32_t *slot = malloc((m->nfix ? m->nfix : 1) * sizeof *slot);
+	uint32_t *slot = big_alloc((m->nfix ? m->nfix : 1) * sizeof *slot);
 	cls_acc *acc = calloc(m->nclass + 1, sizeof *acc);
-	cg_acc *cg = malloc(cap * sizeof *cg);
+	cg_acc *cg = big_alloc(cap * sizeof *cg);
 	if (!slot || !acc || !cg) {
-		free(slot);
+		big_free(slot);
 		free(acc);
-		free(cg);
+		big_free(cg);
 		return error_set(LOMAS_ENOMEM, "out of memory building stack distances");
 	}
 	for (size_t i = 0; i < cap; i++)
@@ -198,9 +198,9 @@ lomas_status model_fix_sds(const model_data *m, double *sd)
 		const cls_acc *a = &acc[x->cls];
 		sd[i] = sd[i] + a->lambda * (a->rho * x->d - sd[i]);
 	}
-	free(slot);
+	big_free(slot);
 	free(acc);
-	free(cg);
+	big_free(cg);
 	return LOMAS_OK;
 }
 
