@@ -34,7 +34,7 @@
 #define BIG_POOL 1
 #endif
 
-#define BIG_HDR 64                  /* keeps the caller's block 64-byte aligned */
+#define BIG_HDR 64 /* a mapped block stays 64-byte aligned; a malloc'd one, malloc's */
 #define BIG_MIN ((size_t)256 << 10) /* smaller blocks are malloc'd */
 #define BIG_HUGE ((size_t)2 << 20)  /* mappings are multiples of a huge page */
 #define POOL_MAX 16

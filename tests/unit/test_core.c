@@ -506,6 +506,68 @@ static void test_validate_numbers(void **state)
 	lomas_profile_free(p);
 }
 
+/*
+ * The model's scratch blocks (scratch.c): small and big ones usable over
+ * their whole length, big_calloc zero even where it reuses a kept (dirty)
+ * block, threads taking and returning blocks at once, big_release safe at
+ * any time. Under ASan every block is malloc'd: there this checks bounds.
+ */
+static void *scratch_worker(void *arg)
+{
+	unsigned seed = (unsigned)(uintptr_t)arg;
+	for (int i = 0; i < 50; i++) {
+		size_t n = ((size_t)1 << 18) + (size_t)(rand_r(&seed) % (3u << 20));
+		unsigned char *p = big_calloc(n, 1);
+		if (!p)
+			return (void *)1;
+		for (size_t j = 0; j < n; j += 4093)
+			if (p[j])
+				return (void *)2;
+		memset(p, 0xa5, n);
+		big_free(p);
+	}
+	return NULL;
+}
+
+static void test_scratch(void **state)
+{
+	(void)state;
+	size_t sizes[] = {1, 100, (size_t)256 << 10, ((size_t)2 << 20) - 1, (size_t)5 << 20};
+	for (int round = 0; round < 3; round++) {
+		for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+			unsigned char *p = big_calloc(sizes[k], 1);
+			assert_non_null(p);
+			assert_int_equal((uintptr_t)p % 16, 0); /* malloc's alignment at least */
+			for (size_t j = 0; j < sizes[k]; j++)
+				assert_int_equal(p[j], 0);
+			memset(p, 0xff, sizes[k]); /* dirty: the next round's calloc reuses it */
+			big_free(p);
+			unsigned char *q = big_alloc(sizes[k]);
+			assert_non_null(q);
+			q[0] = q[sizes[k] - 1] = 1;
+			big_free(q);
+		}
+	}
+	assert_null(big_calloc(SIZE_MAX / 2, 4));
+	assert_null(big_alloc(SIZE_MAX - 16));
+	big_free(NULL);
+	pthread_t t[4];
+	for (uintptr_t i = 0; i < 4; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, scratch_worker, (void *)(i + 1)), 0);
+	for (int i = 0; i < 4; i++) {
+		void *r;
+		assert_int_equal(pthread_join(t[i], &r), 0);
+		assert_null(r);
+	}
+	big_release();
+	big_release();
+	unsigned char *p = big_calloc((size_t)3 << 20, 1);
+	assert_non_null(p);
+	assert_int_equal(p[(size_t)3 << 19], 0);
+	big_free(p);
+	big_release();
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -521,6 +583,7 @@ int main(void)
 	    cmocka_unit_test(test_sized_profile_info),
 	    cmocka_unit_test(test_free_null),
 	    cmocka_unit_test(test_merge),
+	    cmocka_unit_test(test_scratch),
 	    cmocka_unit_test(test_validate_numbers),
 	};
 	return cmocka_run_group_tests_name("core", tests, NULL, NULL);
