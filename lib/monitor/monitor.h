@@ -411,8 +411,11 @@ void pmu_precise_overflow(monitor *m, mon_thread *t);
 lomas_status pmu_precise_meta(monitor *m, lomas_profile *p);
 /* Before t runs: arm again the counters the monitor's own perturbations moved. */
 void pmu_precise_rearm(monitor *m, mon_thread *t, bool must_step);
-/* Its counters about to close: the points t passed with no signal are lost (pmu.overshoots). */
-void pmu_precise_end(monitor *m, mon_thread *t);
+/*
+ * t's counters about to close: the points t passed with no signal are lost
+ * (pmu.overshoots); read: t is stopped, its counters read first.
+ */
+void pmu_precise_end(monitor *m, mon_thread *t, bool read);
 /* Double trap (pmu_dtrap.c): an int3 at ip for t's stream (from its overflow's record). */
 void pmu_dtrap_plant(monitor *m, mon_thread *t, unsigned stream, uint64_t ip, int kind);
 /* A SIGTRAP of t: true when it was one of our int3s (removed, t set back to run it). */

@@ -291,8 +291,8 @@ lomas_status pmu_thread_start(monitor *m, mon_thread *t)
 void pmu_thread_end(monitor *m, mon_thread *t)
 {
 	const pmu_sys_ops *sys = m->psys;
-	if (sys && m->cfg.pmu_sample != PMU_SAMPLE_SKID)
-		pmu_precise_end(m, t);
+	if (sys)
+		pmu_precise_end(m, t, t->state == MT_STOPPED);
 	for (unsigned i = 0; i < PMU_MAX_EVENTS && sys; i++) {
 		pmu_stream *s = &t->pmu.s[i];
 		if (s->ring)

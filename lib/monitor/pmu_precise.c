@@ -231,16 +231,20 @@ void pmu_precise_rearm(monitor *m, mon_thread *t, bool must_step)
  * hybrid: one reached before the thread moved to the other kind of core,
  * whose counter then stood still until the exit) never reports it. Those
  * points are lost like any other the clock could not take, and counted
- * (pmu.overshoots), the later points the count passed with them.
+ * (pmu.overshoots), the later points the count passed with them. read:
+ * the thread is stopped (its exit event, or we let go of it), its counters
+ * read now; else (gone) the counts of its last stop stand. Called again for
+ * a thread, it counts nothing twice (the plan has moved past the count).
  */
-void pmu_precise_end(monitor *m, mon_thread *t)
+void pmu_precise_end(monitor *m, mon_thread *t, bool read)
 {
 	bool any = false;
 	for (unsigned i = 0; i < m->ptab.n; i++)
 		any |= t->pmu.s[i].fd >= 0 && t->pmu.s[i].ring;
-	if (!any)
+	if (!any || m->cfg.pmu_sample == PMU_SAMPLE_SKID)
 		return;
-	pmu_sync(m, t);
+	if (read)
+		pmu_sync(m, t);
 	for (unsigned i = 0; i < m->ptab.n; i++) {
 		pmu_stream *s = &t->pmu.s[i];
 		if (s->fd < 0 || !s->ring)
