@@ -4,7 +4,8 @@
 # --clock pmu` side by side, alternating, REPS times (fastest of each: the
 # least disturbed), with the period chosen for ~20k samples from the
 # reference count of a first run; single-steps and faults per sample (the
-# profile's pmu.clock_steps and step.reuse_by_fault); and the curve's mean
+# profile's pmu.clock_steps + pmu.retry_steps: the thread runs free between
+# samples, docs/pmu-clock.md; and step.reuse_by_fault); and the curve's mean
 # absolute error (4 KiB-64 MiB, percentage points) against the exact
 # simulation of the inline clock's full trace of the same program
 # (LOMAS_TRACE on the -inline build; skipped where clang-16 built none).
@@ -82,7 +83,9 @@ print(sum(t["refs"] for t in json.load(sys.stdin)["threads"]))')
 		best_p=$(/usr/bin/python3 -c "print(min($best_p, $p))")
 	done
 	samples=$("$demo" export --csv "$tmp/p.lomas" | tail -n +2 | wc -l)
-	steps=$(meta "$tmp/p.lomas" pmu.clock_steps)
+	# The monitor's single steps: to the points, and the ones it needs between
+	# them while the thread runs free (faults retried, system calls stepped over).
+	steps=$(($(meta "$tmp/p.lomas" pmu.clock_steps) + $(meta "$tmp/p.lomas" pmu.retry_steps)))
 	faults=$(meta "$tmp/p.lomas" step.reuse_by_fault)
 	mae="- -"
 	if [ -x "$wl/$w-inline" ] && [ -x "$sim" ]; then

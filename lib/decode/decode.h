@@ -72,6 +72,14 @@ bool decode_has_opmask(const decode_insn *in);
 void decode_apply_opmask(decode_insn *in, const uint64_t k[8]);
 lomas_status decode_read_opmask(pid_t tid, uint64_t k[8]);
 
+/*
+ * CPUID is not single-stepped where the step trap after it is lost
+ * (decode_cpuid.c): decode_run_cpuid runs it for the stopped thread tid,
+ * at in->pc, and moves it past (its registers as CPUID leaves them).
+ */
+bool decode_is_cpuid(const decode_insn *in);
+lomas_status decode_run_cpuid(pid_t tid, const decode_insn *in);
+
 /* Forget cached code in [start, end) (the target wrote or remapped it). */
 void decoder_invalidate(decoder *d, uint64_t start, uint64_t end);
 

@@ -97,9 +97,15 @@ typedef struct pmu_thread {
 	/* double trap: the stream's int3 was met; sample when dt_pc next retires */
 	bool dt_wait[PMU_MAX_EVENTS];
 	uint64_t dt_pc[PMU_MAX_EVENTS];
-	int dt_kind[PMU_MAX_EVENTS]; /* the record's kind, -1: any */
-	uint64_t injected_noted;     /* injected calls already noted in the ledgers */
-	bool clock_step;             /* resumed by the clock with a single-step */
+	int dt_kind[PMU_MAX_EVENTS];       /* the record's kind, -1: any */
+	uint64_t injected_noted;           /* injected calls already noted in the ledgers */
+	bool clock_step;                   /* resumed by the clock with a single-step */
+	bool ran_free;                     /* resumed with PMU_RUN: the clock is the counters' */
+	bool force_step;                   /* the next resume steps (a skipped call put back) */
+	bool skipping;                     /* its call was skipped at the entry (pmu_free.c) */
+	bool queued_noted;                 /* t->queued is an overflow whose trap is noted */
+	bool vsys_retry;                   /* a vsyscall call faulted on our pages: stepped again */
+	struct user_regs_struct call_regs; /* ... its registers there */
 } pmu_thread;
 
 typedef struct pmu_stats {
@@ -109,6 +115,9 @@ typedef struct pmu_stats {
 	uint64_t not_memory;    /* precise: records of an op with no data address (IBS) */
 	uint64_t dtrap_planted, dtrap_taken, dtrap_lost; /* double trap */
 	uint64_t moved_kind; /* precise, hybrid: records dropped, the thread ran on another kind */
+	uint64_t runs;       /* resumes with PMU_RUN: free running between samples */
+	uint64_t calls;      /* system calls skipped at entry and stepped over lifted */
+	uint64_t held_steps; /* steps instead of a free run: a watch not synced, an overflow held */
 } pmu_stats;
 
 /* A double trap's int3 in the target's text (pmu_dtrap.c). */
@@ -175,6 +184,7 @@ typedef struct monitor_stats {
 	uint64_t unwatchable; /* samples on pages we may not protect (watched by decode) */
 	uint64_t masked;      /* AVX-512 masked moves narrowed to their mask (decode_mask.c) */
 	uint64_t mask_unread; /* ... left full-size: the opmask registers could not be read */
+	uint64_t cpuid_run;   /* CPUIDs run by the monitor, not stepped (decode_cpuid.c) */
 } monitor_stats;
 
 typedef struct monitor {
@@ -299,6 +309,14 @@ void step_our_fault(monitor *m, mon_thread *t, uint64_t addr);
 void step_release(monitor *m, mon_thread *t, bool syscall_done);
 /* Resume t with a single-step, delivering sig (with siginfo si) if non-zero. */
 lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si);
+/* Decode the instruction at t's rip into t->pending, unless one is there (the pmu clock). */
+lomas_status step_decode(monitor *m, mon_thread *t);
+/*
+ * t's decoded instruction is about to be stepped: a CPUID is run by us
+ * instead, with the instructions after it that are CPUIDs too (their step
+ * trap may be lost: decode_cpuid.c); the next one is left decoded.
+ */
+lomas_status step_run_cpuid(monitor *m, mon_thread *t);
 /* t reported a group-stop (or met one in an injected call): it stays stopped (LISTEN). */
 lomas_status step_group_stop(monitor *m, mon_thread *t, bool detaching);
 /* t vanished without a report, or ended: release what it held, mark it gone. */
@@ -356,8 +374,28 @@ unsigned pmu_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c
 int pmu_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si, bool detaching);
 /* The same without resuming: true when si was the overflow (a signal kept for later). */
 bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si);
-/* Resume t (have_pending decoded) as the pmu clock wants, delivering sig. */
-int pmu_resume(monitor *m, mon_thread *t, int sig, bool must_step);
+/*
+ * Must t be single-stepped when it runs on (an approach to a point, a
+ * double trap's instruction, a sample no fault can end, or must_step: a
+ * step the monitor needs)? Else it may run freely (PMU_RUN), nothing decoded.
+ */
+bool pmu_wants_step(monitor *m, mon_thread *t, bool must_step);
+/* An overflow signal met in an injected call and not kept (one is): note its trap. */
+void pmu_drop_signal(monitor *m, mon_thread *t, const siginfo_t *si);
+/*
+ * Resume t: a single step (have_pending decoded) when step or sig, else
+ * PMU_RUN; the counters armed again first where they need it (precise
+ * mode, hybrid).
+ */
+int pmu_resume(monitor *m, mon_thread *t, int sig, bool step);
+/* A vsyscall emulation that failed on a page of ours (t stopped with SIGSEGV si): retry it. */
+bool pmu_vsyscall_fault(monitor *m, mon_thread *t, const siginfo_t *si);
+/* A system call's entry or exit stop of a free-running t (pmu_free.c). */
+lomas_status pmu_call_stop(monitor *m, mon_thread *t, bool detaching);
+/* The report of an injected call's step (blocking, EINTR retried): the same way. */
+pid_t mon_wait_injected(monitor *m, pid_t tid, int *status);
+/* waitpid for a traced thread's report: through the pmu clock's table in pmu mode. */
+pid_t mon_wait_report(monitor *m, pid_t tid, int *status, int flags);
 /* Read t's counters and set its clock from them. */
 void pmu_sync(monitor *m, mon_thread *t);
 /* The pmu clock's metadata and calibration in the profile. */
@@ -373,6 +411,11 @@ void pmu_precise_overflow(monitor *m, mon_thread *t);
 lomas_status pmu_precise_meta(monitor *m, lomas_profile *p);
 /* Before t runs: arm again the counters the monitor's own perturbations moved. */
 void pmu_precise_rearm(monitor *m, mon_thread *t, bool must_step);
+/*
+ * t's counters about to close: the points t passed with no signal are lost
+ * (pmu.overshoots); read: t is stopped, its counters read first.
+ */
+void pmu_precise_end(monitor *m, mon_thread *t, bool read);
 /* Double trap (pmu_dtrap.c): an int3 at ip for t's stream (from its overflow's record). */
 void pmu_dtrap_plant(monitor *m, mon_thread *t, unsigned stream, uint64_t ip, int kind);
 /* A SIGTRAP of t: true when it was one of our int3s (removed, t set back to run it). */

@@ -69,8 +69,9 @@ static void note_all(calib *c, ledger_kind k)
 
 /*
  * Run (PMU_RUN) or step (PMU_STEP, up to stop_at) the thread from its rip
- * until a stop other than a step report; *si gets it. Under the replay
- * kernel the retired instructions are shown to it as the monitor does.
+ * until a stop other than a step report; *si gets it. Reports are
+ * collected through the function table, as the clock's are (a fake kernel
+ * counts what retires as it runs the thread).
  */
 static lomas_status run(calib *c, int how, uint64_t stop_at, siginfo_t *si)
 {
@@ -79,21 +80,16 @@ static lomas_status run(calib *c, int how, uint64_t stop_at, siginfo_t *si)
 	const pmu_sys_ops *sys = m->psys;
 	for (int n = 0; n < 4 * SEQ_PUSHES + 16; n++) {
 		struct user_regs_struct r;
-		decode_insn in;
-		bool have = false;
 		int status;
 		if (mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
 			return error_set(LOMAS_ETARGET, "calibration: PTRACE_GETREGS: %s",
 			                 strerror(errno));
 		if (how == PMU_STEP && r.rip == stop_at)
 			return LOMAS_OK;
-		if (sys->retired)
-			have = decoder_at(m->dec, t->tid, &r, &in) == LOMAS_OK;
-		error_clear();
 		if (how == PMU_STEP)
 			note_all(c, LEDGER_STEP);
 		if (sys->resume(sys->ctx, t->tid, how, 0) < 0 ||
-		    mon_waitpid(t->tid, &status, __WALL) != t->tid)
+		    sys->wait(sys->ctx, t->tid, &status, __WALL) != t->tid)
 			return error_set(LOMAS_ETARGET, "calibration: cannot run thread %d",
 			                 (int)t->tid);
 		if (!WIFSTOPPED(status) || (status >> 16) != 0 ||
@@ -101,20 +97,8 @@ static lomas_status run(calib *c, int how, uint64_t stop_at, siginfo_t *si)
 			return error_set(LOMAS_ETARGET,
 			                 "calibration: thread %d stopped unexpectedly (status %#x)",
 			                 (int)t->tid, status);
-		if (WSTOPSIG(status) == SIGTRAP && si->si_code == TRAP_TRACE) {
-			if (have) {
-				uint8_t kinds[DECODE_MAX_REFS];
-				uint64_t addrs[DECODE_MAX_REFS];
-				for (unsigned j = 0; j < in.nrefs; j++) {
-					kinds[j] = in.refs[j].kind;
-					addrs[j] = in.refs[j].addr;
-				}
-				sys->retired(sys->ctx, t->tid, in.pc, in.nrefs, kinds, addrs);
-			}
+		if (WSTOPSIG(status) == SIGTRAP && si->si_code == TRAP_TRACE)
 			continue;
-		}
-		if (sys->stopped)
-			sys->stopped(sys->ctx, t->tid, si);
 		return LOMAS_OK;
 	}
 	return error_set(LOMAS_ETARGET, "calibration: the sequence did not end");

@@ -291,6 +291,8 @@ lomas_status pmu_thread_start(monitor *m, mon_thread *t)
 void pmu_thread_end(monitor *m, mon_thread *t)
 {
 	const pmu_sys_ops *sys = m->psys;
+	if (sys)
+		pmu_precise_end(m, t, t->state == MT_STOPPED);
 	for (unsigned i = 0; i < PMU_MAX_EVENTS && sys; i++) {
 		pmu_stream *s = &t->pmu.s[i];
 		if (s->ring)
@@ -316,6 +318,20 @@ void pmu_sync(monitor *m, mon_thread *t)
 {
 	const pmu_sys_ops *sys = m->psys;
 	uint64_t inj = mon_injected_into(t->tid), total = 0;
+	/*
+	 * An overflow met during an injected call and kept in t->queued: its
+	 * trap is in the counts already (the stop came), so it is noted now,
+	 * before the read, and taken later without noting it again.
+	 */
+	if (!t->queued_sig)
+		t->pmu.queued_noted = false;
+	else if (!t->pmu.queued_noted)
+		for (unsigned i = 0; i < m->ptab.n && !t->pmu.queued_noted; i++)
+			if (t->pmu.s[i].fd >= 0 &&
+			    sys->is_overflow(sys->ctx, t->pmu.s[i].fd, &t->queued)) {
+				note(m, t, LEDGER_TRAP);
+				t->pmu.queued_noted = true;
+			}
 	for (unsigned i = 0; i < m->ptab.n; i++) {
 		pmu_stream *s = &t->pmu.s[i];
 		uint64_t raw = 0, xsum = 0;
@@ -339,10 +355,8 @@ void pmu_sync(monitor *m, mon_thread *t)
 		total += s->count;
 	}
 	t->pmu.injected_noted = inj;
+	t->pmu.ran_free = false;
 	m->pstats.syncs++;
-	/* Where the monitor also decodes every instruction (replay), the two must agree. */
-	if (sys->retired && total != t->clock)
-		m->pstats.mismatches++;
 	t->clock = total;
 }
 
@@ -385,20 +399,11 @@ static void take_overflow(monitor *m, pmu_stream *s)
 
 unsigned pmu_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c0, unsigned *idx)
 {
-	const pmu_sys_ops *sys = m->psys;
 	uint64_t before[PMU_MAX_EVENTS];
 	bool any = false, clock_step = t->pmu.clock_step;
 	unsigned k = 0;
-	if (sys->retired) {
-		uint8_t kinds[DECODE_MAX_REFS];
-		uint64_t addrs[DECODE_MAX_REFS];
-		for (unsigned j = 0; j < in->nrefs; j++) {
-			kinds[j] = in->refs[j].kind;
-			addrs[j] = in->refs[j].addr;
-		}
-		sys->retired(sys->ctx, t->tid, in->pc, in->nrefs, kinds, addrs);
-	}
 	t->pmu.clock_step = false;
+	t->pmu.vsys_retry = false;
 	if (m->cfg.pmu_sample != PMU_SAMPLE_SKID) {
 		/* Records name the points: a step here is one the monitor needed. */
 		if (clock_step) {
@@ -423,8 +428,14 @@ unsigned pmu_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c
 	m->pstats.clock_steps++;
 	for (unsigned i = 0; i < m->ptab.n; i++)
 		before[i] = t->pmu.s[i].count;
-	t->clock = c0 + in->nrefs; /* what the decoder says; the counters have the last word */
+	/*
+	 * The counters have the last word; where they and the decoder disagree
+	 * on what the step retired (a perturbation not compensated, a reference
+	 * the decoder does not model), pmu.clock_mismatches says so.
+	 */
 	pmu_sync(m, t);
+	if (t->clock != c0 + in->nrefs)
+		m->pstats.mismatches++;
 	for (unsigned i = 0; i < m->ptab.n; i++) {
 		pmu_stream *s = &t->pmu.s[i];
 		while (s->approaching && s->plan.target <= s->count) {
@@ -469,10 +480,11 @@ unsigned pmu_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c
 bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si)
 {
 	const pmu_sys_ops *sys = m->psys;
-	bool overflow = false;
-	if (sys->stopped)
-		sys->stopped(sys->ctx, t->tid, si);
-	for (unsigned i = 0; i < m->ptab.n; i++)
+	/* Noted already (pmu_sync): an overflow kept from an injected call. */
+	bool noted = si == &t->queued && t->pmu.queued_noted, overflow = noted;
+	if (si == &t->queued)
+		t->pmu.queued_noted = false;
+	for (unsigned i = 0; i < m->ptab.n && !noted; i++)
 		if (t->pmu.s[i].fd >= 0 && sys->is_overflow(sys->ctx, t->pmu.s[i].fd, si))
 			overflow = true;
 	if (sig == SIGSEGV) {
@@ -489,7 +501,8 @@ bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si)
 	}
 	if (!overflow)
 		return false;
-	note(m, t, LEDGER_TRAP);
+	if (!noted)
+		note(m, t, LEDGER_TRAP);
 	pmu_sync(m, t);
 	if (t->have_pending)
 		t->pending_c0 = t->clock;
@@ -511,6 +524,19 @@ bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si)
 	return true;
 }
 
+void pmu_drop_signal(monitor *m, mon_thread *t, const siginfo_t *si)
+{
+	const pmu_sys_ops *sys = m->psys;
+	bool overflow = false;
+	for (unsigned i = 0; i < m->ptab.n; i++)
+		if (t->pmu.s[i].fd >= 0 && sys->is_overflow(sys->ctx, t->pmu.s[i].fd, si))
+			overflow = true;
+	if (overflow) {
+		note(m, t, LEDGER_TRAP);
+		m->pstats.stale++;
+	}
+}
+
 int pmu_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si, bool detaching)
 {
 	lomas_status st;
@@ -522,28 +548,58 @@ int pmu_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si, bool det
 	return st ? st : 1;
 }
 
-int pmu_resume(monitor *m, mon_thread *t, int sig, bool must_step)
+int pmu_resume(monitor *m, mon_thread *t, int sig, bool step)
 {
 	const pmu_sys_ops *sys = m->psys;
-	bool step = false;
 	int r;
-	if (m->cfg.pmu_sample != PMU_SAMPLE_SKID)
-		pmu_precise_rearm(m, t, must_step || !sys->retired);
-	else if (m->ptab.ntypes > 1 && m->psem == SKID_PERIOD_IMMEDIATE)
+	if (m->cfg.pmu_sample == PMU_SAMPLE_SKID && m->ptab.ntypes > 1 &&
+	    m->psem == SKID_PERIOD_IMMEDIATE)
 		hybrid_rearm(m, t);
-	for (unsigned i = 0; i < m->ptab.n; i++)
-		step |= t->pmu.s[i].approaching;
+	step |= sig != 0;
 	/*
-	 * must_step: a step the monitor needs whatever the clock does (a fault
-	 * retried with its page lifted): it counts. Between samples the thread
-	 * runs; the replay kernel single-steps a run itself to see every
-	 * instruction, uncounted, as a free-running CPU's. On a real PMU the
-	 * monitor still steps between samples (free running under
-	 * PTRACE_SYSCALL with the watch engine's lifts is not built yet), and
-	 * those steps count like any other.
+	 * A thread runs free only when a fault can end every sample it may
+	 * reuse: every watched page protected (no watch change waiting for its
+	 * mprotect) and no overflow held back from an injected call (its
+	 * sample starts at the next stop, and a free run may be long). Either
+	 * arises here: the queued overflow taken after the resume's protections
+	 * were synced (step_resume, its new sample's page not protected yet),
+	 * or the sync's injected calls meeting the overflow signal. Then the
+	 * thread is stepped, decoding (a reuse on a page not protected is found
+	 * by decode), and the next stop syncs and takes what is held.
 	 */
-	step |= must_step || !sys->retired;
+	if (!step && (pmu_wants_step(m, t, false) || m->sync_needed || t->queued_sig)) {
+		if (m->sync_needed || t->queued_sig)
+			m->pstats.held_steps++;
+		step = true;
+		if (step_decode(m, t) == LOMAS_OK && step_run_cpuid(m, t) == LOMAS_OK &&
+		    m->sync_needed) {
+			m->sync_needed = false;
+			mprot_sync(&m->eng);
+		}
+		error_clear();
+	}
+	/*
+	 * Armed again last, after the injected calls of the resume (they count
+	 * too). A step that delivers a signal ends at the handler's first
+	 * instruction: nothing retires, the trap adds nothing to move past.
+	 */
+	if (m->cfg.pmu_sample != PMU_SAMPLE_SKID)
+		pmu_precise_rearm(m, t, step && !sig);
+	/*
+	 * Between samples the thread runs (PMU_RUN: PTRACE_SYSCALL), nothing
+	 * decoded; the counters say where it is at its next stop. A step is
+	 * the clock's near a point, or one the monitor needs (a fault retried
+	 * with its page lifted, a system call stepped over lifted, a signal
+	 * delivered with every page lifted until the handler's first
+	 * instruction): both count (the ledger's steps).
+	 */
 	t->pmu.clock_step = step;
+	t->pmu.force_step = false;
+	if (!step) {
+		t->have_pending = false;
+		t->pmu.ran_free = true;
+		m->pstats.runs++;
+	}
 	r = sys->resume(sys->ctx, t->tid, step ? PMU_STEP : PMU_RUN, sig);
 	if (r < 0)
 		errno = -r;
@@ -583,6 +639,11 @@ lomas_status pmu_profile_meta(monitor *m, lomas_profile *p)
 	                            (unsigned long long)m->pstats.overshoots)) ||
 	    (st = profile_meta_setf(p, "pmu.retry_steps", "%llu",
 	                            (unsigned long long)m->pstats.retry_steps)) ||
+	    (st = profile_meta_setf(p, "pmu.runs", "%llu", (unsigned long long)m->pstats.runs)) ||
+	    (st = profile_meta_setf(p, "pmu.calls_stepped", "%llu",
+	                            (unsigned long long)m->pstats.calls)) ||
+	    (st = profile_meta_setf(p, "pmu.held_steps", "%llu",
+	                            (unsigned long long)m->pstats.held_steps)) ||
 	    (m->cfg.pmu_sample != PMU_SAMPLE_SKID && (st = pmu_precise_meta(m, p))) ||
 	    (st = profile_meta_setf(p, "pmu.clock_mismatches", "%llu",
 	                            (unsigned long long)m->pstats.mismatches)))

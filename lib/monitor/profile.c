@@ -74,6 +74,8 @@ lomas_status step_profile(monitor *m, lomas_profile **out)
 	                            (unsigned long long)m->stats.unwatchable)) ||
 	    (st = profile_meta_setf(p, "step.masked_moves", "%llu",
 	                            (unsigned long long)m->stats.masked)) ||
+	    (st = profile_meta_setf(p, "step.cpuid_run", "%llu",
+	                            (unsigned long long)m->stats.cpuid_run)) ||
 	    (m->stats.mask_unread &&
 	     (st = profile_meta_setf(p, "step.masked_moves_full_size", "%llu",
 	                             (unsigned long long)m->stats.mask_unread))))

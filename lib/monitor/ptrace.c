@@ -378,7 +378,8 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 			               strerror(errno));
 			break;
 		}
-		if (mon_waitpid(t->tid, &status, __WALL) != t->tid) {
+		/* Through the pmu clock's table: a fake kernel sees the stops it counts. */
+		if (mon_wait_injected(m, t->tid, &status) != t->tid) {
 			st = error_set(LOMAS_ETARGET, "waitpid(%d): %s", (int)t->tid,
 			               strerror(errno));
 			break;
@@ -425,6 +426,9 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 			if (!t->queued_sig) {
 				t->queued = si;
 				t->queued_sig = true;
+			} else if (m->pmu_mode) {
+				/* A second overflow, not kept: its trap still counts. */
+				pmu_drop_signal(m, t, &si);
 			}
 			continue;
 		}

@@ -408,6 +408,9 @@ static lomas_status decode_next(monitor *m, mon_thread *t)
 {
 	struct user_regs_struct r;
 	lomas_status st;
+	/* After a free run the clock is the counters' (the pmu clock): read it first. */
+	if (m->pmu_mode && t->pmu.ran_free)
+		pmu_sync(m, t);
 	if (mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_GETREGS(%d): %s", (int)t->tid,
 		                 strerror(errno));
@@ -475,6 +478,27 @@ static lomas_status decode_next(monitor *m, mon_thread *t)
 	return LOMAS_OK;
 }
 
+lomas_status step_decode(monitor *m, mon_thread *t)
+{
+	return t->have_pending ? LOMAS_OK : decode_next(m, t);
+}
+
+lomas_status step_run_cpuid(monitor *m, mon_thread *t)
+{
+	lomas_status st;
+	while (t->have_pending && decode_is_cpuid(&t->pending)) {
+		if ((st = decode_run_cpuid(t->tid, &t->pending)))
+			return st;
+		m->stats.cpuid_run++;
+		if (m->pmu_mode)
+			t->pmu.clock_step = false; /* nothing stepped: no trap to note */
+		step_commit(m, t);                 /* no references: the clock stays */
+		if ((st = decode_next(m, t)))
+			return st;
+	}
+	return LOMAS_OK;
+}
+
 /* A signal t could not be resumed with: detaching delivers it again. */
 static void keep_signal(mon_thread *t, int sig, const siginfo_t *si)
 {
@@ -494,7 +518,19 @@ static void keep_signal(mon_thread *t, int sig, const siginfo_t *si)
 lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 {
 	lomas_status st;
-	if (!t->have_pending && (st = decode_next(m, t)))
+	bool step = true;
+	if (m->pmu_mode) {
+		/*
+		 * The pmu clock decodes only what it steps: a signal to deliver,
+		 * an instruction the monitor must step, a point near; else the
+		 * thread runs free (pmu_resume).
+		 */
+		bool need = sig || t->queued_sig || t->pmu.force_step;
+		if (need && !t->have_pending && (st = decode_next(m, t)))
+			return keep_signal(t, sig, si), st;
+		step = pmu_wants_step(m, t, need);
+	}
+	if (step && !t->have_pending && (st = decode_next(m, t)))
 		return keep_signal(t, sig, si), st;
 	if (m->sync_needed) {
 		m->sync_needed = false;
@@ -514,6 +550,13 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 		    (m->dreg_mode && dwatch_take_signal(m, t, sig, si)))
 			sig = 0, si = NULL;
 	}
+	/*
+	 * CPUID runs here, not stepped: its step trap may be lost
+	 * (decode_cpuid.c). After the queued signal: an overflow taken there
+	 * leaves a plain step of the pending instruction.
+	 */
+	if (step && !sig && (st = step_run_cpuid(m, t)))
+		return st;
 	if (sig) {
 		/* No signal frame may land on a page we protected: lift all until the next stop. */
 		t->delivering = true;
@@ -533,14 +576,16 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 		return step_group_stop(m, t, false);
 	}
 	t->resume_epoch = m->eng.lift_events;
-	if (m->pmu_mode ? pmu_resume(m, t, sig, false) < 0
+	if (m->pmu_mode ? pmu_resume(m, t, sig, step) < 0
 	                : mon_ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) < 0) {
-		st = error_set(LOMAS_ETARGET, "PTRACE_SINGLESTEP(%d): %s", (int)t->tid,
-		               strerror(errno));
+		st = error_set(LOMAS_ETARGET, "%s(%d): %s",
+		               m->pmu_mode && !t->pmu.clock_step ? "resume" : "PTRACE_SINGLESTEP",
+		               (int)t->tid, strerror(errno));
 		keep_signal(t, sig, si);
 		return st;
 	}
-	m->stats.steps++;
+	if (!m->pmu_mode || t->pmu.clock_step)
+		m->stats.steps++;
 	t->state = MT_RUNNING;
 	return LOMAS_OK;
 }

@@ -152,6 +152,9 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 	case PTRACE_EVENT_EXIT:
 		/* Keep its lifts: the kernel still writes clear_child_tid while it exits. */
 		t->have_pending = false;
+		/* Its last counts, read while it can be (pmu_precise.c). */
+		if (m->pmu_mode)
+			pmu_precise_end(m, t, true);
 		t->state = MT_EXITING;
 		/* Not let go, it would never report its death: a suspect (wait.c). */
 		if (!detaching && mon_ptrace(PTRACE_CONT, tid, NULL, NULL) < 0)
@@ -191,6 +194,9 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 		return step_resume(m, t, 0, NULL);
 	default: break;
 	}
+	/* The pmu clock runs free under PTRACE_SYSCALL: a call's entry or exit (pmu_free.c). */
+	if (m->pmu_mode && sig == (SIGTRAP | 0x80))
+		return pmu_call_stop(m, t, detaching);
 	/*
 	 * Without its siginfo a stop cannot be told apart (our step's SIGTRAP
 	 * taken for the program's own would kill it): the thread is suspect.
@@ -226,6 +232,8 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 		step_release(m, t, true);
 		return detaching ? LOMAS_OK : step_resume(m, t, 0, NULL);
 	}
+	if (m->pmu_mode && sig == SIGSEGV && !detaching && pmu_vsyscall_fault(m, t, &si))
+		return step_resume(m, t, 0, NULL); /* the SIGSEGV was ours: dropped */
 	if (sig == SIGSEGV && si.si_code > 0 && mprot_is_tracked(&m->eng, (uint64_t)si.si_addr)) {
 		uint64_t addr = (uint64_t)si.si_addr;
 		/*
@@ -243,6 +251,10 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 			return LOMAS_OK;
 		}
 		if (!(t->segv_retry == addr + 1 && mprot_held_by(&m->eng, addr, t->index))) {
+			lomas_status st;
+			/* Running free, nothing was decoded: the faulting instruction now. */
+			if (m->pmu_mode && (st = step_decode(m, t)))
+				return st;
 			if (mprot_is_ours(&m->eng, addr))
 				step_our_fault(m, t, addr);
 			else
@@ -253,6 +265,13 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 				m->sync_needed = false;
 				mprot_sync(&m->eng);
 			}
+			/*
+			 * The counter's overflow, met during the injected calls: taken
+			 * now, where it came (its trap is in the counts already).
+			 */
+			if (m->pmu_mode && t->queued_sig &&
+			    pmu_take_signal(m, t, t->queued.si_signo, &t->queued))
+				t->queued_sig = false;
 			if (t->group_stop) /* it entered a group-stop instead (ptrace.c) */
 				return step_group_stop(m, t, false);
 			t->resume_epoch = m->eng.lift_events - 1; /* relaxed: reuse by decode */

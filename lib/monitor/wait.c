@@ -62,7 +62,7 @@ static int sweep(monitor *m, mon_thread **out, int *status, size_t *live, bool *
 		pid_t r;
 		if (!waitable(t))
 			continue;
-		r = mon_sys_waitpid(t->tid, status, __WALL | WNOHANG);
+		r = mon_wait_report(m, t->tid, status, __WALL | WNOHANG);
 		if (r == t->tid) {
 			m->wait_next = i + 1;
 			*out = t;
@@ -248,7 +248,7 @@ int mon_wait(monitor *m, int timeout_ms, mon_thread **out, int *status)
 			for (size_t i = 0; i < m->threads.n && !only; i++)
 				if (waitable(&m->threads.items[i]))
 					only = &m->threads.items[i];
-			pid_t r = mon_sys_waitpid(only->tid, status, __WALL);
+			pid_t r = mon_wait_report(m, only->tid, status, __WALL);
 			if (r == only->tid) {
 				*out = only;
 				ret = 1;

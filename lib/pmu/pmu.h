@@ -95,7 +95,7 @@ void pmu_list(void (*fn)(const char *name, const char *desc, bool present, void 
 /* ------------------------------------------------------ the function table */
 
 enum pmu_run {
-	PMU_RUN = 0,  /* run freely until something stops it (PTRACE_CONT) */
+	PMU_RUN = 0,  /* run freely until something stops it (PTRACE_SYSCALL) */
 	PMU_STEP = 1, /* one instruction (PTRACE_SINGLESTEP): the clock is stepping */
 };
 
@@ -113,22 +113,25 @@ typedef struct pmu_sys_ops {
 	void *(*mmap)(void *ctx, int fd, size_t len);
 	int (*munmap)(void *ctx, void *addr, size_t len);
 	int (*close)(void *ctx, int fd);
-	/* Let the stopped thread tid run (enum pmu_run), delivering sig: 0 or -errno. */
+	/*
+	 * Let the stopped thread tid run (enum pmu_run), delivering sig: 0 or
+	 * -errno. PMU_RUN is PTRACE_SYSCALL: the thread runs until a signal,
+	 * a system call's entry or exit, or a ptrace event stops it.
+	 */
 	int (*resume)(void *ctx, pid_t tid, int how, int sig);
+	/*
+	 * waitpid(2) for the thread tid (flags: __WALL, WNOHANG): tid with
+	 * *status, 0, or -1 with errno. Every report of a thread the clock
+	 * resumed is collected here: a fake kernel that runs the thread itself
+	 * (the replay steps a PMU_RUN one instruction at a time to count what it
+	 * retires) returns only the stops a real kernel reports.
+	 */
+	pid_t (*wait)(void *ctx, pid_t tid, int *status, int flags);
 	/*
 	 * Is the signal whose siginfo is si the overflow of fd? (The kernel
 	 * sends F_SETSIG's signal with si_code POLL_IN and si_fd.)
 	 */
 	bool (*is_overflow)(void *ctx, int fd, const siginfo_t *si);
-	/*
-	 * What the CPU does and the kernel sees, which a real counter needs no
-	 * telling of: NULL in the real table. retired: an instruction of tid
-	 * retired with nrefs references of kinds[i] (0 load, 1 store) at
-	 * addrs[i]; stopped: tid reported a signal stop (si).
-	 */
-	void (*retired)(void *ctx, pid_t tid, uint64_t pc, unsigned nrefs, const uint8_t *kinds,
-	                const uint64_t *addrs);
-	void (*stopped)(void *ctx, pid_t tid, const siginfo_t *si);
 	void *ctx;
 } pmu_sys_ops;
 
@@ -235,6 +238,7 @@ typedef struct pmu_replay_stats {
 	uint64_t records;    /* precise records written */
 	uint64_t lost;       /* ... dropped for a full ring */
 	uint64_t unrecorded; /* overflows among perturbation counts: no reference, no record */
+	uint64_t cpuid_run;  /* CPUIDs of free-running threads run by the fake, not stepped */
 } pmu_replay_stats;
 void pmu_replay_get_stats(const pmu_replay *r, pmu_replay_stats *out);
 

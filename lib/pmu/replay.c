@@ -1,10 +1,16 @@
 /*
  * The replay kernel: the pmu clock's function table answered by a fake
  * kernel, so every part of the clock but the perf system calls runs where
- * no PMU exists (all our machines). The target is real; it runs under
- * single steps, and the monitor shows the fake each retired instruction's
- * references (what a real CPU sees without telling). The fake behaves as
- * perf_event_open(2) documents and as the seed measured real counters do:
+ * no PMU exists (all our machines). The target is real; the fake runs it
+ * as a CPU would, one single step at a time that the monitor never sees:
+ * a thread resumed with PMU_RUN is stepped inside the fake's wait, each
+ * instruction decoded before it runs (lib/decode) and its loads and stores
+ * counted when it retires, until a stop a real kernel reports under
+ * PTRACE_SYSCALL comes (a signal, a system call's entry or exit: the fake
+ * meets a syscall instruction with PTRACE_SYSCALL, a ptrace event, the
+ * exit). The monitor's own single steps (PMU_STEP) are counted too, and
+ * each one perturbs the counters. The fake behaves as perf_event_open(2)
+ * documents and as the seed measured real counters do:
  *   - a counter per thread (pid = tid, cpu = -1), counting the references of
  *     the kinds its attr.config stands for (conf: load, store, both);
  *   - it overflows each sample_period counts; the overflow is reported late
@@ -28,9 +34,13 @@
 #include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "clock/clock.h"
+#include "decode/decode.h"
 #include "pmu.h"
 
 #define FAKE_FD0 1000
@@ -54,11 +64,18 @@ typedef struct fake_ctr {
 	uint32_t pmu_type; /* a hybrid core PMU's type: counts on that kind only; 0 any */
 } fake_ctr;
 
+/* Where a thread stands toward a system call the fake let it reach (PTRACE_SYSCALL). */
+enum { SYS_NONE, SYS_TO_ENTRY, SYS_AT_ENTRY, SYS_TO_EXIT };
+
 typedef struct fake_thread {
 	pid_t tid;
-	int how;           /* how it was last resumed */
+	int how;   /* how it was last resumed */
+	int sys;   /* SYS_*: toward or inside a call */
+	bool have; /* insn: the instruction its step in flight runs */
+	decode_insn insn;
 	uint64_t injected; /* injected calls already counted */
 	uint64_t retired;  /* instructions, for its moves between core kinds */
+	bool resumed;      /* by the fake, and not reported yet */
 	unsigned core;     /* the kind it runs on (index into core_types) */
 } fake_thread;
 
@@ -69,6 +86,7 @@ struct pmu_replay {
 	fake_ctr c[FAKE_MAX];
 	fake_thread th[FAKE_THREADS];
 	pmu_replay_stats stats;
+	decoder *dec; /* the fake CPU's: what each instruction loads and stores */
 };
 
 static fake_ctr *ctr(pmu_replay *r, int fd)
@@ -349,16 +367,6 @@ static int f_close(void *ctx, int fd)
 	return 0;
 }
 
-/* Both ways of running are single steps here: the fake must see every instruction. */
-static int f_resume(void *ctx, pid_t tid, int how, int sig)
-{
-	pmu_replay *r = ctx;
-	fake_thread *t = thread_of(r, tid);
-	if (t)
-		t->how = how;
-	return ptrace(PTRACE_SINGLESTEP, tid, NULL, (void *)(long)sig) < 0 ? -errno : 0;
-}
-
 static bool f_is_overflow(void *ctx, int fd, const siginfo_t *si)
 {
 	pmu_replay *r = ctx;
@@ -370,43 +378,224 @@ static bool f_is_overflow(void *ctx, int fd, const siginfo_t *si)
 	return true;
 }
 
-static void f_retired(void *ctx, pid_t tid, uint64_t pc, unsigned nrefs, const uint8_t *kinds,
-                      const uint64_t *addrs)
+/* ------------------------------------------------- the fake CPU: stepping */
+
+#ifndef TRAP_TRACE
+#define TRAP_TRACE 2
+#endif
+#ifndef TRAP_BRKPT
+#define TRAP_BRKPT 1
+#endif
+/* Instructions a PMU_RUN thread runs inside one WNOHANG wait before the others get a turn. */
+#define RUN_BATCH 64
+
+/* The instruction at regs' rip, as the CPU will run it (no cache: code changes under us). */
+static void fetch(pmu_replay *r, pid_t tid, const struct user_regs_struct *regs, decode_insn *in)
 {
-	pmu_replay *r = ctx;
-	fake_thread *t = thread_of(r, tid);
-	catch_up(r, tid);
+	uint8_t code[16];
+	size_t len = 0;
+	struct iovec l = {code, sizeof code}, rm = {(void *)(uintptr_t)regs->rip, sizeof code};
+	memset(in, 0, sizeof *in);
+	in->pc = regs->rip;
+	if (process_vm_readv(tid, &l, 1, &rm, 1, 0) == (ssize_t)sizeof code)
+		len = sizeof code;
+	for (; len < sizeof code; len += 8) { /* a page we made PROT_NONE: ptrace reads it */
+		long w;
+		errno = 0;
+		w = ptrace(PTRACE_PEEKDATA, tid, (void *)(uintptr_t)(regs->rip + len), NULL);
+		if (errno)
+			break;
+		memcpy(code + len, &w, 8);
+	}
+	if (!len || decode_bytes(r->dec, code, len, regs->rip, regs, in)) {
+		/* Not readable or not decodable: it faults, or counts nothing we model. */
+		memset(in, 0, sizeof *in);
+		in->pc = regs->rip;
+		error_clear();
+		return;
+	}
+	if (decode_has_opmask(in)) {
+		uint64_t k[8];
+		if (decode_read_opmask(tid, k)) {
+			memset(k, 0xff, sizeof k);
+			error_clear();
+		}
+		decode_apply_opmask(in, k);
+	}
+}
+
+/*
+ * Does a system call run when the thread goes on from this stop? A call
+ * interrupted by a signal shows -ERESTART* in rax until it restarts
+ * (include/linux/errno.h, arch_do_signal_or_restart()).
+ */
+static bool restarting(const struct user_regs_struct *regs)
+{
+	long ax = (long)regs->rax;
+	return (long)regs->orig_rax >= 0 && (ax == -512 || ax == -513 || ax == -514 || ax == -516);
+}
+
+/*
+ * t's step ended (refs: its instruction retired, the CPU counts its
+ * references); step: the monitor's, whose trap perturbs the counters.
+ */
+static void retire(pmu_replay *r, fake_thread *t, bool refs, bool step)
+{
+	const decode_insn *in = &t->insn;
+	catch_up(r, t->tid);
 	for (int i = 0; i < FAKE_MAX; i++) {
 		fake_ctr *c = &r->c[i];
-		if (!c->used || c->tid != tid || !counting(r, c))
+		if (!c->used || c->tid != t->tid || !counting(r, c))
 			continue;
 		/* One reference at a time: an overflow's record names its own reference. */
-		for (unsigned j = 0; j < nrefs; j++)
-			if (c->kinds & (kinds[j] ? PMU_KIND_STORES : PMU_KIND_LOADS))
-				count(r, c, 1, pc, addrs[j], kinds[j]);
+		for (unsigned j = 0; refs && j < in->nrefs; j++)
+			if (c->kinds & (in->refs[j].kind == LOMAS_REF_STORE ? PMU_KIND_STORES
+			                                                    : PMU_KIND_LOADS))
+				count(r, c, 1, in->pc, in->refs[j].addr, in->refs[j].kind);
 	}
-	if (t && t->how == PMU_STEP) {
-		perturb(r, tid, r->conf.per_step);
-		t->how = PMU_RUN;
-	}
+	if (step)
+		perturb(r, t->tid, r->conf.per_step);
 	/* The scheduler moves it to the other kind of core (after the perturbation). */
-	if (t && r->conf.migrate_every && ++t->retired % r->conf.migrate_every == 0)
+	if (r->conf.migrate_every && ++t->retired % r->conf.migrate_every == 0)
 		t->core ^= 1;
 }
 
-static void f_stopped(void *ctx, pid_t tid, const siginfo_t *si)
+/*
+ * Run t one step on: a single step of the instruction at its rip, or, for a
+ * free-running thread at a syscall instruction, PTRACE_SYSCALL, so that the
+ * call's entry stops it as a real kernel's PTRACE_SYSCALL does.
+ */
+static int step_on(pmu_replay *r, fake_thread *t, int sig)
+{
+	struct user_regs_struct regs;
+	bool call;
+	t->have = false;
+	if (ptrace(PTRACE_GETREGS, t->tid, NULL, &regs) < 0)
+		return -errno;
+	call = restarting(&regs);
+	if (!call) {
+		fetch(r, t->tid, &regs, &t->insn);
+		t->have = true;
+		call = t->insn.syscall;
+	}
+	if (call && t->how == PMU_RUN && !sig) {
+		t->have = false;
+		t->sys = SYS_TO_ENTRY;
+		return ptrace(PTRACE_SYSCALL, t->tid, NULL, NULL) < 0 ? -errno : 0;
+	}
+	/*
+	 * CPUID of a free-running thread: run here, as the monitor runs it
+	 * (decode_cpuid.c: a hypervisor may lose its step trap, and the step
+	 * would run the next instruction unseen). It retires with no
+	 * references; the thread goes on to the next one.
+	 */
+	if (t->have && t->how == PMU_RUN && !sig && decode_is_cpuid(&t->insn)) {
+		if (decode_run_cpuid(t->tid, &t->insn) == LOMAS_OK) {
+			r->stats.cpuid_run++;
+			retire(r, t, false, false);
+			return step_on(r, t, 0);
+		}
+		error_clear();
+	}
+	return ptrace(PTRACE_SINGLESTEP, t->tid, NULL, (void *)(long)sig) < 0 ? -errno : 0;
+}
+
+static int f_resume(void *ctx, pid_t tid, int how, int sig)
 {
 	pmu_replay *r = ctx;
+	fake_thread *t = thread_of(r, tid);
+	if (!t)
+		return -ENOMEM;
+	t->how = how;
+	t->resumed = true;
+	if (t->sys == SYS_AT_ENTRY) {
+		/* Stopped at a call's entry: the call runs, its exit stops the thread. */
+		t->sys = SYS_TO_EXIT;
+		t->have = false;
+		return ptrace(PTRACE_SYSCALL, tid, NULL, (void *)(long)sig) < 0 ? -errno : 0;
+	}
+	t->sys = SYS_NONE;
+	return step_on(r, t, sig);
+}
+
+/*
+ * A signal stop the kernel reports: what it costs the counters. A fault
+ * counts the faulting access and then again (per_fault); a trap (int3, the
+ * overflow interrupt) its own amount.
+ */
+static void signal_seen(pmu_replay *r, pid_t tid, const siginfo_t *si)
+{
 	bool ours = false;
-	catch_up(r, tid);
 	for (int i = 0; i < FAKE_MAX; i++)
 		if (r->c[i].used && r->c[i].tid == tid && r->c[i].inflight &&
 		    si->si_signo == r->c[i].sig && si->si_code == SI_TKILL)
 			ours = true;
+	catch_up(r, tid);
 	if (si->si_signo == SIGSEGV)
 		perturb(r, tid, r->conf.per_fault);
 	else if (ours || (si->si_signo == SIGTRAP && si->si_code == SI_KERNEL))
 		perturb(r, tid, r->conf.per_trap);
+}
+
+/*
+ * waitpid for tid, as the kernel would report it: the steps of a PMU_RUN
+ * thread are the fake's own (counted and stepped on here); a step's trap
+ * with si_code TRAP_TRACE is an instruction retired (x86 exc_debug_user,
+ * DR_STEP), TRAP_BRKPT a step that ended in a system call's exit
+ * (user_single_step_report: nothing of user mode ran, or the syscall
+ * instruction, which references nothing), SIGTRAP a handler entered.
+ */
+static pid_t f_wait(void *ctx, pid_t tid, int *status, int flags)
+{
+	pmu_replay *r = ctx;
+	bool nohang = (flags & WNOHANG) != 0;
+	for (unsigned n = 0;; n++) {
+		pid_t got = waitpid(tid, status, flags);
+		fake_thread *t;
+		siginfo_t si;
+		int sig;
+		if (got != tid || !(t = thread_of(r, tid)))
+			return got;
+		if (!WIFSTOPPED(*status)) {
+			memset(t, 0, sizeof *t); /* gone: the slot is free */
+			return got;
+		}
+		sig = WSTOPSIG(*status);
+		if (sig == (SIGTRAP | 0x80)) {
+			t->sys = t->sys == SYS_TO_ENTRY ? SYS_AT_ENTRY : SYS_NONE;
+			t->have = t->resumed = false;
+			return got;
+		}
+		if ((*status >> 16) != 0 || ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) < 0) {
+			t->have = t->resumed = false; /* an event; a group-stop: on from its rip */
+			return got;
+		}
+		if (sig != SIGTRAP || (si.si_code != TRAP_TRACE && si.si_code != TRAP_BRKPT &&
+		                       si.si_code != SIGTRAP)) {
+			/* A signal stop, ours to resume or not (an injected call's: the monitor's).
+			 */
+			t->have = t->resumed = false;
+			signal_seen(r, tid, &si);
+			return got;
+		}
+		if (!t->resumed)
+			return got; /* a step the monitor made itself (an injected call) */
+		if (si.si_code != SIGTRAP && t->have)
+			retire(r, t, si.si_code == TRAP_TRACE, t->how == PMU_STEP);
+		t->have = false;
+		if (t->how == PMU_STEP) {
+			t->resumed = false;
+			return got; /* the monitor's step */
+		}
+		/* Running freely: on to the next instruction, unseen by the monitor. */
+		if (step_on(r, t, 0) < 0) {
+			t->resumed = false;
+			return got;
+		}
+		if (n >= RUN_BATCH && nohang)
+			return 0;  /* its next report wakes the monitor (SIGCHLD) */
+		flags &= ~WNOHANG; /* a step's trap is a few microseconds away */
+	}
 }
 
 lomas_status pmu_replay_new(const pmu_replay_conf *conf, pmu_replay **out)
@@ -416,6 +605,10 @@ lomas_status pmu_replay_new(const pmu_replay_conf *conf, pmu_replay **out)
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	r->conf = *conf;
 	rng_seed(&r->skid, conf->seed);
+	if (decoder_new(&r->dec)) {
+		free(r);
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	}
 	r->ops = (pmu_sys_ops){
 	    .open = f_open,
 	    .ioctl = f_ioctl,
@@ -425,9 +618,8 @@ lomas_status pmu_replay_new(const pmu_replay_conf *conf, pmu_replay **out)
 	    .munmap = f_munmap,
 	    .close = f_close,
 	    .resume = f_resume,
+	    .wait = f_wait,
 	    .is_overflow = f_is_overflow,
-	    .retired = f_retired,
-	    .stopped = f_stopped,
 	    .ctx = r,
 	};
 	*out = r;
@@ -441,6 +633,7 @@ void pmu_replay_free(pmu_replay *r)
 	for (int i = 0; i < FAKE_MAX; i++)
 		if (r->c[i].used && r->c[i].ring)
 			munmap(r->c[i].ring, r->c[i].ring_len);
+	decoder_free(r->dec);
 	free(r);
 }
 

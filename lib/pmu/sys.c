@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "pmu.h"
@@ -68,13 +69,20 @@ static int real_close(void *ctx, int fd)
 /*
  * Between samples the thread runs under PTRACE_SYSCALL, not PTRACE_CONT:
  * the monitor lifts its page protections around every system call of the
- * target (docs/architecture.md, the watch engines: no call may see EFAULT because of us).
+ * target (docs/architecture.md, the watch engines: no call may see EFAULT
+ * because of us; pmu_free.c: the call is skipped at its entry, the thread
+ * put back on its syscall instruction and stepped over it lifted).
  */
 static int real_resume(void *ctx, pid_t tid, int how, int sig)
 {
 	long r = ptrace(how == PMU_STEP ? PTRACE_SINGLESTEP : PTRACE_SYSCALL, tid, NULL,
 	                (void *)(long)sig);
 	return r < 0 ? -errno : 0;
+}
+
+static pid_t real_wait(void *ctx, pid_t tid, int *status, int flags)
+{
+	return waitpid(tid, status, flags);
 }
 
 /* perf_event_wakeup -> kill_fasync(POLL_IN); a disabled event_limit gives POLL_HUP. */
@@ -92,6 +100,7 @@ const pmu_sys_ops pmu_sys_real = {
     .munmap = real_munmap,
     .close = real_close,
     .resume = real_resume,
+    .wait = real_wait,
     .is_overflow = real_is_overflow,
 };
 

@@ -286,3 +286,14 @@ size_t mprot_protected_pages(const mprot_engine *e)
 	}
 	return n;
 }
+
+size_t mprot_unfaulting_pages(const mprot_engine *e)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < e->pages.cap; i++) {
+		const mprot_page *p = pagemap_at(&e->pages, i);
+		if (p && watch_table_page_count(&e->table, p->page) > 0 && !want_none(e, p))
+			n++;
+	}
+	return n;
+}

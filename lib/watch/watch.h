@@ -211,6 +211,13 @@ lomas_status mprot_restore_all(mprot_engine *e);
 void mprot_forget_all(mprot_engine *e);
 /* Pages currently PROT_NONE because of us. */
 size_t mprot_protected_pages(const mprot_engine *e);
+/*
+ * Watched pages a sync leaves readable: pinned (TCB, rseq: they may become
+ * so after their samples started), lifted (a system call, a signal frame,
+ * another thread's fault retry) or unmapped. A touch there raises no fault:
+ * only a decoder sees it (the pmu clock steps while any exists).
+ */
+size_t mprot_unfaulting_pages(const mprot_engine *e);
 
 /* ---------------------------------------------------- debug-register engine */
 

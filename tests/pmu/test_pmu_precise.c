@@ -20,7 +20,7 @@
 
 typedef struct precise_out {
 	uint64_t runs, points, exact_ends, window_lost, window_extra, lost, records, stale,
-	    clock_steps, retry_steps, overflows, moved, uncounted;
+	    clock_steps, retry_steps, overflows, moved, at_end;
 } precise_out;
 
 static bool same_point(const lomas_sample *x, const lomas_sample *y)
@@ -87,6 +87,7 @@ static void compare(const lomas_profile *a, const lomas_profile *b, uint64_t win
 		        b->samples.n ? (unsigned long long)b->samples.items[b->samples.n - 1].start
 		                     : 0);
 	o->lost += a->samples.n - i;
+	o->at_end += a->samples.n - i; /* after the last sample taken */
 }
 
 static void sweep(const char *tgt, const char *arg, uint32_t skid, const int64_t pert[4],
@@ -127,19 +128,12 @@ static void sweep(const char *tgt, const char *arg, uint32_t skid, const int64_t
 			}
 			compare(s.prof, p.prof, skid + DECODE_MAX_REFS, o, what);
 			/*
-			 * Every point missing is one the clock knows it lost. Hybrid:
-			 * one more may go uncounted in a run (seen once in an ASan run,
-			 * 27 missing for 26 counted; its cause is not found yet).
+			 * Every point missing is one the clock knows it lost, those
+			 * its thread passed before it exited with their overflow not
+			 * signalled yet too (test_precise_lost_at_exit; hybrid runs
+			 * lost one such point uncounted now and then).
 			 */
-			if (hybrid_every) {
-				uint64_t known = meta_u64(p.prof, "pmu.overshoots");
-				assert_true(o->lost - before >= known &&
-				            o->lost - before <= known + 1);
-				o->uncounted += o->lost - before - known;
-			} else {
-				assert_int_equal(o->lost - before,
-				                 meta_u64(p.prof, "pmu.overshoots"));
-			}
+			assert_int_equal(o->lost - before, meta_u64(p.prof, "pmu.overshoots"));
 			o->runs++;
 			o->records += meta_u64(p.prof, "pmu.records");
 			o->stale += meta_u64(p.prof, "pmu.stale_records");
@@ -346,10 +340,27 @@ static void test_precise_hybrid(void **state)
 	hybrid_off();
 	assert_int_equal(o.clock_steps, 0);
 	assert_true(o.points > o.runs * 5);
-	fprintf(stderr,
-	        "# precise, hybrid: %llu points lost to a move between arming and signal, %llu "
-	        "lost uncounted\n",
-	        (unsigned long long)o.moved, (unsigned long long)o.uncounted);
+	fprintf(stderr, "# precise, hybrid: %llu points lost to a move between arming and signal\n",
+	        (unsigned long long)o.moved);
+}
+
+/*
+ * A skid longer than the program's way from its last point to its exit
+ * (t_loop: the rest of the loop, write, exit): the overflow of the last
+ * point is never signalled, the thread exits first. That point is lost,
+ * and the clock must know it (pmu.overshoots), as it knows every other.
+ */
+static void test_precise_lost_at_exit(void **state)
+{
+	static const int64_t none[4] = {0, 0, 0, 0};
+	static const unsigned p[] = {50};
+	precise_out o;
+	sweep("t_loop", "6", 400, none, p, 1, 4, &o);
+	assert_true(o.points > o.runs * 5);
+	/* The case happened: points after the last one taken, counted among the lost above. */
+	assert_true(o.at_end >= o.runs);
+	fprintf(stderr, "# precise, lost at exit: %llu points after the last sample taken\n",
+	        (unsigned long long)o.at_end);
 }
 
 /* Refused where it cannot be right: the 2.6.36 period semantics. */
@@ -376,6 +387,7 @@ int main(void)
 	    cmocka_unit_test(test_precise_segv_recover),
 	    cmocka_unit_test(test_precise_needs_immediate),
 	    cmocka_unit_test(test_precise_hybrid),
+	    cmocka_unit_test(test_precise_lost_at_exit),
 	    cmocka_unit_test(test_double_trap),
 	    cmocka_unit_test(test_double_trap_segv_recover),
 	};

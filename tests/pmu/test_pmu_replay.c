@@ -1,6 +1,7 @@
 /*
  * The pmu clock through the replay kernel (issue 20, "Tests here"): a real
- * target, single-stepped, counted by a fake kernel that raises overflows
+ * target, run free between samples and counted by a fake kernel (which
+ * single-steps it unseen and decodes what retires) that raises overflows
  * late by a random skid, with either period semantics, and with counts
  * perturbed by steps, faults, traps and injected system calls as a real
  * counter's are. The real planner and ledger must recover the step clock's
@@ -68,6 +69,9 @@ typedef struct sweep_conf {
 
 typedef struct sweep_out {
 	uint64_t runs, equal, samples, reused, overflows, perturbations, mismatches, stale, lost;
+	uint64_t insns;  /* instructions the thread ran (the step clock steps each one) */
+	uint64_t msteps; /* single steps the pmu clock's monitor made */
+	uint64_t frees;  /* its resumes with PMU_RUN (free runs between samples) */
 } sweep_out;
 
 static void sweep(const sweep_conf *c, sweep_out *o)
@@ -113,6 +117,9 @@ static void sweep(const sweep_conf *c, sweep_out *o)
 			o->stale += meta_u64(p.prof, "pmu.stale_overflows");
 			o->perturbations += rs.perturbations;
 			o->lost += meta_u64(p.prof, "pmu.overshoots");
+			o->insns += s.stats.steps;
+			o->msteps += p.stats.steps;
+			o->frees += meta_u64(p.prof, "pmu.runs");
 			if (!strcmp(c->calibrate, "yes")) {
 				/* The calibration found what the replay kernel adds per event. */
 				assert_true(calib(p.prof, "pmu.ref.step") == (double)c->pert[0]);
@@ -133,6 +140,12 @@ static void sweep(const sweep_conf *c, sweep_out *o)
 	        (unsigned long long)o->samples, (unsigned long long)o->lost,
 	        (unsigned long long)o->reused, (unsigned long long)o->overflows,
 	        (unsigned long long)o->stale, (unsigned long long)o->perturbations);
+	fprintf(stderr,
+	        "#   the monitor stepped %llu of the %llu instructions the thread ran (%.1f %%), "
+	        "%llu free runs\n",
+	        (unsigned long long)o->msteps, (unsigned long long)o->insns,
+	        o->insns ? 100.0 * (double)o->msteps / (double)o->insns : 0.0,
+	        (unsigned long long)o->frees);
 }
 
 static const unsigned periods[] = {50, 300};
@@ -159,6 +172,24 @@ static void test_skid_perturbed(void **state)
 	assert_int_equal(o.lost, 0);
 	assert_int_equal(o.mismatches, 0);
 	assert_true(o.perturbations > o.runs * 10);
+}
+
+/*
+ * Between samples the thread runs free (issue 20: the clock's reason to
+ * exist): at a long period the monitor steps only near points, faults on
+ * watched pages and system calls, a small part of what the thread runs,
+ * and the samples are still the step clock's.
+ */
+static void test_free_running(void **state)
+{
+	static const unsigned p[] = {3000};
+	sweep_conf c = {"t_loop", "40", false, {1, 2, 3, 5}, "yes", 12, 2, p, 1};
+	sweep_out o;
+	sweep(&c, &o);
+	assert_int_equal(o.equal, o.runs);
+	assert_int_equal(o.mismatches, 0);
+	assert_true(o.frees > o.runs);
+	assert_true(o.msteps * 4 < o.insns);
 }
 
 /* The seed's kernel: PERF_EVENT_IOC_PERIOD loads at the next overflow. */
@@ -264,7 +295,7 @@ int main(void)
 	    cmocka_unit_test(test_exact),         cmocka_unit_test(test_skid_perturbed),
 	    cmocka_unit_test(test_next_overflow), cmocka_unit_test(test_uncompensated_differs),
 	    cmocka_unit_test(test_segv_recover),  cmocka_unit_test(test_stop_leaves_target_running),
-	    cmocka_unit_test(test_hybrid),
+	    cmocka_unit_test(test_hybrid),        cmocka_unit_test(test_free_running),
 	};
 	int r = step_test_setup();
 	if (r)

@@ -2,7 +2,10 @@
  * Step-clock target: argv[1] rounds over a 16 KiB buffer (4 pages, 256
  * lines), each round making exactly one load and one store per line, in
  * inline assembly (no other references in the loop body: a register loop).
- * argv[2] (optional) = stride in bytes (default 64).
+ * argv[2] (optional) = stride in bytes (default 64). argv[3] = "cpuid":
+ * each round then runs CPUID followed at once by one store (one reference
+ * more per round: the step clock must not lose it to a hypervisor that
+ * drops CPUID's step trap, lib/decode/decode_cpuid.c).
  */
 #include <stdlib.h>
 #include <unistd.h>
@@ -14,6 +17,7 @@ int main(int argc, char **argv)
 	long rounds = argc > 1 ? atol(argv[1]) : 1;
 	long stride = argc > 2 ? atol(argv[2]) : 64;
 	long n = (long)sizeof buf / stride;
+	int cpuid = argc > 3 && argv[3][0] == 'c'; /* "cpuid"; the same loads for any argv[3] */
 	for (long r = 0; r < rounds; r++) {
 		char *p = buf;
 		long i = n;
@@ -27,6 +31,14 @@ int main(int argc, char **argv)
 		                 : "+r"(p), "+r"(i)
 		                 : "r"(stride)
 		                 : "rax", "memory", "cc");
+		if (cpuid)
+			__asm__ volatile("xorl %%eax, %%eax\n\t"
+			                 "xorl %%ecx, %%ecx\n\t"
+			                 "cpuid\n\t"
+			                 "movl %%eax, (%0)\n\t" /* one store, right after CPUID */
+			                 :
+			                 : "r"(buf)
+			                 : "rax", "rbx", "rcx", "rdx", "memory");
 	}
 	if (write(1, "loop done\n", 10) != 10)
 		return 1;
