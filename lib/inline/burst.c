@@ -101,7 +101,8 @@ static void set_put(burst_state *b, uint32_t i, uint64_t line, uint64_t last, ui
 }
 
 /* Tracked sample j is done: found, with stack distance sd, or gave up. */
-static void sample_done(inline_thread *t, unsigned j, uint64_t clock, bool found, uint64_t sd)
+static void sample_done(inline_thread *t, unsigned j, uint64_t clock, bool found, uint64_t sd,
+                        bool counts)
 {
 	burst_state *b = &t->burst;
 	burst_sample *s = &b->trk[j];
@@ -120,11 +121,12 @@ static void sample_done(inline_thread *t, unsigned j, uint64_t clock, bool found
 	}
 	if (found && b->pcs[i].found < UINT16_MAX)
 		b->pcs[i].found++;
-	else if (!found && b->pcs[i].gave_up < UINT16_MAX)
+	else if (!found && counts && b->pcs[i].gave_up < UINT16_MAX)
 		b->pcs[i].gave_up++;
 	atomic_fetch_add_explicit(&rt.bursts, 1, memory_order_relaxed);
 	b->live &= (uint16_t) ~(1u << j);
 	b->exact &= (uint16_t) ~(1u << j);
+	b->lng &= (uint16_t) ~(1u << j);
 	if (!b->live) { /* the burst ends with its last tracked sample */
 		atomic_fetch_add_explicit(&rt.burst_refs, b->refs, memory_order_relaxed);
 		set_clear(b);
@@ -266,7 +268,7 @@ void rt_burst_step(inline_thread *t, uint64_t addr, uint64_t clock)
 				if (!((b->exact >> j) & 1))
 					sd <<= b->shift;
 				b->own[i] &= (uint16_t) ~(1u << j);
-				sample_done(t, j, clock, true, sd);
+				sample_done(t, j, clock, true, sd, true);
 				if (!b->on)
 					return;
 			}
@@ -286,14 +288,26 @@ void rt_burst_step(inline_thread *t, uint64_t addr, uint64_t clock)
 		b->last[i] = clock;
 	else if (sel || b->exact)
 		set_put(b, i, line, clock, 0);
-	/* Samples not back within BURST_MAX_REFS give up. */
+	/* Samples not back within BURST_MAX_REFS give up; past BURST_SHORT_REFS
+	 * a sample is long, and at most BURST_LONG are: the others give up then
+	 * (not held against their pc), so a long sweep's samples do not fill
+	 * every slot for their whole reuse (bench/phased-accuracy.sh's
+	 * alternating program had its 16 KiB array's samples shut out). */
 	for (uint16_t m = b->live; m; m &= (uint16_t)(m - 1)) {
 		unsigned j = (unsigned)__builtin_ctz(m);
-		if (clock - b->trk[j].start >= BURST_MAX_REFS) {
+		uint64_t age = clock - b->trk[j].start;
+		bool drop = age >= BURST_MAX_REFS;
+		if (!drop && age >= BURST_SHORT_REFS && !((b->lng >> j) & 1)) {
+			if (__builtin_popcount(b->lng) >= (int)BURST_LONG)
+				drop = true;
+			else
+				b->lng |= (uint16_t)(1u << j);
+		}
+		if (drop) {
 			uint32_t k = set_slot(b, b->trk[j].line);
 			if (b->keys[k])
 				b->own[k] &= (uint16_t) ~(1u << j);
-			sample_done(t, j, clock, false, 0);
+			sample_done(t, j, clock, false, 0, age >= BURST_MAX_REFS);
 			if (!b->on)
 				return;
 		}

@@ -117,6 +117,8 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 #define BURST_PICK 8u
 #define BURST_TRACK 16u                /* samples a burst tracks at once */
 #define BURST_MAX_REFS (1024u * 1024u) /* a tracked sample's references before it gives up */
+#define BURST_SHORT_REFS (32u * 1024u) /* past so many references a tracked sample is long */
+#define BURST_LONG 4u                  /* long samples a burst tracks at most */
 #define BURST_MAX_SHIFT 12u            /* the set's sampling rate, at least 1 / 2^12 */
 /* References the process's bursts may take whatever the budget says: a short
  * program's 2 % is a few bursts (1M references cost ~30 ms in all). */
@@ -143,6 +145,7 @@ typedef struct burst_state {
 	bool on;        /* a burst is running (live != 0) */
 	uint16_t live;  /* the tracked samples (bits of trk) */
 	uint16_t exact; /* those whose every line since their start is in the set */
+	uint16_t lng;   /* those past BURST_SHORT_REFS references */
 	burst_sample trk[BURST_TRACK];
 	uint64_t refs;    /* references of the running burst not yet in rt.burst_refs */
 	uint64_t total;   /* references of all the thread's bursts in the session */
