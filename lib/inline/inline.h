@@ -103,56 +103,34 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 /*
  * Exact stack distances for a subset of the samples (burst.c,
  * docs/inline-clock.md "Exact bursts"): while a burst runs every reference
- * of the thread visits the slow path and its line goes into a set with the
- * clock of its last touch; up to BURST_TRACK samples that start meanwhile
- * are tracked at once, each counting the distinct lines touched since its
- * start; when a tracked sample's line comes back, its count is its stack
- * distance. Past BURST_MAX_LINES lines in the set, the set keeps only the
- * lines a hash selects (rate 1/2, 1/4, ...: SHARDS) and the distance is the
- * selected lines times the rate, an estimate. A sample not back within
- * BURST_MAX_REFS references gives up.
+ * of the thread visits the slow path and its line goes into a set; when the
+ * tracked sample's line comes back, the set's size is its exact stack
+ * distance. BURST_MAX_LINES / BURST_MAX_REFS: past either, the burst gives up.
  */
 #define EXACT_DEFAULT_BUDGET 2.0 /* percent */
-#define BURST_MAX_LINES 16384u   /* lines in the set before it samples them */
+#define BURST_MAX_LINES 8192u
 #define BURST_PICK 8u
-#define BURST_TRACK 16u                /* samples a burst tracks at once */
-#define BURST_MAX_REFS (1024u * 1024u) /* a tracked sample's references before it gives up */
-#define BURST_SHORT_REFS (32u * 1024u) /* past so many references a tracked sample is long */
-#define BURST_LONG 4u                  /* long samples a burst tracks at most */
-#define BURST_MAX_SHIFT 12u            /* the set's sampling rate, at least 1 / 2^12 */
+#define BURST_MAX_REFS (32u * 1024u)
 /* References the process's bursts may take whatever the budget says: a short
  * program's 2 % is a few bursts (1M references cost ~30 ms in all). */
 #define BURST_FLOOR_REFS (1024u * 1024u)
 #define BURST_PCS 64u                      /* start pcs whose bursts gave up, remembered a thread */
 #define BURST_SLOTS (2u * BURST_MAX_LINES) /* the set's open-addressing slots */
-#define BURST_BYTES                                                        \
-	((size_t)BURST_SLOTS * (2 * sizeof(uint64_t) + sizeof(uint16_t)) + \
-	 (size_t)BURST_SLOTS * sizeof(uint32_t))
-typedef struct burst_sample {
-	uint64_t line;  /* its line */
-	uint64_t start; /* its start clock */
-	uint64_t count; /* selected distinct lines touched since */
-	uintptr_t pc;   /* its start pc */
-} burst_sample;
+#define BURST_BYTES ((size_t)BURST_SLOTS * sizeof(uint64_t) + BURST_MAX_LINES * sizeof(uint32_t))
 typedef struct burst_state {
-	uint64_t *keys; /* BURST_SLOTS lines + 1 (0: empty), or NULL (not mapped yet) */
-	uint64_t *last; /* the clock of each line's last touch */
-	uint16_t *own;  /* the tracked samples (bits) whose line it is */
-	uint32_t *used; /* the slots filled, to empty them */
-	uint32_t nused; /* lines in the set */
-	uint32_t shift; /* the set keeps lines whose hash is below 2^(64 - shift) */
-	uint64_t salt;  /* the burst's hash */
-	bool on;        /* a burst is running (live != 0) */
-	uint16_t live;  /* the tracked samples (bits of trk) */
-	uint16_t exact; /* those whose every line since their start is in the set */
-	uint16_t lng;   /* those past BURST_SHORT_REFS references */
-	burst_sample trk[BURST_TRACK];
-	uint64_t refs;    /* references of the running burst not yet in rt.burst_refs */
+	uint64_t *keys;   /* BURST_SLOTS lines + 1 (0: empty), or NULL (not mapped yet) */
+	uint32_t *used;   /* the slots filled, to empty them */
+	uint32_t nused;   /* distinct lines in the set */
+	bool on;          /* a burst is running */
+	uint64_t line;    /* the tracked sample's line */
+	uint64_t start;   /* its start clock */
+	uint64_t refs;    /* references of the running burst */
 	uint64_t total;   /* references of all the thread's bursts in the session */
-	uint64_t tracked; /* samples tracked */
-	rng pick;         /* which eligible sample is tracked next (its own stream) */
-	/* Per start pc (hashed): tracked samples that gave up and that found a
-	 * distance; a pc whose samples only give up is tracked no more (burst.c). */
+	uint64_t tracked; /* bursts started */
+	uintptr_t pc;     /* the tracked sample's start pc */
+	rng pick;         /* which eligible sample starts the next burst (its own stream) */
+	/* Per start pc (hashed): bursts that gave up and that found a distance;
+	 * a pc whose bursts only give up starts none (see burst.c). */
 	struct {
 		uintptr_t pc;
 		uint16_t gave_up, found;
