@@ -9,7 +9,6 @@
 #ifndef LOMAS_TEST_FULL_TRACE_H
 #define LOMAS_TEST_FULL_TRACE_H
 
-#include <cpuid.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -87,16 +86,10 @@ static inline void full_trace(char *const argv[], trace *t)
 			assert_int_equal(decode_read_opmask(pid, k), LOMAS_OK);
 			decode_apply_opmask(&in, k);
 		}
-		if (!sig && !strcmp(in.text, "cpuid")) {
-			/*
-			 * Run here, not stepped: a hypervisor may lose CPUID's step
-			 * trap and the step then runs the next instruction unseen (PVM).
-			 */
-			unsigned a, b, c, dx;
-			__cpuid_count((unsigned)regs.rax, (unsigned)regs.rcx, a, b, c, dx);
-			regs.rax = a, regs.rbx = b, regs.rcx = c, regs.rdx = dx;
-			regs.rip += in.len;
-			assert_int_equal(ptrace(PTRACE_SETREGS, pid, NULL, &regs), 0);
+		if (!sig && decode_is_cpuid(&in)) {
+			/* Run here, not stepped: a hypervisor may lose CPUID's step
+			 * trap (decode_cpuid.c). */
+			assert_int_equal(decode_run_cpuid(pid, &in), LOMAS_OK);
 			continue;
 		}
 		ptrace(PTRACE_SINGLESTEP, pid, NULL, (void *)(long)sig);

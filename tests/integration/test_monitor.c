@@ -13,7 +13,6 @@
 
 #include <cmocka.h>
 
-#include <cpuid.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -98,16 +97,10 @@ static void full_trace(char *const argv[], trace *t)
 			assert_int_equal(decode_read_opmask(pid, k), LOMAS_OK);
 			decode_apply_opmask(&in, k);
 		}
-		if (!strcmp(in.text, "cpuid")) {
-			/*
-			 * Run here, not stepped: a hypervisor may lose CPUID's step
-			 * trap and the step then runs the next instruction unseen (PVM).
-			 */
-			unsigned a, b, c, dx;
-			__cpuid_count((unsigned)regs.rax, (unsigned)regs.rcx, a, b, c, dx);
-			regs.rax = a, regs.rbx = b, regs.rcx = c, regs.rdx = dx;
-			regs.rip += in.len;
-			assert_int_equal(ptrace(PTRACE_SETREGS, pid, NULL, &regs), 0);
+		if (decode_is_cpuid(&in)) {
+			/* Run here, not stepped: a hypervisor may lose CPUID's step
+			 * trap (decode_cpuid.c). */
+			assert_int_equal(decode_run_cpuid(pid, &in), LOMAS_OK);
 			continue;
 		}
 		ptrace(PTRACE_SINGLESTEP, pid, NULL, NULL);
