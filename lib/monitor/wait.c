@@ -285,7 +285,12 @@ int mon_wait_tid(monitor *m, pid_t tid, int timeout_ms, int *status)
 	int ret = 0;
 	chld_arm(m, &w);
 	for (;;) {
-		pid_t r = mon_sys_waitpid(tid, status, __WALL | WNOHANG);
+		/*
+		 * Through the pmu clock's table, as every other report: a fake
+		 * kernel that runs a thread itself must see the stops it made
+		 * (taken here, its thread would later run on unseen).
+		 */
+		pid_t r = mon_wait_report(m, tid, status, __WALL | WNOHANG);
 		uint64_t now;
 		if (r == tid) {
 			ret = 1;
