@@ -134,21 +134,28 @@ void pmu_detach(monitor *m)
 		    (t->queued.si_code <= 0 || t->queued.si_code == POLL_IN ||
 		     t->queued.si_code == POLL_HUP))
 			t->queued_sig = false;
-		if (t->state != MT_STOPPED || !deliverable(m->pid, t->tid, m->psig))
-			continue;
-		if (mon_ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0)
-			continue;
-		if (mon_wait_tid(m, t->tid, 2000, &status) != 1)
-			continue;
-		if (WIFEXITED(status) || WIFSIGNALED(status)) {
-			step_thread_gone(m, t);
-			mon_reap(m, t, status);
-		} else if (WSTOPSIG(status) != m->psig && (status >> 16) == 0 && !t->queued_sig) {
-			/* Another signal came first: delivered again at detach. */
-			siginfo_t si;
-			if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0) {
-				t->queued = si;
-				t->queued_sig = true;
+		/*
+		 * A realtime overflow signal queues once per overflow (F_SETSIG):
+		 * each is taken in turn, while the thread has one pending.
+		 */
+		for (int n = 0; n < 4096; n++) {
+			if (t->state != MT_STOPPED || !deliverable(m->pid, t->tid, m->psig))
+				break;
+			if (mon_ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0)
+				break;
+			if (mon_wait_tid(m, t->tid, 2000, &status) != 1)
+				break;
+			if (WIFEXITED(status) || WIFSIGNALED(status)) {
+				step_thread_gone(m, t);
+				mon_reap(m, t, status);
+			} else if (WSTOPSIG(status) != m->psig && (status >> 16) == 0 &&
+			           !t->queued_sig) {
+				/* Another signal came first: delivered again at detach. */
+				siginfo_t si;
+				if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0) {
+					t->queued = si;
+					t->queued_sig = true;
+				}
 			}
 		}
 	}
