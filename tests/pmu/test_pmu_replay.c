@@ -285,8 +285,8 @@ static void test_stop_leaves_target_running(void **state)
 		read_all(p[0], out, sizeof out);
 		close(p[0]);
 		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-			fprintf(stderr, "# round %d: the target ended with status 0x%x (%s %d)\n", round,
-			        (unsigned)status, WIFSIGNALED(status) ? "signal" : "exit",
+			fprintf(stderr, "# round %d: the target ended with status 0x%x (%s %d)\n",
+			        round, (unsigned)status, WIFSIGNALED(status) ? "signal" : "exit",
 			        WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
 		assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 		assert_string_equal(out, "loop done\n");
