@@ -118,17 +118,19 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 #define BURST_SLOTS (2u * BURST_MAX_LINES) /* the set's open-addressing slots */
 #define BURST_BYTES ((size_t)BURST_SLOTS * sizeof(uint64_t) + BURST_MAX_LINES * sizeof(uint32_t))
 typedef struct burst_state {
-	uint64_t *keys;   /* BURST_SLOTS lines + 1 (0: empty), or NULL (not mapped yet) */
-	uint32_t *used;   /* the slots filled, to empty them */
-	uint32_t nused;   /* distinct lines in the set */
-	bool on;          /* a burst is running */
-	uint64_t line;    /* the tracked sample's line */
-	uint64_t start;   /* its start clock */
-	uint64_t refs;    /* references of the running burst */
-	uint64_t total;   /* references of all the thread's bursts in the session */
-	uint64_t tracked; /* bursts started */
-	uintptr_t pc;     /* the tracked sample's start pc */
-	rng pick;         /* which eligible sample starts the next burst (its own stream) */
+	uint64_t *keys;       /* BURST_SLOTS lines + 1 (0: empty), or NULL (not mapped yet) */
+	uint32_t *used;       /* the slots filled, to empty them */
+	uint32_t nused;       /* distinct lines in the set */
+	bool on;              /* a burst is running */
+	uint64_t line;        /* the tracked sample's line */
+	uint64_t start;       /* its start clock */
+	uint64_t refs;        /* references of the running burst */
+	uint64_t total;       /* references of all the thread's bursts in the session */
+	uint64_t floor_total; /* of those, in bursts the floor allowed (not the budget) */
+	bool floor_run;       /* the running burst is one of those */
+	uint64_t tracked;     /* bursts started */
+	uintptr_t pc;         /* the tracked sample's start pc */
+	rng pick;             /* which eligible sample starts the next burst (its own stream) */
 	/* Per start pc (hashed): bursts that gave up and that found a distance;
 	 * a pc whose bursts only give up starts none (see burst.c). */
 	struct {
@@ -244,6 +246,7 @@ typedef struct inline_runtime {
 	size_t nexact, exact_cap;
 	/* The session's bursts and their references (at each burst's end). */
 	_Atomic uint64_t bursts, burst_refs;
+	_Atomic uint64_t burst_floor_refs; /* of those, in bursts the floor allowed */
 } inline_runtime;
 
 #define RT_HIDDEN __attribute__((visibility("hidden")))
