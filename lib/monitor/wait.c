@@ -120,7 +120,7 @@ static int check_suspects(monitor *m, mon_thread **out, int *status)
 		pid_t r;
 		if (!t->suspect || !waitable(t) || !in_trace_stop(m->pid, t->tid))
 			continue;
-		r = mon_sys_waitpid(t->tid, status, __WALL | WNOHANG);
+		r = mon_wait_report(m, t->tid, status, __WALL | WNOHANG);
 		if (r == t->tid) {
 			t->suspect = false;
 			*out = t;
