@@ -6,11 +6,22 @@
 #define LOMAS_DECODE_H
 
 #include <stdbool.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <sys/user.h>
 
 #include "core/core.h"
+
+/* SIGTRAP's si_code after a single step and after a breakpoint, for every
+ * piece of code that steps a target (step and pmu clocks, the pmu replay, the
+ * tests' ground-truth tracers): glibc defines them only for XOPEN/POSIX 2008. */
+#ifndef TRAP_BRKPT
+#define TRAP_BRKPT 1
+#endif
+#ifndef TRAP_TRACE
+#define TRAP_TRACE 2
+#endif
 
 #define DECODE_MAX_REFS 4
 #define DECODE_MAX_LEN 15

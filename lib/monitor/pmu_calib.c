@@ -26,10 +26,6 @@
 
 #include "monitor.h"
 
-#ifndef TRAP_TRACE
-#define TRAP_TRACE 2
-#endif
-
 #define SEQ_OFF 64    /* sub rsp, 256; push rax x K; pop rax x K; int3 */
 #define FAULT_OFF 256 /* movabs rax, [page]; int3 */
 #define SEQ_PUSHES 16

@@ -33,10 +33,6 @@
 
 #include "monitor.h"
 
-#ifndef TRAP_TRACE
-#define TRAP_TRACE 2
-#endif
-
 /* The seed's Nehalem skid was 5-10 references; leave room beyond it. */
 #define PMU_DEFAULT_SKID 16
 

@@ -17,13 +17,6 @@
 
 #include "monitor.h"
 
-#ifndef TRAP_TRACE
-#define TRAP_TRACE 2
-#endif
-#ifndef TRAP_BRKPT
-#define TRAP_BRKPT 1
-#endif
-
 static void handle_exec(monitor *m, mon_thread *t)
 {
 	for (size_t i = 0; i < m->threads.n; i++) {

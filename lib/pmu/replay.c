@@ -380,12 +380,6 @@ static bool f_is_overflow(void *ctx, int fd, const siginfo_t *si)
 
 /* ------------------------------------------------- the fake CPU: stepping */
 
-#ifndef TRAP_TRACE
-#define TRAP_TRACE 2
-#endif
-#ifndef TRAP_BRKPT
-#define TRAP_BRKPT 1
-#endif
 /* Instructions a PMU_RUN thread runs inside one WNOHANG wait before the others get a turn. */
 #define RUN_BATCH 64
 

@@ -21,13 +21,6 @@
 #include "decode/decode.h"
 #include "step_run.h"
 
-#ifndef TRAP_TRACE
-#define TRAP_TRACE 2
-#endif
-#ifndef TRAP_BRKPT
-#define TRAP_BRKPT 1
-#endif
-
 typedef struct tref {
 	uint64_t addr, pc;
 	uint32_t size;
