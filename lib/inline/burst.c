@@ -10,8 +10,10 @@
  * when the sample's line is touched again, the set holds the distinct other
  * lines touched strictly between the two references: the sample's exact
  * stack distance, as the trace clock defines it (lib/trace/stack_dist.c).
- * Past BURST_MAX_LINES distinct lines or BURST_MAX_REFS references the burst
- * gives up (no distance), so one burst never costs much.
+ * The set keeps blocks of 64 lines (a key and a bitmap), so a sweep fills
+ * it 64 times more slowly than lines touched at random. Past
+ * BURST_MAX_BLOCKS blocks or BURST_MAX_REFS references the burst gives up
+ * (no distance), so one burst never costs much.
  *
  * Nothing of the sampling changes: which references are sampled, the
  * samples' ends, the period and its thinning are those of a run without
@@ -27,6 +29,7 @@
 #include "inline.h"
 
 #define BURST_HASH_K 0x9e3779b97f4a7c15ull
+_Static_assert(BURST_SLOTS <= 65536u, "used[] holds 16-bit slot numbers");
 
 static void exact_push(const exact_rec *r)
 {
@@ -51,8 +54,8 @@ static void exact_push(const exact_rec *r)
 static void set_clear(burst_state *b)
 {
 	for (uint32_t i = 0; i < b->nused; i++)
-		b->keys[b->used[i]] = 0;
-	b->nused = 0;
+		b->keys[b->used[i]] = b->bits[b->used[i]] = 0;
+	b->nused = b->nlines = 0;
 }
 
 /* The slot of a start pc in the thread's give-up memory. */
@@ -83,20 +86,24 @@ static void burst_stop(burst_state *b, bool found)
 	b->on = false;
 }
 
-/* Put line into the set; false when the set is full (BURST_MAX_LINES). */
+/* Put line into the set; false when the set is full (BURST_MAX_BLOCKS). */
 static bool set_insert(burst_state *b, uint64_t line)
 {
-	uint64_t key = line + 1;
-	uint32_t i = (uint32_t)((key * BURST_HASH_K) >> 49) & (BURST_SLOTS - 1);
-	while (b->keys[i]) {
-		if (b->keys[i] == key)
-			return true;
-		i = (i + 1) & (BURST_SLOTS - 1);
+	uint64_t key = (line >> 6) + 1, bit = 1ull << (line & 63);
+	uint32_t i = (uint32_t)((((key * BURST_HASH_K) >> 32) * BURST_SLOTS) >> 32);
+	while (b->keys[i] && b->keys[i] != key)
+		if (++i == BURST_SLOTS)
+			i = 0;
+	if (!b->keys[i]) {
+		if (b->nused >= BURST_MAX_BLOCKS)
+			return false;
+		b->keys[i] = key;
+		b->used[b->nused++] = (uint16_t)i;
 	}
-	if (b->nused >= BURST_MAX_LINES)
-		return false;
-	b->keys[i] = key;
-	b->used[b->nused++] = i;
+	if (!(b->bits[i] & bit)) {
+		b->bits[i] |= bit;
+		b->nlines++;
+	}
 	return true;
 }
 
@@ -113,7 +120,7 @@ void rt_burst_step(inline_thread *t, uint64_t addr, uint64_t clock)
 		               .start = b->start,
 		               .end = clock,
 		               .index = t->index,
-		               .sd = b->nused};
+		               .sd = b->nlines};
 		exact_push(&r);
 		burst_stop(b, true);
 		return;
@@ -151,7 +158,8 @@ void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock, uintp
 		if (!m)
 			return;
 		b->keys = m;
-		b->used = (uint32_t *)(void *)(b->keys + BURST_SLOTS);
+		b->bits = b->keys + BURST_SLOTS;
+		b->used = (uint16_t *)(void *)(b->bits + BURST_SLOTS);
 		rng_seed(&b->pick, rt.set.seed ^ (0xa0761d6478bd642full * (t->index + 1)));
 	}
 	/* Not the first sample the budget allows, but one of them at random

@@ -21,7 +21,9 @@
 #include "model.h"
 
 #define DONOR_TOL 0.10 /* reuse distances within 10 % */
-#define DONOR_MIN 4u
+/* Three: a short run's floor of burst references (BURST_FLOOR_REFS) holds three
+ * or four bursts over a long sweep (the phases workload's 188k references). */
+#define DONOR_MIN 3u
 #define DONOR_MAX MODEL_DONORS_MAX
 
 typedef struct donor {
