@@ -117,27 +117,27 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 /* References the process's bursts may take whatever the budget says: a short
  * program's 2 % is a few bursts (1M references cost ~30 ms in all). */
 #define BURST_FLOOR_REFS (1024u * 1024u)
-#define BURST_PCS 64u                       /* start pcs whose bursts gave up, remembered a thread */
+#define BURST_PCS 64u /* start pcs whose bursts gave up, remembered a thread */
 /* The set's open-addressing slots: at most two thirds filled (208 KiB in all). */
 #define BURST_SLOTS (BURST_MAX_BLOCKS + BURST_MAX_BLOCKS / 2u)
-#define BURST_BYTES                                                                       \
+#define BURST_BYTES \
 	((size_t)BURST_SLOTS * 2u * sizeof(uint64_t) + BURST_MAX_BLOCKS * sizeof(uint16_t))
 typedef struct burst_state {
-	uint64_t *keys;   /* BURST_SLOTS blocks (line / 64) + 1 (0: empty), or NULL (not mapped) */
-	uint64_t *bits;   /* per slot, which of the block's 64 lines are in the set */
-	uint16_t *used;   /* the slots filled, to empty them */
-	uint32_t nused;   /* slots filled */
-	uint32_t nlines;  /* distinct lines in the set */
-	bool on;          /* a burst is running */
-	uint64_t line;    /* the tracked sample's line */
-	uint64_t start;   /* its start clock */
-	uint64_t refs;    /* references of the running burst */
-	uint64_t total;   /* references of all the thread's bursts in the session */
+	uint64_t *keys;  /* BURST_SLOTS blocks (line / 64) + 1 (0: empty), or NULL (not mapped) */
+	uint64_t *bits;  /* per slot, which of the block's 64 lines are in the set */
+	uint16_t *used;  /* the slots filled, to empty them */
+	uint32_t nused;  /* slots filled */
+	uint32_t nlines; /* distinct lines in the set */
+	bool on;         /* a burst is running */
+	uint64_t line;   /* the tracked sample's line */
+	uint64_t start;  /* its start clock */
+	uint64_t refs;   /* references of the running burst */
+	uint64_t total;  /* references of all the thread's bursts in the session */
 	uint64_t floor_total; /* of those, in bursts the floor allowed (not the budget) */
 	bool floor_run;       /* the running burst is one of those */
-	uint64_t tracked; /* bursts started */
-	uintptr_t pc;     /* the tracked sample's start pc */
-	rng pick;         /* which eligible sample starts the next burst (its own stream) */
+	uint64_t tracked;     /* bursts started */
+	uintptr_t pc;         /* the tracked sample's start pc */
+	rng pick;             /* which eligible sample starts the next burst (its own stream) */
 	/* Per start pc (hashed): bursts that gave up and that found a distance;
 	 * a pc whose bursts only give up starts none (see burst.c). */
 	struct {
