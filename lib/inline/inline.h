@@ -114,6 +114,9 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 #define BURST_MAX_BLOCKS 8192u
 #define BURST_PICK 8u
 #define BURST_MAX_REFS (512u * 1024u)
+/* Past BURST_SHORT_REFS a burst is long: it goes on only while its allowance
+ * (the budget's share or the floor) holds it (burst.c, burst_may_go_on). */
+#define BURST_SHORT_REFS (32u * 1024u)
 /* References the process's bursts may take whatever the budget says: a short
  * program's 2 % is a few bursts (1M references cost ~30 ms in all). */
 #define BURST_FLOOR_REFS (1024u * 1024u)
@@ -135,6 +138,7 @@ typedef struct burst_state {
 	uint64_t total;  /* references of all the thread's bursts in the session */
 	uint64_t floor_total; /* of those, in bursts the floor allowed (not the budget) */
 	bool floor_run;       /* the running burst is one of those */
+	bool may_long;        /* the running burst may go past BURST_SHORT_REFS */
 	uint64_t tracked;     /* bursts started */
 	uintptr_t pc;         /* the tracked sample's start pc */
 	rng pick;             /* which eligible sample starts the next burst (its own stream) */
@@ -143,6 +147,7 @@ typedef struct burst_state {
 	struct {
 		uintptr_t pc;
 		uint16_t gave_up, found;
+		uint16_t long_gave_up, long_found; /* of those, past BURST_SHORT_REFS */
 	} pcs[BURST_PCS];
 } burst_state;
 
