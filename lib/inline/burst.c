@@ -54,7 +54,7 @@ static void exact_push(const exact_rec *r)
 static void set_clear(burst_state *b)
 {
 	for (uint32_t i = 0; i < b->nused; i++)
-		b->keys[b->used[i]] = b->bits[b->used[i]] = 0;
+		b->slots[b->used[i]].key = b->slots[b->used[i]].bits = 0;
 	b->nused = b->nlines = 0;
 }
 
@@ -87,6 +87,9 @@ static void burst_stop(burst_state *b, bool found, bool too_long)
 	if (b->floor_run) {
 		b->floor_total += b->refs;
 		atomic_fetch_add_explicit(&rt.burst_floor_refs, b->refs, memory_order_relaxed);
+		if (b->refs > BURST_SHORT_REFS)
+			atomic_fetch_add_explicit(&rt.burst_long_floor_refs,
+			                          b->refs - BURST_SHORT_REFS, memory_order_relaxed);
 	}
 	set_clear(b);
 	b->on = false;
@@ -97,17 +100,17 @@ static bool set_insert(burst_state *b, uint64_t line)
 {
 	uint64_t key = (line >> 6) + 1, bit = 1ull << (line & 63);
 	uint32_t i = (uint32_t)((((key * BURST_HASH_K) >> 32) * BURST_SLOTS) >> 32);
-	while (b->keys[i] && b->keys[i] != key)
+	while (b->slots[i].key && b->slots[i].key != key)
 		if (++i == BURST_SLOTS)
 			i = 0;
-	if (!b->keys[i]) {
+	if (!b->slots[i].key) {
 		if (b->nused >= BURST_MAX_BLOCKS)
 			return false;
-		b->keys[i] = key;
+		b->slots[i].key = key;
 		b->used[b->nused++] = (uint16_t)i;
 	}
-	if (!(b->bits[i] & bit)) {
-		b->bits[i] |= bit;
+	if (!(b->slots[i].bits & bit)) {
+		b->slots[i].bits |= bit;
 		b->nlines++;
 	}
 	return true;
@@ -116,7 +119,10 @@ static bool set_insert(burst_state *b, uint64_t line)
 /*
  * May the running burst go on past BURST_SHORT_REFS? Only where what it
  * spends is still within its allowance: a run the floor allowed, while the
- * process's floor holds it; a run the budget allowed, while the thread's
+ * process's floor holds it and the floor's long parts stay within
+ * BURST_LONG_FLOOR_REFS (a short run keeps a quarter of the floor for short
+ * bursts; the phases workload's sweep needs four long distances, 624k
+ * references); a run the budget allowed, while the thread's
  * bursts stay within the budget's share. A burst is let start when the
  * budget allows, so a long one could end far over it (a sweep of 512k
  * references at 2 % is the share of 26M): syrk's early long bursts left the
@@ -130,7 +136,10 @@ static bool burst_may_go_on(const burst_state *b, uint64_t clock)
 		return false;
 	if (b->floor_run)
 		return atomic_load_explicit(&rt.burst_floor_refs, memory_order_relaxed) + b->refs <=
-		       BURST_FLOOR_REFS;
+		           BURST_FLOOR_REFS &&
+		       atomic_load_explicit(&rt.burst_long_floor_refs, memory_order_relaxed) +
+		               b->refs - BURST_SHORT_REFS <=
+		           BURST_LONG_FLOOR_REFS;
 	return (double)(b->total - b->floor_total) <= rt.set.exact_budget * (double)clock;
 }
 
@@ -187,13 +196,12 @@ void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock, uintp
 	 * the kinds that do get distances are drawn as before. */
 	if (b->pcs[i].pc == pc && b->pcs[i].gave_up >= 2 && !b->pcs[i].found)
 		return;
-	if (!b->keys) {
+	if (!b->slots) {
 		void *m = rt_map_alloc.alloc(BURST_BYTES);
 		if (!m)
 			return;
-		b->keys = m;
-		b->bits = b->keys + BURST_SLOTS;
-		b->used = (uint16_t *)(void *)(b->bits + BURST_SLOTS);
+		b->slots = m;
+		b->used = (uint16_t *)(void *)(b->slots + BURST_SLOTS);
 		rng_seed(&b->pick, rt.set.seed ^ (0xa0761d6478bd642full * (t->index + 1)));
 	}
 	/* Not the first sample the budget allows, but one of them at random
@@ -204,7 +212,8 @@ void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock, uintp
 		return;
 	b->on = true;
 	b->floor_run = !paced;
-	b->may_long = !(b->pcs[i].pc == pc && b->pcs[i].long_gave_up && !b->pcs[i].long_found);
+	b->may_long = !(b->pcs[i].pc == pc && ((b->pcs[i].long_gave_up && !b->pcs[i].long_found) ||
+	                                       b->pcs[i].long_found >= BURST_LONG_PER_PC));
 	b->pc = pc;
 	b->line = addr >> t->wt.line_shift;
 	b->start = clock;
@@ -214,8 +223,8 @@ void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock, uintp
 
 void rt_burst_release(inline_thread *t)
 {
-	if (t->burst.keys)
-		rt_map_alloc.release(t->burst.keys, BURST_BYTES);
+	if (t->burst.slots)
+		rt_map_alloc.release(t->burst.slots, BURST_BYTES);
 	memset(&t->burst, 0, sizeof t->burst);
 }
 

@@ -120,22 +120,30 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 /* References the process's bursts may take whatever the budget says: a short
  * program's 2 % is a few bursts (1M references cost ~30 ms in all). */
 #define BURST_FLOOR_REFS (1024u * 1024u)
+/* Of the floor, what long bursts may take past their first BURST_SHORT_REFS. */
+#define BURST_LONG_FLOOR_REFS (BURST_FLOOR_REFS / 4u * 3u)
+/* Long distances a start pc may find: as many as a kind needs to lend them (donors.c). */
+#define BURST_LONG_PER_PC 3u
 #define BURST_PCS 64u /* start pcs whose bursts gave up, remembered a thread */
 /* The set's open-addressing slots: at most two thirds filled (208 KiB in all). */
 #define BURST_SLOTS (BURST_MAX_BLOCKS + BURST_MAX_BLOCKS / 2u)
 #define BURST_BYTES \
 	((size_t)BURST_SLOTS * 2u * sizeof(uint64_t) + BURST_MAX_BLOCKS * sizeof(uint16_t))
+/* A block of 64 lines in the set: its key (line / 64 + 1; 0: empty) and which
+ * of its lines are in (one cache line holds four slots, key and bits). */
+typedef struct burst_slot {
+	uint64_t key, bits;
+} burst_slot;
 typedef struct burst_state {
-	uint64_t *keys;  /* BURST_SLOTS blocks (line / 64) + 1 (0: empty), or NULL (not mapped) */
-	uint64_t *bits;  /* per slot, which of the block's 64 lines are in the set */
-	uint16_t *used;  /* the slots filled, to empty them */
-	uint32_t nused;  /* slots filled */
-	uint32_t nlines; /* distinct lines in the set */
-	bool on;         /* a burst is running */
-	uint64_t line;   /* the tracked sample's line */
-	uint64_t start;  /* its start clock */
-	uint64_t refs;   /* references of the running burst */
-	uint64_t total;  /* references of all the thread's bursts in the session */
+	burst_slot *slots;    /* BURST_SLOTS blocks, or NULL (not mapped yet) */
+	uint16_t *used;       /* the slots filled, to empty them */
+	uint32_t nused;       /* slots filled */
+	uint32_t nlines;      /* distinct lines in the set */
+	bool on;              /* a burst is running */
+	uint64_t line;        /* the tracked sample's line */
+	uint64_t start;       /* its start clock */
+	uint64_t refs;        /* references of the running burst */
+	uint64_t total;       /* references of all the thread's bursts in the session */
 	uint64_t floor_total; /* of those, in bursts the floor allowed (not the budget) */
 	bool floor_run;       /* the running burst is one of those */
 	bool may_long;        /* the running burst may go past BURST_SHORT_REFS */
@@ -258,7 +266,8 @@ typedef struct inline_runtime {
 	size_t nexact, exact_cap;
 	/* The session's bursts and their references (at each burst's end). */
 	_Atomic uint64_t bursts, burst_refs;
-	_Atomic uint64_t burst_floor_refs; /* of those, in bursts the floor allowed */
+	_Atomic uint64_t burst_floor_refs;      /* of those, in bursts the floor allowed */
+	_Atomic uint64_t burst_long_floor_refs; /* of those, past BURST_SHORT_REFS */
 } inline_runtime;
 
 #define RT_HIDDEN __attribute__((visibility("hidden")))
