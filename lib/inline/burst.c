@@ -116,6 +116,12 @@ static bool set_insert(burst_state *b, uint64_t line)
 	return true;
 }
 
+/* Are the thread's bursts the budget allowed within its share of clock? */
+static bool burst_within_share(const burst_state *b, uint64_t clock)
+{
+	return (double)(b->total - b->floor_total) <= rt.set.exact_budget * (double)clock;
+}
+
 /*
  * May the running burst go on past BURST_SHORT_REFS? Only where what it
  * spends is still within its allowance: a run the floor allowed, while the
@@ -140,7 +146,7 @@ static bool burst_may_go_on(const burst_state *b, uint64_t clock)
 		       atomic_load_explicit(&rt.burst_long_floor_refs, memory_order_relaxed) +
 		               b->refs - BURST_SHORT_REFS <=
 		           BURST_LONG_FLOOR_REFS;
-	return (double)(b->total - b->floor_total) <= rt.set.exact_budget * (double)clock;
+	return burst_within_share(b, clock);
 }
 
 void rt_burst_step(inline_thread *t, uint64_t addr, uint64_t clock)
@@ -167,7 +173,8 @@ void rt_burst_step(inline_thread *t, uint64_t addr, uint64_t clock)
 	}
 	if (!set_insert(b, line) || b->refs >= BURST_MAX_REFS) {
 		/* Longer than any burst may follow: the pc's next bursts stop at
-		 * BURST_SHORT_REFS unless one of its long bursts found a distance. */
+		 * BURST_SHORT_REFS unless one of its long bursts found a distance
+		 * (rt_burst_maybe_start, may_long). */
 		burst_stop(b, false, b->refs > BURST_SHORT_REFS);
 	}
 }
@@ -175,9 +182,8 @@ void rt_burst_step(inline_thread *t, uint64_t addr, uint64_t clock)
 void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock, uintptr_t pc)
 {
 	burst_state *b = &t->burst;
-	double budget = rt.set.exact_budget;
 	unsigned i = pc_slot(pc);
-	if (b->on || !(budget > 0.0))
+	if (b->on || !(rt.set.exact_budget > 0.0))
 		return;
 	/* The thread's share, or the process's first BURST_FLOOR_REFS: at 2 %
 	 * a run of 3M references had 15 distances, too few to lend any. The
@@ -185,7 +191,7 @@ void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock, uintp
 	 * in a run's first loops left the rest of the run no burst until the
 	 * share caught up (2mm: none after its first 1M, its knife edge in the
 	 * second loop nest -8.05 pp at 13.4K). */
-	bool paced = (double)(b->total - b->floor_total) <= budget * (double)clock;
+	bool paced = burst_within_share(b, clock);
 	if (!paced &&
 	    atomic_load_explicit(&rt.burst_floor_refs, memory_order_relaxed) >= BURST_FLOOR_REFS)
 		return;

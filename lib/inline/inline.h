@@ -127,13 +127,12 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 #define BURST_PCS 64u /* start pcs whose bursts gave up, remembered a thread */
 /* The set's open-addressing slots: at most two thirds filled (208 KiB in all). */
 #define BURST_SLOTS (BURST_MAX_BLOCKS + BURST_MAX_BLOCKS / 2u)
-#define BURST_BYTES \
-	((size_t)BURST_SLOTS * 2u * sizeof(uint64_t) + BURST_MAX_BLOCKS * sizeof(uint16_t))
 /* A block of 64 lines in the set: its key (line / 64 + 1; 0: empty) and which
  * of its lines are in (one cache line holds four slots, key and bits). */
 typedef struct burst_slot {
 	uint64_t key, bits;
 } burst_slot;
+#define BURST_BYTES ((size_t)BURST_SLOTS * sizeof(burst_slot) + BURST_MAX_BLOCKS * sizeof(uint16_t))
 typedef struct burst_state {
 	burst_slot *slots;    /* BURST_SLOTS blocks, or NULL (not mapped yet) */
 	uint16_t *used;       /* the slots filled, to empty them */

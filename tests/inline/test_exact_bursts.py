@@ -23,6 +23,8 @@ EXACTSIM = os.environ.get("LOMAS_EXACTSIM", os.path.join(BUILD, "tests", "tools"
 CLIFF = os.environ.get("LOMAS_CLIFF", os.path.join(BUILD, "tests", "inline", "cliff-inline"))
 N, M = 300, 400  # A lines, B lines: A's stack distances 300..600 lines
 FLOOR = 1024 * 1024  # BURST_FLOOR_REFS: the references bursts may take whatever the budget
+WORKLOADS = os.environ.get("LOMAS_WORKLOADS", os.path.join(BUILD, "examples", "workloads"))
+PHASES = os.path.join(WORKLOADS, "phases-inline")  # the bundled phases workload
 SHORT = 32 * 1024  # BURST_SHORT_REFS: past it a burst goes on only within its allowance
 
 
@@ -143,9 +145,6 @@ def test_long_sweep_cliff(tmp_path):
     lines): distances longer than that exist, each equal to the distinct
     lines between the two references in the trace, and the LRU curve is
     within 5 pp of exact simulation at every size, for three seeds."""
-    prog = os.path.join(os.environ.get("LOMAS_WORKLOADS",
-                                       os.path.join(BUILD, "examples", "workloads")),
-                        "phases-inline")
     args = ["1500000", "16384", "4"]
     trace = str(tmp_path / "t.trace")
     sizes = [int(round(4096 * 2 ** (k / 4) / 64)) * 64 for k in range(0, 57)]  # 4K-64M
@@ -155,7 +154,7 @@ def test_long_sweep_cliff(tmp_path):
         env = {"LOMAS_OUTPUT": out, "LOMAS_SEED": str(seed)}
         if seed == 1:
             env["LOMAS_TRACE"] = trace
-        run([prog] + args, env)
+        run([PHASES] + args, env)
         prof = export(out)
         long = [s for s in prof["samples"] if s.get("stack_distance", 0) > 8192]
         print(f"seed {seed}: {len(long)} exact distances over 8192 lines; "
@@ -187,12 +186,9 @@ def test_long_bursts_within_their_allowance(tmp_path):
     at its start took 1.41M references here, 0.14M over: at 2 % the debt of
     the rest of the run; syrk's long bursts left its last four fifths no
     exact distance, LRU -4.85 pp at 11.3K)."""
-    prog = os.path.join(os.environ.get("LOMAS_WORKLOADS",
-                                       os.path.join(BUILD, "examples", "workloads")),
-                        "phases-inline")
     for seed in (1, 2):
         out = str(tmp_path / f"r{seed}.lomas")
-        run([prog, "1500000", "16384", "40"], {"LOMAS_OUTPUT": out, "LOMAS_SEED": str(seed)})
+        run([PHASES, "1500000", "16384", "40"], {"LOMAS_OUTPUT": out, "LOMAS_SEED": str(seed)})
         prof = export(out)
         refs = prof["threads"][0]["refs"]
         burst_refs = int(prof["meta"]["exact_bursts"].split(",")[1].split()[0])
