@@ -213,8 +213,8 @@ def test_curve_csv_and_json_agree(chase_profile):
     for obj, row in zip(doc, rows):
         assert set(obj) == {"size_bytes", "random", "lru"}
         assert obj["size_bytes"] == int(row[0])
-        assert abs(obj["random"] - float(row[1])) <= 5e-7
-        assert abs(obj["lru"] - float(row[2])) <= 5e-7
+        assert abs(obj["random"] - float(row[1])) <= 5e-7 + 1e-12  # half the last printed digit; a tie is exact
+        assert abs(obj["lru"] - float(row[2])) <= 5e-7 + 1e-12
 
 
 def test_curve_sizes_with_suffixes_and_cold(chase_profile):
