@@ -220,6 +220,66 @@ static inline size_t sim_sample(lomas_profile *p, uint32_t th, const sim_trace *
 	return ns;
 }
 
+/*
+ * Add thread th's trace to p as period auto records it (lib/sampler): the
+ * period starts at period0 and doubles after the first `first` samples, then
+ * every `step` samples; each sample weighs the period it was taken at; the
+ * windows are 256 x the mean period long (refs / samples), so the early
+ * windows hold many more samples than the late ones. Returns the samples.
+ */
+static inline size_t sim_sample_rising(lomas_profile *p, uint32_t th, const sim_trace *tr,
+                                       double period0, size_t first, size_t step, uint64_t seed)
+{
+	lomas_thread thr = {.tid = th + 1, .refs = tr->n};
+	uint64_t x = seed, w0 = p->windows.n, wlen;
+	uint32_t *next = malloc((tr->n ? tr->n : 1) * sizeof *next);
+	uint32_t *last = malloc(tr->k * sizeof *last);
+	lomas_sample *ss = malloc((tr->n ? tr->n : 1) * sizeof *ss);
+	double period = period0;
+	size_t ns = 0;
+	if (!next || !last || !ss || profile_add_thread(p, &thr))
+		abort();
+	memset(last, 0xff, tr->k * sizeof *last);
+	for (size_t i = tr->n; i-- > 0;) {
+		next[i] = last[tr->t[i]];
+		last[tr->t[i]] = (uint32_t)i;
+	}
+	for (uint64_t i = (uint64_t)floor(log(sm_unit(&x)) / log1p(-1.0 / period)); i < tr->n;) {
+		lomas_sample *s = &ss[ns++];
+		memset(s, 0, sizeof *s);
+		s->start = i;
+		s->addr = (uint64_t)tr->t[i] * SIM_LINE;
+		s->weight = period;
+		s->thread = th;
+		if (next[i] != UINT32_MAX) {
+			s->state = LOMAS_SAMPLE_REUSED;
+			s->end = next[i];
+		} else {
+			s->state = LOMAS_SAMPLE_DANGLING;
+			s->end = LOMAS_CLOCK_NONE;
+		}
+		if (ns == first || (ns > first && (ns - first) % step == 0))
+			period *= 2; /* sampling is memoryless: the next gap at the new rate */
+		i += (uint64_t)floor(log(sm_unit(&x)) / log1p(-1.0 / period)) + 1;
+	}
+	wlen = (uint64_t)(256.0 * (double)tr->n / (double)(ns ? ns : 1));
+	for (uint64_t s = 0; s < tr->n; s += wlen) {
+		lomas_window w = {
+		    .start = s, .refs = tr->n - s < wlen ? tr->n - s : wlen, .thread = th};
+		if (profile_add_window(p, &w))
+			abort();
+	}
+	for (size_t k = 0; k < ns; k++) {
+		ss[k].window = (uint32_t)(w0 + ss[k].start / wlen);
+		if (profile_add_sample(p, &ss[k]))
+			abort();
+	}
+	free(ss);
+	free(next);
+	free(last);
+	return ns;
+}
+
 /* The default sizes from 4 KiB to 64 MiB (57 of them): bytes and lines. */
 static inline size_t sim_sizes(uint64_t *bytes, uint64_t *lines)
 {
