@@ -125,6 +125,13 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 /* Long distances a start pc may find: as many as a kind needs to lend them (donors.c). */
 #define BURST_LONG_PER_PC 3u
 #define BURST_PCS 64u /* start pcs whose bursts gave up, remembered a thread */
+/*
+ * A start pc with fewer than BURST_NOVEL_FOUND distances is new: its short
+ * bursts may run past the share and the floor, within the process's
+ * BURST_NOVEL_REFS (burst.c, rt_burst_maybe_start).
+ */
+#define BURST_NOVEL_FOUND 4u
+#define BURST_NOVEL_REFS (512u * 1024u)
 /* The set's open-addressing slots: at most two thirds filled (208 KiB in all). */
 #define BURST_SLOTS (BURST_MAX_BLOCKS + BURST_MAX_BLOCKS / 2u)
 /* A block of 64 lines in the set: its key (line / 64 + 1; 0: empty) and which
@@ -144,7 +151,9 @@ typedef struct burst_state {
 	uint64_t refs;        /* references of the running burst */
 	uint64_t total;       /* references of all the thread's bursts in the session */
 	uint64_t floor_total; /* of those, in bursts the floor allowed (not the budget) */
-	bool floor_run;       /* the running burst is one of those */
+	uint64_t novel_total; /* ... in bursts allowed for a new start pc (BURST_NOVEL_REFS) */
+	bool floor_run;       /* the running burst is one the floor allowed */
+	bool novel_run;       /* ... one allowed for a new start pc */
 	bool may_long;        /* the running burst may go past BURST_SHORT_REFS */
 	uint64_t tracked;     /* bursts started */
 	uintptr_t pc;         /* the tracked sample's start pc */
@@ -267,6 +276,7 @@ typedef struct inline_runtime {
 	_Atomic uint64_t bursts, burst_refs;
 	_Atomic uint64_t burst_floor_refs;      /* of those, in bursts the floor allowed */
 	_Atomic uint64_t burst_long_floor_refs; /* of those, past BURST_SHORT_REFS */
+	_Atomic uint64_t burst_novel_refs;      /* in bursts allowed for new start pcs */
 } inline_runtime;
 
 #define RT_HIDDEN __attribute__((visibility("hidden")))

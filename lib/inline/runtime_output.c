@@ -520,6 +520,7 @@ lomas_status lomas_inline_start(const lomas_config *cfg)
 	atomic_store(&rt.burst_refs, 0);
 	atomic_store(&rt.burst_floor_refs, 0);
 	atomic_store(&rt.burst_long_floor_refs, 0);
+	atomic_store(&rt.burst_novel_refs, 0);
 	atomic_store(&rt.active, true);
 	atomic_fetch_add(&rt.epoch, 1);
 	rt_unlock();
