@@ -164,6 +164,54 @@ static inline uint32_t sim_footprint(const sim_trace *tr)
 	return f;
 }
 
+/* next[i]: the index of the next reference to tr->t[i]'s line, UINT32_MAX if none (malloc'd). */
+static inline uint32_t *sim_next_uses(const sim_trace *tr)
+{
+	uint32_t *next = malloc((tr->n ? tr->n : 1) * sizeof *next);
+	uint32_t *last = malloc(tr->k * sizeof *last);
+	if (!next || !last)
+		abort();
+	memset(last, 0xff, tr->k * sizeof *last);
+	for (size_t i = tr->n; i-- > 0;) {
+		next[i] = last[tr->t[i]];
+		last[tr->t[i]] = (uint32_t)i;
+	}
+	free(last);
+	return next;
+}
+
+/* Thread th's windows of wlen references over n, from the profile's next window index. */
+static inline void sim_add_windows(lomas_profile *p, uint32_t th, uint64_t n, uint64_t wlen)
+{
+	for (uint64_t s = 0; s < n; s += wlen) {
+		lomas_window w = {.start = s, .refs = n - s < wlen ? n - s : wlen, .thread = th};
+		if (profile_add_window(p, &w))
+			abort();
+	}
+}
+
+/* The sample of reference i of thread th (exact forward reuse from next), window unset. */
+static inline lomas_sample sim_sample_at(const sim_trace *tr, const uint32_t *next, uint64_t i,
+                                         uint32_t th, double weight, const uint64_t *pc_of)
+{
+	lomas_sample s;
+	memset(&s, 0, sizeof s);
+	s.start = i;
+	s.addr = (uint64_t)tr->t[i] * SIM_LINE;
+	s.start_pc = pc_of ? pc_of[i] : 0;
+	s.weight = weight;
+	s.thread = th;
+	if (next[i] != UINT32_MAX) {
+		s.state = LOMAS_SAMPLE_REUSED;
+		s.end = next[i];
+		s.end_pc = pc_of ? pc_of[next[i]] : 0;
+	} else {
+		s.state = LOMAS_SAMPLE_DANGLING;
+		s.end = LOMAS_CLOCK_NONE;
+	}
+	return s;
+}
+
 /*
  * Add thread th's trace to profile p as the trace clock would record it:
  * windows of 256 x period references, each reference sampled with
@@ -176,47 +224,22 @@ static inline size_t sim_sample(lomas_profile *p, uint32_t th, const sim_trace *
 {
 	lomas_thread thr = {.tid = th + 1, .refs = tr->n};
 	uint64_t wlen = (uint64_t)(256 * period), x = seed, w0 = p->windows.n;
-	uint32_t *next = malloc((tr->n ? tr->n : 1) * sizeof *next);
-	uint32_t *last = malloc(tr->k * sizeof *last);
+	uint32_t *next = sim_next_uses(tr);
 	double lq = log1p(-1.0 / period);
 	size_t ns = 0;
-	if (!next || !last || profile_add_thread(p, &thr))
+	if (profile_add_thread(p, &thr))
 		abort();
-	memset(last, 0xff, tr->k * sizeof *last);
-	for (size_t i = tr->n; i-- > 0;) {
-		next[i] = last[tr->t[i]];
-		last[tr->t[i]] = (uint32_t)i;
-	}
-	for (uint64_t s = 0; s < tr->n; s += wlen) {
-		lomas_window w = {
-		    .start = s, .refs = tr->n - s < wlen ? tr->n - s : wlen, .thread = th};
-		if (profile_add_window(p, &w))
-			abort();
-	}
+	sim_add_windows(p, th, tr->n, wlen);
 	for (uint64_t i = period <= 1.0 ? 0 : (uint64_t)floor(log(sm_unit(&x)) / lq); i < tr->n;
 	     i += period <= 1.0 ? 1 : (uint64_t)floor(log(sm_unit(&x)) / lq) + 1) {
-		lomas_sample s;
-		memset(&s, 0, sizeof s);
-		s.start = i;
-		s.addr = (uint64_t)tr->t[i] * SIM_LINE;
-		s.start_pc = pc_of ? pc_of[i] : 0;
-		s.weight = period <= 1.0 ? 1.0 : period;
-		s.thread = th;
+		lomas_sample s =
+		    sim_sample_at(tr, next, i, th, period <= 1.0 ? 1.0 : period, pc_of);
 		s.window = (uint32_t)(w0 + i / wlen);
-		if (next[i] != UINT32_MAX) {
-			s.state = LOMAS_SAMPLE_REUSED;
-			s.end = next[i];
-			s.end_pc = pc_of ? pc_of[next[i]] : 0;
-		} else {
-			s.state = LOMAS_SAMPLE_DANGLING;
-			s.end = LOMAS_CLOCK_NONE;
-		}
 		if (profile_add_sample(p, &s))
 			abort();
 		ns++;
 	}
 	free(next);
-	free(last);
 	return ns;
 }
 
@@ -232,43 +255,20 @@ static inline size_t sim_sample_rising(lomas_profile *p, uint32_t th, const sim_
 {
 	lomas_thread thr = {.tid = th + 1, .refs = tr->n};
 	uint64_t x = seed, w0 = p->windows.n, wlen;
-	uint32_t *next = malloc((tr->n ? tr->n : 1) * sizeof *next);
-	uint32_t *last = malloc(tr->k * sizeof *last);
+	uint32_t *next = sim_next_uses(tr);
 	lomas_sample *ss = malloc((tr->n ? tr->n : 1) * sizeof *ss);
 	double period = period0;
 	size_t ns = 0;
-	if (!next || !last || !ss || profile_add_thread(p, &thr))
+	if (!ss || profile_add_thread(p, &thr))
 		abort();
-	memset(last, 0xff, tr->k * sizeof *last);
-	for (size_t i = tr->n; i-- > 0;) {
-		next[i] = last[tr->t[i]];
-		last[tr->t[i]] = (uint32_t)i;
-	}
 	for (uint64_t i = (uint64_t)floor(log(sm_unit(&x)) / log1p(-1.0 / period)); i < tr->n;) {
-		lomas_sample *s = &ss[ns++];
-		memset(s, 0, sizeof *s);
-		s->start = i;
-		s->addr = (uint64_t)tr->t[i] * SIM_LINE;
-		s->weight = period;
-		s->thread = th;
-		if (next[i] != UINT32_MAX) {
-			s->state = LOMAS_SAMPLE_REUSED;
-			s->end = next[i];
-		} else {
-			s->state = LOMAS_SAMPLE_DANGLING;
-			s->end = LOMAS_CLOCK_NONE;
-		}
+		ss[ns++] = sim_sample_at(tr, next, i, th, period, NULL);
 		if (ns == first || (ns > first && (ns - first) % step == 0))
 			period *= 2; /* sampling is memoryless: the next gap at the new rate */
 		i += (uint64_t)floor(log(sm_unit(&x)) / log1p(-1.0 / period)) + 1;
 	}
 	wlen = (uint64_t)(256.0 * (double)tr->n / (double)(ns ? ns : 1));
-	for (uint64_t s = 0; s < tr->n; s += wlen) {
-		lomas_window w = {
-		    .start = s, .refs = tr->n - s < wlen ? tr->n - s : wlen, .thread = th};
-		if (profile_add_window(p, &w))
-			abort();
-	}
+	sim_add_windows(p, th, tr->n, wlen);
 	for (size_t k = 0; k < ns; k++) {
 		ss[k].window = (uint32_t)(w0 + ss[k].start / wlen);
 		if (profile_add_sample(p, &ss[k]))
@@ -276,7 +276,6 @@ static inline size_t sim_sample_rising(lomas_profile *p, uint32_t th, const sim_
 	}
 	free(ss);
 	free(next);
-	free(last);
 	return ns;
 }
 
