@@ -73,6 +73,7 @@ typedef struct ar_ref {
 	double own; /* its line's share of all the weight */
 	double d;   /* reuse distance (reused samples) */
 	uint32_t group;
+	uint32_t ix;   /* the sample's index */
 	uint16_t band; /* band_of(d) */
 	uint8_t state;
 } ar_ref;
@@ -168,16 +169,25 @@ static double root(const double *x, const double *w, size_t k, double C, double 
  * the distance): StatCache's (1 - 1/A)^(R q d) would take the set's
  * expected misses for its count, which at 8 ways is 2.5 points high on
  * uniform addresses (a set of 16 lines in 8 ways: 52 % for the exact 50 %).
+ * Where the reuse's share q is uncertain (al, be finite: see
+ * dispersion()), the survival e^{-L}, L = -d log(1 - a (R + c)), is its
+ * mean over q's gamma posterior, (1 + L / be)^{-al}.
  * Concave in R as above: Newton from R = 1.
  */
-static double set_root(const double *a, const double *d, const double *w, size_t k, double C,
-                       double S, double c)
+static double set_root(const double *a, const double *d, const double *w, const double *al,
+                       const double *be, size_t k, double C, double S, double c)
 {
 	double R = 1.0;
 	for (int it = 0; it < 100; it++) {
 		double h = C - R * S, dh = -S, step;
 		for (size_t i = 0; i < k; i++) {
 			double y = fmin(a[i] * (R + c), 1.0 - 1e-12), l = log1p(-y);
+			if (isfinite(al[i])) {
+				double L = -d[i] * l, sv = exp(-al[i] * log1p(L / be[i]));
+				h += w[i] * (1.0 - sv);
+				dh += w[i] * sv * al[i] / (be[i] + L) * d[i] * a[i] / (1.0 - y);
+				continue;
+			}
 			h += w[i] * -expm1(d[i] * l);
 			dh += w[i] * d[i] * a[i] * exp((d[i] - 1.0) * l);
 		}
@@ -216,6 +226,7 @@ static lomas_status refs_build(const lomas_profile *p, model_data *m, ar_ref **o
 			continue;
 		win = &p->windows.items[s->window];
 		r[n].group = m->piece_group[model_piece_of(&m->pieces, win, s->window, s->start)];
+		r[n].ix = (uint32_t)i;
 		r[n].line = s->addr / p->line_size;
 		r[n].set = r[n].line;
 		r[n].w = s->weight;
@@ -266,7 +277,10 @@ static lomas_status refs_build(const lomas_profile *p, model_data *m, ar_ref **o
 typedef struct ar_pair {
 	uint64_t lx, lj; /* the reuse's line; the reference's */
 	double om;
-	double own; /* the reuse line's share of all the weight */
+	double own;  /* the reuse line's share of all the weight */
+	double wr;   /* the reuse's weight */
+	uint32_t ri; /* the reuse's sample (a reuse's pairs are consecutive) */
+	uint32_t rj; /* the reference's */
 	uint16_t band;
 } ar_pair;
 
@@ -305,9 +319,10 @@ static lomas_status pairs_build(const lomas_profile *p, const ar_line *lw, size_
 	for (size_t i = 0; i < np; i++) {
 		const lomas_sample *si = &p->samples.items[ap[i].ri];
 		uint64_t lx = si->addr / p->line_size;
-		pr[i] = (ar_pair){lx, p->samples.items[ap[i].rj].addr / p->line_size, ap[i].om,
-		                  line_share(lw, nl, lx),
-		                  (uint16_t)band_of((double)sample_distance(si))};
+		pr[i] = (ar_pair){lx,         p->samples.items[ap[i].rj].addr / p->line_size,
+		                  ap[i].om,   line_share(lw, nl, lx),
+		                  si->weight, ap[i].ri,
+		                  ap[i].rj,   (uint16_t)band_of((double)sample_distance(si))};
 	}
 	free(ap);
 	*out = pr;
@@ -346,6 +361,84 @@ static lomas_status locality(const ar_pair *pr, size_t np, const ar_sets *T, uin
 		double prior = a[0] > 0.0 ? a[3] / a[0] : 0.0;
 		factor[k] =
 		    prior > 0.0 ? assoc_shrink(a[2], a[0], a[1], prior, SHRINK_Z) / prior : 1.0;
+	}
+	free(acc);
+	return LOMAS_OK;
+}
+
+/*
+ * How uneven q is among the reuses of one cell (band of d, class of set):
+ * a column walk's table line reused while the walk is in another set sees
+ * almost none of its set's references in between, and one reused while
+ * the column is in its own set sees hundreds. The mean q of the cell gives
+ * every reuse the same expected evictions, and (1 - q R' / A)^d of the
+ * mean is far below the mean survival of such a mixture (17 points of
+ * false misses at 32 KiB on a 128-line-row column sum). With k of a
+ * reuse's n distinct sampled references inside falling in its set, the
+ * spread of rho = q / q_i (q_i the reuse's share-based q: sets of other
+ * loads are not spread) is its second factorial moment less the square of
+ * its mean: E[rho^2] = sum w k (k - 1) / q_i^2 / sum w n (n - 1)
+ * (binomial counts), kept only past 3 standard deviations of its noise
+ * under an even rho (uniform addresses keep the mean). Taken as a gamma of
+ * shape kap[cell] = mean^2 / variance (INFINITY: no spread), and for each
+ * reuse updated by its own k of n (kk, nn): q's posterior is a gamma of
+ * shape kap + k and rate (kap + n q) / q, whose mean survival set_root
+ * takes (al = kap + k, be = kap + n q).
+ */
+#define DISP_Z 3.0
+
+static lomas_status dispersion(const ar_pair *pr, size_t np, const ar_sets *T, uint64_t S,
+                               double *kap, uint8_t *kk, uint8_t *nn)
+{
+	double *acc = calloc((size_t)NBANDS * NCLASS * 8, sizeof *acc);
+	if (!acc)
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	for (size_t i0 = 0, i1; i0 < np; i0 = i1) {
+		const ar_set *e = set_find(T, pr[i0].lx % S);
+		double *a = acc + ((size_t)pr[i0].band * NCLASS + e->cls) * 8, w = pr[i0].wr, n, k;
+		/* The reuse's own q before the cell's factor (as the solve takes it). */
+		double q = fmax(0.0, e->share - pr[i0].own) / (1.0 - fmin(pr[i0].own, 0.5));
+		unsigned in = 0, all = 0;
+		for (i1 = i0; i1 < np && pr[i1].ri == pr[i0].ri; i1++) {
+			/* Distinct references (assoc_pairs draws with replacement). */
+			size_t j = i0;
+			while (j < i1 && pr[j].rj != pr[i1].rj)
+				j++;
+			if (j < i1)
+				continue;
+			all++;
+			in += pr[i1].lj % S == pr[i1].lx % S;
+		}
+		n = (double)all;
+		k = (double)in;
+		kk[pr[i0].ri] = (uint8_t)in;
+		nn[pr[i0].ri] = (uint8_t)all;
+		if (!(q > 0.0))
+			continue;
+		/* In units of q: the spread of the ratio, not the sets' own shares. */
+		a[0] += w * n;
+		a[1] += w * k / q;
+		a[2] += w * n * (n - 1.0);
+		a[3] += w * k * (k - 1.0) / (q * q);
+		a[4] += w * w * n * (n - 1.0) / (q * q);
+		a[5] += w * w * n * (n - 1.0) * (n - 2.0) / q;
+		a[6] += w * w * n * (n - 1.0) * (n - 2.0) * (n - 3.0);
+		a[7] += w * w * n * n * (n - 1.0) * (n - 1.0);
+	}
+	for (size_t c = 0; c < (size_t)NBANDS * NCLASS; c++) {
+		const double *a = acc + c * 8;
+		double m = a[0] > 0.0 ? a[1] / a[0] : 0.0, z, var;
+		kap[c] = INFINITY;
+		if (!(m > 0.0) || !(a[2] > 0.0))
+			continue;
+		/*
+		 * Under an even ratio m (q_i m for each reuse): k (k - 1) / q^2's
+		 * mean n (n - 1) m^2 and its variance.
+		 */
+		z = a[3] - m * m * a[2];
+		var = m * m * m * m * (a[6] - a[7]) + 4.0 * m * m * m * a[5] + 2.0 * m * m * a[4];
+		if (var > 0.0 && z > DISP_Z * sqrt(var))
+			kap[c] = m * m * a[2] / (z - DISP_Z * sqrt(var));
 	}
 	free(acc);
 	return LOMAS_OK;
@@ -430,8 +523,10 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 	size_t nr = 0, np = 0, nl = 0;
 	double unseen = 0.0, unseen_sd = 0.0, tot = 0.0, tot2 = 0.0, A = (double)ways;
 	uint64_t *tmp = NULL;
-	double *c = NULL, *x = NULL, *w = NULL, *dd = NULL;
+	double *c = NULL, *x = NULL, *w = NULL, *dd = NULL, *al = NULL, *be = NULL;
 	double *factor = malloc((size_t)NBANDS * NCLASS * sizeof *factor);
+	double *kap = malloc((size_t)NBANDS * NCLASS * sizeof *kap);
+	uint8_t *kk = NULL, *nn = NULL;
 	lomas_status st;
 	o.classes = false;
 	o.lru = true;
@@ -451,8 +546,12 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 	x = malloc((nr ? nr : 1) * sizeof *x);
 	w = malloc((nr ? nr : 1) * sizeof *w);
 	dd = malloc((nr ? nr : 1) * sizeof *dd);
+	al = malloc((nr ? nr : 1) * sizeof *al);
+	be = malloc((nr ? nr : 1) * sizeof *be);
+	kk = malloc(p->samples.n ? p->samples.n : 1);
+	nn = malloc(p->samples.n ? p->samples.n : 1);
 	c = malloc((m.ngroups + 1) * sizeof *c);
-	if (!T.t || !tmp || !x || !w || !dd || !c || !factor) {
+	if (!T.t || !tmp || !x || !w || !dd || !al || !be || !kk || !nn || !c || !factor || !kap) {
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -466,6 +565,10 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 			continue;
 		if ((st = sets_build(lw, nl, tot, tot2, S, unseen, unseen_sd, tmp, &T)) ||
 		    (st = locality(pr, np, &T, S, factor)))
+			goto out;
+		memset(kk, 0, p->samples.n);
+		memset(nn, 0, p->samples.n);
+		if ((st = dispersion(pr, np, &T, S, kap, kk, nn)))
 			goto out;
 		for (size_t i = 0; i < nr; i++)
 			r[i].set = r[i].line % S;
@@ -499,12 +602,16 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 						double q = fmax(0.0, e->share - r[s1].own) /
 						           (1.0 - fmin(r[s1].own, 0.5)) *
 						           fc[r[s1].band * NCLASS];
-						x[k] = fit ? 0.0 : fmin(q, 1.0) * occ / A;
+						double kp = kap[r[s1].band * NCLASS + e->cls];
+						q = fmin(q, 1.0);
+						x[k] = fit ? 0.0 : q * occ / A;
+						al[k] = kp + kk[r[s1].ix];
+						be[k] = kp + nn[r[s1].ix] * q;
 						dd[k] = r[s1].d;
 						w[k++] = r[s1].w;
 					}
 				}
-				miss += Ss * set_root(x, dd, w, k, Cs, Ss, c[r[s0].group]);
+				miss += Ss * set_root(x, dd, w, al, be, k, Cs, Ss, c[r[s0].group]);
 				refs += Ss;
 			}
 			sum += wt * (miss / refs - Rfa);
@@ -519,6 +626,11 @@ out:
 	free(x);
 	free(w);
 	free(dd);
+	free(al);
+	free(be);
+	free(kk);
+	free(nn);
+	free(kap);
 	free(c);
 	free(pr);
 	free(lw);
