@@ -35,6 +35,10 @@
  * never misses. Like assoc.c, the result is the difference to the fully
  * associative StatCache root of the same segment, added to
  * lomas_model_curve's curve.
+ *
+ * Neither q nor the set's misses are even in time: a reuse's own sampled
+ * references inside it say how far its interval differs from the cell's
+ * mean, in two passes (dispersion(), miss_dispersion()).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -201,6 +205,18 @@ static double set_root(const double *a, const double *d, const double *w, const 
 			break;
 	}
 	return R < 0.0 ? 0.0 : (R > 1.0 ? 1.0 : R);
+}
+
+/*
+ * One reuse's miss probability at eviction rate a y per reference between
+ * (al, be as set_root's).
+ */
+static double reuse_miss(double a, double d, double al, double be, double y)
+{
+	double l = log1p(-fmin(a * y, 1.0 - 1e-12));
+	if (isfinite(al))
+		return 1.0 - exp(-al * log1p(-d * l / be));
+	return -expm1(d * l);
 }
 
 /* The weighted samples with their start groups; *unseen the unsampled footprint. */
@@ -444,6 +460,77 @@ static lomas_status dispersion(const ar_pair *pr, size_t np, const ar_sets *T, u
 	return LOMAS_OK;
 }
 
+/*
+ * The same for the misses that evict (the second pass): what a reuse's
+ * line survives is the misses to its set in between, and the set's ratio
+ * R_s is their mean over the run, while a column walk's misses crowd into
+ * the intervals it spends in the set. Each sampled reference inside a
+ * reuse and in its set counts by its miss probability pm (its own reuse's,
+ * from the first pass: a line's references miss much as its reuses do);
+ * e[i] is what the first pass expected of one reference between, q (R_s +
+ * c). Per cell: fac, the observed over the expected (past 2 standard
+ * deviations of its Poisson noise), and kap, the spread, as dispersion()
+ * (pairs of distinct references both in the set: sum p_j p_l, j != l);
+ * ko[i] the reuse's own evidence, sum p.
+ */
+static lomas_status miss_dispersion(const ar_pair *pr, size_t np, uint64_t S, const double *pm,
+                                    const double *e, const ar_sets *T, double *fac, double *kap,
+                                    double *ko)
+{
+	double *acc = calloc((size_t)NBANDS * NCLASS * 9, sizeof *acc);
+	if (!acc)
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	for (size_t i0 = 0, i1; i0 < np; i0 = i1) {
+		const ar_set *st = set_find(T, pr[i0].lx % S);
+		double *a = acc + ((size_t)pr[i0].band * NCLASS + st->cls) * 9, w = pr[i0].wr;
+		double ei = e[pr[i0].ri], n = 0.0, k = 0.0, k2 = 0.0;
+		for (i1 = i0; i1 < np && pr[i1].ri == pr[i0].ri; i1++) {
+			size_t j = i0;
+			while (j < i1 && pr[j].rj != pr[i1].rj)
+				j++;
+			if (j < i1)
+				continue;
+			n += 1.0;
+			if (pr[i1].lj % S == pr[i1].lx % S) {
+				k += pm[pr[i1].rj];
+				k2 += pm[pr[i1].rj] * pm[pr[i1].rj];
+			}
+		}
+		ko[pr[i0].ri] = k;
+		if (!(ei > 0.0))
+			continue;
+		a[0] += w * n;
+		a[1] += w * k / ei;
+		a[2] += w * n * (n - 1.0);
+		a[3] += w * (k * k - k2) / (ei * ei);
+		a[4] += w * w * n * (n - 1.0) / (ei * ei);
+		a[5] += w * w * n * (n - 1.0) * (n - 2.0) / ei;
+		a[6] += w * w * n * (n - 1.0) * (n - 2.0) * (n - 3.0);
+		a[7] += w * w * n * n * (n - 1.0) * (n - 1.0);
+		a[8] += n * ei;
+	}
+	for (size_t c = 0; c < (size_t)NBANDS * NCLASS; c++) {
+		const double *a = acc + c * 9;
+		double m = a[0] > 0.0 ? a[1] / a[0] : 0.0, z, var, dev2, var0;
+		kap[c] = INFINITY;
+		fac[c] = 1.0;
+		if (!(m > 0.0) || !(a[8] > 0.0))
+			continue;
+		dev2 = (m - 1.0) * (m - 1.0);
+		var0 = 4.0 / a[8]; /* Poisson noise of the count under m = 1 */
+		if (dev2 > var0)
+			fac[c] = 1.0 + (m - 1.0) * (dev2 - var0) / dev2;
+		if (!(a[2] > 0.0))
+			continue;
+		z = a[3] - m * m * a[2];
+		var = m * m * m * m * (a[6] - a[7]) + 4.0 * m * m * m * a[5] + 2.0 * m * m * a[4];
+		if (var > 0.0 && z > DISP_Z * sqrt(var))
+			kap[c] = m * m * a[2] / (z - DISP_Z * sqrt(var));
+	}
+	free(acc);
+	return LOMAS_OK;
+}
+
 static int u64_cmp(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -510,6 +597,136 @@ static lomas_status sets_build(const ar_line *lw, size_t nl, double tot, double 
 	return LOMAS_OK;
 }
 
+/* What the per-set solves of one size share. */
+typedef struct ar_work {
+	/* The reuses of one set: eviction rate, distance, weight, posterior (set_root). */
+	double *x, *dd, *w, *al, *be;
+	/* Per sample: dispersion()'s k of n; the first pass's miss probability,
+	 * q (then q (R_s + c)), R_s + c; miss_dispersion()'s evidence. */
+	uint8_t *kk, *nn;
+	double *pm, *es, *r0, *ko;
+	/* Per cell: locality(), dispersion(), miss_dispersion(). */
+	double *factor, *kap, *mfac, *mkap;
+	/* Per set of the table: sampled weight and misses over the run (first pass). */
+	double *setR, *setS;
+} ar_work;
+
+/*
+ * The reuses of the set of r[s0] within r[s0, g1) into wk's x, dd, w, al,
+ * be; their count. *s1 the end of the set's samples, *Ss their weight, *Cs
+ * the censored weight.
+ */
+static size_t set_reuses(ar_work *wk, const ar_ref *r, size_t s0, size_t g1, const ar_set *e,
+                         bool fit, double occ, double A, size_t *s1, double *Ss, double *Cs)
+{
+	const double *fc = wk->factor + e->cls;
+	size_t k = 0, i;
+	*Ss = *Cs = 0.0;
+	for (i = s0; i < g1 && r[i].set == r[s0].set; i++) {
+		double q, kp;
+		*Ss += r[i].w;
+		if (r[i].state == LOMAS_SAMPLE_CENSORED)
+			*Cs += r[i].w;
+		if (r[i].state != LOMAS_SAMPLE_REUSED)
+			continue;
+		q = fmax(0.0, e->share - r[i].own) / (1.0 - fmin(r[i].own, 0.5)) *
+		    fc[r[i].band * NCLASS];
+		q = fmin(q, 1.0);
+		kp = wk->kap[r[i].band * NCLASS + e->cls];
+		wk->x[k] = fit ? 0.0 : q * occ / A;
+		wk->al[k] = kp + wk->kk[r[i].ix];
+		wk->be[k] = kp + wk->nn[r[i].ix] * q;
+		wk->dd[k] = r[i].d;
+		wk->w[k++] = r[i].w;
+	}
+	*s1 = i;
+	return k;
+}
+
+/* First pass: the set's root; every sample's miss probability at it (pm). */
+static double set_first(ar_work *wk, const ar_ref *r, size_t s0, size_t s1, size_t k, double Ss,
+                        double Cs, double cg, double occ, double A)
+{
+	double Rs = set_root(wk->x, wk->dd, wk->w, wk->al, wk->be, k, Cs, Ss, cg);
+	for (size_t i = s0, t = 0; i < s1; i++) {
+		size_t ix = r[i].ix;
+		if (r[i].state != LOMAS_SAMPLE_REUSED) {
+			wk->pm[ix] = r[i].state == LOMAS_SAMPLE_CENSORED ? 1.0 : Rs;
+			continue;
+		}
+		wk->pm[ix] = reuse_miss(wk->x[t], wk->dd[t], wk->al[t], wk->be[t], Rs + cg);
+		wk->r0[ix] = Rs + cg;
+		wk->es[ix] = wk->x[t] * A / occ;
+		t++;
+	}
+	return Rs;
+}
+
+/*
+ * Second pass: each reuse's miss probability from the misses' spread
+ * (where there is none, the first pass's scaled by fac); the set's ratio.
+ */
+static double set_second(const ar_work *wk, const ar_ref *r, size_t s0, size_t s1, unsigned cls,
+                         double Ss, double Cs, double occ, double A)
+{
+	double miss = Cs;
+	for (size_t i = s0, t = 0; i < s1; i++) {
+		size_t ix = r[i].ix, cc = r[i].band * NCLASS + cls;
+		double mu = fmin(wk->es[ix] * wk->mfac[cc], 1.0), kp = wk->mkap[cc];
+		if (r[i].state != LOMAS_SAMPLE_REUSED)
+			continue;
+		if (!isfinite(kp))
+			miss += wk->w[t] * reuse_miss(wk->x[t] * wk->mfac[cc], wk->dd[t], wk->al[t],
+			                              wk->be[t], wk->r0[ix]);
+		else
+			miss +=
+			    wk->w[t] * reuse_miss(wk->x[t] > 0.0 ? mu * occ / A : 0.0, wk->dd[t],
+			                          kp + wk->ko[ix], kp + wk->nn[ix] * mu, 1.0);
+		t++;
+	}
+	return Ss > 0.0 ? fmin(miss / Ss, 1.0) : 0.0;
+}
+
+static void work_free(ar_work *wk)
+{
+	double *d[] = {wk->x,  wk->dd,     wk->w,   wk->al,   wk->be,   wk->pm,   wk->es,  wk->r0,
+	               wk->ko, wk->factor, wk->kap, wk->mfac, wk->mkap, wk->setR, wk->setS};
+	for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+		free(d[i]);
+	free(wk->kk);
+	free(wk->nn);
+}
+
+static lomas_status work_alloc(ar_work *wk, size_t nr, size_t ns)
+{
+	size_t cells = (size_t)NBANDS * NCLASS;
+	nr = nr ? nr : 1;
+	ns = ns ? ns : 1;
+	*wk = (ar_work){0};
+	wk->x = malloc(nr * sizeof *wk->x);
+	wk->dd = malloc(nr * sizeof *wk->dd);
+	wk->w = malloc(nr * sizeof *wk->w);
+	wk->al = malloc(nr * sizeof *wk->al);
+	wk->be = malloc(nr * sizeof *wk->be);
+	wk->setR = malloc(nr * sizeof *wk->setR);
+	wk->setS = malloc(nr * sizeof *wk->setS);
+	wk->kk = malloc(ns);
+	wk->nn = malloc(ns);
+	wk->pm = calloc(ns, sizeof *wk->pm);
+	wk->es = calloc(ns, sizeof *wk->es);
+	wk->r0 = calloc(ns, sizeof *wk->r0);
+	wk->ko = calloc(ns, sizeof *wk->ko);
+	wk->factor = malloc(cells * sizeof *wk->factor);
+	wk->kap = malloc(cells * sizeof *wk->kap);
+	wk->mfac = malloc(cells * sizeof *wk->mfac);
+	wk->mkap = malloc(cells * sizeof *wk->mkap);
+	if (!wk->x || !wk->dd || !wk->w || !wk->al || !wk->be || !wk->setR || !wk->setS ||
+	    !wk->kk || !wk->nn || !wk->pm || !wk->es || !wk->r0 || !wk->ko || !wk->factor ||
+	    !wk->kap || !wk->mfac || !wk->mkap)
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	return LOMAS_OK;
+}
+
 lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, size_t n,
                                 unsigned ways, double *delta)
 {
@@ -520,13 +737,11 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 	ar_sets T = {0};
 	ar_pair *pr = NULL;
 	ar_line *lw = NULL;
-	size_t nr = 0, np = 0, nl = 0;
+	ar_work wk = {0};
+	size_t nr = 0, np = 0, nl = 0, ns = p->samples.n;
 	double unseen = 0.0, unseen_sd = 0.0, tot = 0.0, tot2 = 0.0, A = (double)ways;
 	uint64_t *tmp = NULL;
-	double *c = NULL, *x = NULL, *w = NULL, *dd = NULL, *al = NULL, *be = NULL;
-	double *factor = malloc((size_t)NBANDS * NCLASS * sizeof *factor);
-	double *kap = malloc((size_t)NBANDS * NCLASS * sizeof *kap);
-	uint8_t *kk = NULL, *nn = NULL;
+	double *c = NULL;
 	lomas_status st;
 	o.classes = false;
 	o.lru = true;
@@ -534,24 +749,17 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 	if ((st = model_data_build(p, &o, &m)))
 		return st;
 	mean = model_mean_of(&m);
-	if (!(lw = malloc((p->samples.n ? p->samples.n : 1) * sizeof *lw))) {
+	if (!(lw = malloc((ns ? ns : 1) * sizeof *lw))) {
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto out;
 	}
 	if ((st = refs_build(p, &m, &r, &nr, &unseen, &unseen_sd, lw, &nl, &tot, &tot2)) ||
-	    (st = pairs_build(p, lw, nl, &pr, &np)))
+	    (st = pairs_build(p, lw, nl, &pr, &np)) || (st = work_alloc(&wk, nr, ns)))
 		goto out;
 	T.t = malloc((nr ? nr : 1) * sizeof *T.t);
 	tmp = malloc((nr ? nr : 1) * sizeof *tmp);
-	x = malloc((nr ? nr : 1) * sizeof *x);
-	w = malloc((nr ? nr : 1) * sizeof *w);
-	dd = malloc((nr ? nr : 1) * sizeof *dd);
-	al = malloc((nr ? nr : 1) * sizeof *al);
-	be = malloc((nr ? nr : 1) * sizeof *be);
-	kk = malloc(p->samples.n ? p->samples.n : 1);
-	nn = malloc(p->samples.n ? p->samples.n : 1);
 	c = malloc((m.ngroups + 1) * sizeof *c);
-	if (!T.t || !tmp || !x || !w || !dd || !al || !be || !kk || !nn || !c || !factor || !kap) {
+	if (!T.t || !tmp || !c) {
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -563,58 +771,80 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 		/* One set is the fully associative cache: no difference. */
 		if (S <= 1)
 			continue;
+		memset(wk.kk, 0, ns);
+		memset(wk.nn, 0, ns);
 		if ((st = sets_build(lw, nl, tot, tot2, S, unseen, unseen_sd, tmp, &T)) ||
-		    (st = locality(pr, np, &T, S, factor)))
-			goto out;
-		memset(kk, 0, p->samples.n);
-		memset(nn, 0, p->samples.n);
-		if ((st = dispersion(pr, np, &T, S, kap, kk, nn)))
+		    (st = locality(pr, np, &T, S, wk.factor)) ||
+		    (st = dispersion(pr, np, &T, S, wk.kap, wk.kk, wk.nn)))
 			goto out;
 		for (size_t i = 0; i < nr; i++)
 			r[i].set = r[i].line % S;
 		qsort(r, nr, sizeof *r, by_group_set);
-		for (size_t g0 = 0, g1; g0 < nr; g0 = g1) {
-			const model_group *g = &m.groups[r[g0].group];
-			double wt = model_mean_weight(&mean, g), Rfa, miss = 0.0, refs = 0.0;
-			size_t k = 0;
-			for (g1 = g0; g1 < nr && r[g1].group == r[g0].group; g1++)
-				if (r[g1].state == LOMAS_SAMPLE_REUSED) {
-					x[k] = r[g1].d * lfa;
-					w[k++] = r[g1].w;
-				}
-			/* A group without reuses has the same root either way. */
-			if (k == 0 || !(g->S > 0.0) || !(wt > 0.0))
-				continue;
-			/* The fully associative side keeps lomas_model_curve's footprint bound. */
-			Rfa = root(x, w, k, g->C, g->S, c[r[g0].group]) *
-			      model_footprint_keep(&m, g->thread, Lj);
-			for (size_t s0 = g0, s1; s0 < g1; s0 = s1) {
-				const ar_set *e = set_find(&T, r[s0].set);
-				double Ss = 0.0, Cs = 0.0, occ = e->load / fmax(e->load - 1.0, 1.0);
-				const double *fc = factor + e->cls;
-				bool fit = e->load < A + T.slack;
-				k = 0;
-				for (s1 = s0; s1 < g1 && r[s1].set == r[s0].set; s1++) {
-					Ss += r[s1].w;
-					if (r[s1].state == LOMAS_SAMPLE_CENSORED)
-						Cs += r[s1].w;
-					else if (r[s1].state == LOMAS_SAMPLE_REUSED) {
-						double q = fmax(0.0, e->share - r[s1].own) /
-						           (1.0 - fmin(r[s1].own, 0.5)) *
-						           fc[r[s1].band * NCLASS];
-						double kp = kap[r[s1].band * NCLASS + e->cls];
-						q = fmin(q, 1.0);
-						x[k] = fit ? 0.0 : q * occ / A;
-						al[k] = kp + kk[r[s1].ix];
-						be[k] = kp + nn[r[s1].ix] * q;
-						dd[k] = r[s1].d;
-						w[k++] = r[s1].w;
+		memset(wk.setR, 0, T.n * sizeof *wk.setR);
+		memset(wk.setS, 0, T.n * sizeof *wk.setS);
+		/*
+		 * First pass: each set's root with q's spread (dispersion()) and
+		 * every sample's miss probability at it; between the passes, the
+		 * misses' own spread (miss_dispersion()); second pass: each
+		 * reuse's miss probability from that, the set's ratio their mean.
+		 */
+		for (int pass = 0; pass < 2; pass++) {
+			if (pass == 1) {
+				/* What one reference between should evict: q (R_s + c), R_s over
+				 * the run. */
+				for (size_t i = 0; i < nr; i++)
+					if (r[i].state == LOMAS_SAMPLE_REUSED) {
+						size_t si = (size_t)(set_find(&T, r[i].set) - T.t);
+						wk.es[r[i].ix] *=
+						    wk.setR[si] / fmax(wk.setS[si], 1e-300) +
+						    c[r[i].group];
 					}
-				}
-				miss += Ss * set_root(x, dd, w, al, be, k, Cs, Ss, c[r[s0].group]);
-				refs += Ss;
+				if ((st = miss_dispersion(pr, np, S, wk.pm, wk.es, &T, wk.mfac,
+				                          wk.mkap, wk.ko)))
+					goto out;
 			}
-			sum += wt * (miss / refs - Rfa);
+			for (size_t g0 = 0, g1; g0 < nr; g0 = g1) {
+				const model_group *g = &m.groups[r[g0].group];
+				double wt = model_mean_weight(&mean, g), miss = 0.0, refs = 0.0;
+				double cg = c[r[g0].group];
+				size_t k = 0;
+				for (g1 = g0; g1 < nr && r[g1].group == r[g0].group; g1++)
+					if (r[g1].state == LOMAS_SAMPLE_REUSED) {
+						wk.x[k] = r[g1].d * lfa;
+						wk.w[k++] = r[g1].w;
+					}
+				/* A group without reuses has the same root either way. */
+				if (k == 0 || !(g->S > 0.0) || !(wt > 0.0)) {
+					for (size_t i = g0; i < g1; i++)
+						wk.pm[r[i].ix] =
+						    r[i].state == LOMAS_SAMPLE_CENSORED;
+					continue;
+				}
+				/* The fully associative side keeps lomas_model_curve's footprint
+				 * bound. */
+				if (pass == 1)
+					sum -= wt * root(wk.x, wk.w, k, g->C, g->S, cg) *
+					       model_footprint_keep(&m, g->thread, Lj);
+				for (size_t s0 = g0, s1; s0 < g1; s0 = s1) {
+					const ar_set *e = set_find(&T, r[s0].set);
+					double Ss, Cs, Rs, occ = e->load / fmax(e->load - 1.0, 1.0);
+					bool fit = e->load < A + T.slack;
+					k = set_reuses(&wk, r, s0, g1, e, fit, occ, A, &s1, &Ss,
+					               &Cs);
+					if (pass == 0) {
+						Rs = set_first(&wk, r, s0, s1, k, Ss, Cs, cg, occ,
+						               A);
+						wk.setR[e - T.t] += Ss * Rs;
+						wk.setS[e - T.t] += Ss;
+						continue;
+					}
+					miss +=
+					    Ss * set_second(&wk, r, s0, s1, e->cls, Ss, Cs, occ, A);
+					refs += Ss;
+				}
+				if (pass == 1)
+					sum += wt * miss / refs;
+			}
 		}
 		delta[j] = sum / mean.total;
 	}
@@ -623,18 +853,10 @@ out:
 	free(T.t);
 	free(T.ix);
 	free(tmp);
-	free(x);
-	free(w);
-	free(dd);
-	free(al);
-	free(be);
-	free(kk);
-	free(nn);
-	free(kap);
 	free(c);
 	free(pr);
 	free(lw);
-	free(factor);
+	work_free(&wk);
 	model_data_free(&m);
 	return st;
 }
