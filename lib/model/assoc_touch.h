@@ -24,6 +24,7 @@ typedef struct al_lines {
 	double *nw;        /* per line: all its samples' weight (its references) */
 	uint32_t *cnt;     /* per line: its samples */
 	double *s2;        /* per line: sum of (w g)^2 over its gaps, for their noise */
+	double *span;      /* per line: from its first sample's start to its last touch seen */
 	double T;          /* the run's references: all the weight */
 	double unseen;     /* expected lines no sample names */
 	double unseen_rel; /* its relative sampling noise */
