@@ -395,6 +395,40 @@ static void test_column_sums(void **state)
 	}
 }
 
+static const geom lifetime_geoms[] = {
+    {16 << 10, 8},
+    {32 << 10, 8},
+    {16 << 10, 16},
+    {64 << 10, 8},
+};
+
+/*
+ * Lines that live in one phase of the run: 6 phases, each a cyclic sweep
+ * of its own 64 lines (two a set at 16 KiB 8-way), 1500 rounds, sampled
+ * every 128 references (about 12 samples a line). Every window of a phase
+ * holds its 64 lines and nothing else, so nothing misses but the cold
+ * misses (and a stream of lines touched once at the end, whose dangling
+ * samples tell the footprint well enough that no set is taken to fit). A swept line with 8 or more
+ * samples once counted as touched in every window of the run (its lifetime passed the noise test),
+ * so each reuse saw its set's 11 other lines of all 6 phases and missed (assoc_touch.c: the span
+ * its samples cover, and 24 samples, are now needed too).
+ */
+static void test_phase_lifetimes(void **state)
+{
+	(void)state;
+	sim_trace tr = {0};
+	for (uint32_t ph = 0; ph < 6; ph++)
+		for (int round = 0; round < 1500; round++)
+			for (uint32_t i = 0; i < 64; i++)
+				sim_push(&tr, ph * 64 + i);
+	/* Then a stream of lines touched once: the footprint, well known from their samples. */
+	for (uint32_t i = 0; i < 150000; i++)
+		sim_push(&tr, 1000 + i);
+	check("lifetimes", &tr, 128, lifetime_geoms, sizeof lifetime_geoms / sizeof *lifetime_geoms,
+	      0.01, 0.01, NULL);
+	free(tr.t);
+}
+
 /* ways 0 is lomas_model_curve; a size that is not whole sets is refused. */
 static void test_arguments(void **state)
 {
@@ -430,10 +464,11 @@ static void test_arguments(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_arguments),     cmocka_unit_test(test_uniform_random),
-	    cmocka_unit_test(test_strided_walks), cmocka_unit_test(test_column_walk),
-	    cmocka_unit_test(test_mixed),         cmocka_unit_test(test_random_mixtures),
-	    cmocka_unit_test(test_sparse),        cmocka_unit_test(test_column_sums),
+	    cmocka_unit_test(test_arguments),       cmocka_unit_test(test_uniform_random),
+	    cmocka_unit_test(test_strided_walks),   cmocka_unit_test(test_column_walk),
+	    cmocka_unit_test(test_mixed),           cmocka_unit_test(test_random_mixtures),
+	    cmocka_unit_test(test_sparse),          cmocka_unit_test(test_column_sums),
+	    cmocka_unit_test(test_phase_lifetimes),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
