@@ -402,60 +402,93 @@ static lomas_status locality(const ar_pair *pr, size_t np, const ar_sets *T, uin
  * takes (al = kap + k, be = kap + n q).
  */
 #define DISP_Z 3.0
+#define NMOM 9 /* a cell's sums, spread_add() */
+
+/*
+ * The distinct sampled references inside the reuse of pr[i0] (assoc_pairs
+ * draws with replacement): *n of them, of which those in its set count by
+ * pm (1 each where pm is NULL) into *k, their squares into *k2. Returns
+ * the end of the reuse's pairs.
+ */
+static size_t reuse_refs(const ar_pair *pr, size_t i0, size_t np, uint64_t S, const double *pm,
+                         double *n, double *k, double *k2)
+{
+	size_t i1;
+	*n = *k = *k2 = 0.0;
+	for (i1 = i0; i1 < np && pr[i1].ri == pr[i0].ri; i1++) {
+		size_t j = i0;
+		double p;
+		while (j < i1 && pr[j].rj != pr[i1].rj)
+			j++;
+		if (j < i1)
+			continue;
+		*n += 1.0;
+		if (pr[i1].lj % S != pr[i1].lx % S)
+			continue;
+		p = pm ? pm[pr[i1].rj] : 1.0;
+		*k += p;
+		*k2 += p * p;
+	}
+	return i1;
+}
+
+/*
+ * A reuse of weight w into its cell's sums, in units of e (what one
+ * reference between was expected to give): k of its n references, k2 the
+ * sum of their squares (k (k - 1) for counts).
+ */
+static void spread_add(double *a, double w, double n, double k, double k2, double e)
+{
+	a[0] += w * n;
+	a[1] += w * k / e;
+	a[2] += w * n * (n - 1.0);
+	a[3] += w * (k * k - k2) / (e * e);
+	a[4] += w * w * n * (n - 1.0) / (e * e);
+	a[5] += w * w * n * (n - 1.0) * (n - 2.0) / e;
+	a[6] += w * w * n * (n - 1.0) * (n - 2.0) * (n - 3.0);
+	a[7] += w * w * n * n * (n - 1.0) * (n - 1.0);
+	a[8] += n * e;
+}
+
+/*
+ * The gamma shape of a cell's spread (INFINITY: none): the ratio's second
+ * factorial moment less its squared mean m, kept past DISP_Z standard
+ * deviations of its noise under an even ratio (q_i m for each reuse:
+ * k (k - 1) / e^2's mean n (n - 1) m^2 and its variance).
+ */
+static double spread_kap(const double *a)
+{
+	double m = a[0] > 0.0 ? a[1] / a[0] : 0.0, z, var;
+	if (!(m > 0.0) || !(a[2] > 0.0))
+		return INFINITY;
+	z = a[3] - m * m * a[2];
+	var = m * m * m * m * (a[6] - a[7]) + 4.0 * m * m * m * a[5] + 2.0 * m * m * a[4];
+	if (var > 0.0 && z > DISP_Z * sqrt(var))
+		return m * m * a[2] / (z - DISP_Z * sqrt(var));
+	return INFINITY;
+}
 
 static lomas_status dispersion(const ar_pair *pr, size_t np, const ar_sets *T, uint64_t S,
                                double *kap, uint8_t *kk, uint8_t *nn)
 {
-	double *acc = calloc((size_t)NBANDS * NCLASS * 8, sizeof *acc);
+	double *acc = calloc((size_t)NBANDS * NCLASS * NMOM, sizeof *acc);
 	if (!acc)
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	for (size_t i0 = 0, i1; i0 < np; i0 = i1) {
 		const ar_set *e = set_find(T, pr[i0].lx % S);
-		double *a = acc + ((size_t)pr[i0].band * NCLASS + e->cls) * 8, w = pr[i0].wr, n, k;
 		/* The reuse's own q before the cell's factor (as the solve takes it). */
-		double q = fmax(0.0, e->share - pr[i0].own) / (1.0 - fmin(pr[i0].own, 0.5));
-		unsigned in = 0, all = 0;
-		for (i1 = i0; i1 < np && pr[i1].ri == pr[i0].ri; i1++) {
-			/* Distinct references (assoc_pairs draws with replacement). */
-			size_t j = i0;
-			while (j < i1 && pr[j].rj != pr[i1].rj)
-				j++;
-			if (j < i1)
-				continue;
-			all++;
-			in += pr[i1].lj % S == pr[i1].lx % S;
-		}
-		n = (double)all;
-		k = (double)in;
-		kk[pr[i0].ri] = (uint8_t)in;
-		nn[pr[i0].ri] = (uint8_t)all;
-		if (!(q > 0.0))
-			continue;
+		double q = fmax(0.0, e->share - pr[i0].own) / (1.0 - fmin(pr[i0].own, 0.5)), n, k,
+		       k2;
+		i1 = reuse_refs(pr, i0, np, S, NULL, &n, &k, &k2);
+		kk[pr[i0].ri] = (uint8_t)k;
+		nn[pr[i0].ri] = (uint8_t)n;
 		/* In units of q: the spread of the ratio, not the sets' own shares. */
-		a[0] += w * n;
-		a[1] += w * k / q;
-		a[2] += w * n * (n - 1.0);
-		a[3] += w * k * (k - 1.0) / (q * q);
-		a[4] += w * w * n * (n - 1.0) / (q * q);
-		a[5] += w * w * n * (n - 1.0) * (n - 2.0) / q;
-		a[6] += w * w * n * (n - 1.0) * (n - 2.0) * (n - 3.0);
-		a[7] += w * w * n * n * (n - 1.0) * (n - 1.0);
+		if (q > 0.0)
+			spread_add(acc + ((size_t)pr[i0].band * NCLASS + e->cls) * NMOM, pr[i0].wr,
+			           n, k, k2, q);
 	}
-	for (size_t c = 0; c < (size_t)NBANDS * NCLASS; c++) {
-		const double *a = acc + c * 8;
-		double m = a[0] > 0.0 ? a[1] / a[0] : 0.0, z, var;
-		kap[c] = INFINITY;
-		if (!(m > 0.0) || !(a[2] > 0.0))
-			continue;
-		/*
-		 * Under an even ratio m (q_i m for each reuse): k (k - 1) / q^2's
-		 * mean n (n - 1) m^2 and its variance.
-		 */
-		z = a[3] - m * m * a[2];
-		var = m * m * m * m * (a[6] - a[7]) + 4.0 * m * m * m * a[5] + 2.0 * m * m * a[4];
-		if (var > 0.0 && z > DISP_Z * sqrt(var))
-			kap[c] = m * m * a[2] / (z - DISP_Z * sqrt(var));
-	}
+	for (size_t c = 0; c < (size_t)NBANDS * NCLASS; c++)
+		kap[c] = spread_kap(acc + c * NMOM);
 	free(acc);
 	return LOMAS_OK;
 }
@@ -477,55 +510,29 @@ static lomas_status miss_dispersion(const ar_pair *pr, size_t np, uint64_t S, co
                                     const double *e, const ar_sets *T, double *fac, double *kap,
                                     double *ko)
 {
-	double *acc = calloc((size_t)NBANDS * NCLASS * 9, sizeof *acc);
+	double *acc = calloc((size_t)NBANDS * NCLASS * NMOM, sizeof *acc);
 	if (!acc)
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	for (size_t i0 = 0, i1; i0 < np; i0 = i1) {
 		const ar_set *st = set_find(T, pr[i0].lx % S);
-		double *a = acc + ((size_t)pr[i0].band * NCLASS + st->cls) * 9, w = pr[i0].wr;
-		double ei = e[pr[i0].ri], n = 0.0, k = 0.0, k2 = 0.0;
-		for (i1 = i0; i1 < np && pr[i1].ri == pr[i0].ri; i1++) {
-			size_t j = i0;
-			while (j < i1 && pr[j].rj != pr[i1].rj)
-				j++;
-			if (j < i1)
-				continue;
-			n += 1.0;
-			if (pr[i1].lj % S == pr[i1].lx % S) {
-				k += pm[pr[i1].rj];
-				k2 += pm[pr[i1].rj] * pm[pr[i1].rj];
-			}
-		}
+		double ei = e[pr[i0].ri], n, k, k2;
+		i1 = reuse_refs(pr, i0, np, S, pm, &n, &k, &k2);
 		ko[pr[i0].ri] = k;
-		if (!(ei > 0.0))
-			continue;
-		a[0] += w * n;
-		a[1] += w * k / ei;
-		a[2] += w * n * (n - 1.0);
-		a[3] += w * (k * k - k2) / (ei * ei);
-		a[4] += w * w * n * (n - 1.0) / (ei * ei);
-		a[5] += w * w * n * (n - 1.0) * (n - 2.0) / ei;
-		a[6] += w * w * n * (n - 1.0) * (n - 2.0) * (n - 3.0);
-		a[7] += w * w * n * n * (n - 1.0) * (n - 1.0);
-		a[8] += n * ei;
+		if (ei > 0.0)
+			spread_add(acc + ((size_t)pr[i0].band * NCLASS + st->cls) * NMOM, pr[i0].wr,
+			           n, k, k2, ei);
 	}
 	for (size_t c = 0; c < (size_t)NBANDS * NCLASS; c++) {
-		const double *a = acc + c * 9;
-		double m = a[0] > 0.0 ? a[1] / a[0] : 0.0, z, var, dev2, var0;
-		kap[c] = INFINITY;
+		const double *a = acc + c * NMOM;
+		double m = a[0] > 0.0 ? a[1] / a[0] : 0.0, dev2 = (m - 1.0) * (m - 1.0), var0;
 		fac[c] = 1.0;
+		kap[c] = INFINITY;
 		if (!(m > 0.0) || !(a[8] > 0.0))
 			continue;
-		dev2 = (m - 1.0) * (m - 1.0);
 		var0 = 4.0 / a[8]; /* Poisson noise of the count under m = 1 */
 		if (dev2 > var0)
 			fac[c] = 1.0 + (m - 1.0) * (dev2 - var0) / dev2;
-		if (!(a[2] > 0.0))
-			continue;
-		z = a[3] - m * m * a[2];
-		var = m * m * m * m * (a[6] - a[7]) + 4.0 * m * m * m * a[5] + 2.0 * m * m * a[4];
-		if (var > 0.0 && z > DISP_Z * sqrt(var))
-			kap[c] = m * m * a[2] / (z - DISP_Z * sqrt(var));
+		kap[c] = spread_kap(a);
 	}
 	free(acc);
 	return LOMAS_OK;
