@@ -39,7 +39,8 @@ static void print_text(json_t *root, const struct cache_level *c, size_t nc)
 	       json_integer_value(json_object_get(root, "ptrace_scope")),
 	       json_is_true(json_object_get(root, "breakpoints")) ? "yes" : "no");
 	if (p) {
-		printf("PMU %s (%s)%s, family %s; PEBS data address %s, AMD IBS op %s%s\n",
+		printf("PMU %s (%s)%s, family %s; PEBS data address %s, AMD IBS op %s%s; "
+		       "--pmu-sample precise: %s\n",
 		       json_string_value(json_object_get(p, "name")),
 		       json_string_value(json_object_get(p, "desc")),
 		       json_is_true(json_object_get(p, "forced")) ? " [--pmu]" : "",
@@ -48,7 +49,8 @@ static void print_text(json_t *root, const struct cache_level *c, size_t nc)
 		       json_is_true(json_object_get(p, "ibs_op")) ? "yes" : "no",
 		       json_is_true(json_object_get(p, "approximate"))
 		           ? " (dispatched, not retired: approximate)"
-		           : "");
+		           : "",
+		       json_string_value(json_object_get(p, "precise")));
 		json_array_foreach(json_object_get(p, "events"), i, v)
 		    printf("  %-10s %-32s type %lld config %s  perf: %s\n",
 		           json_string_value(json_object_get(v, "kind")),

@@ -94,6 +94,12 @@ typedef struct pmu_stream {
 
 typedef struct pmu_thread {
 	pmu_stream s[PMU_MAX_EVENTS];
+	/*
+	 * Precise mode through AMD IBS op (monitor.pibs): the sampler, which
+	 * counts ops; s[] then only count (the clock), sampling nothing.
+	 */
+	pmu_stream ibs;
+	bool ibs_due; /* its record taken: armed for the next point when the thread goes on */
 	/* double trap: the stream's int3 was met; sample when dt_pc next retires */
 	bool dt_wait[PMU_MAX_EVENTS];
 	uint64_t dt_pc[PMU_MAX_EVENTS];
@@ -110,9 +116,11 @@ typedef struct pmu_thread {
 
 typedef struct pmu_stats {
 	uint64_t overflows, stale, clock_steps, overshoots, mismatches, syncs, records;
-	uint64_t retry_steps;   /* steps the monitor needed (a fault retried), not the clock */
-	uint64_t stale_records; /* precise: records that name no point (a re-fire, a gap) */
-	uint64_t not_memory;    /* precise: records of an op with no data address (IBS) */
+	uint64_t retry_steps;    /* steps the monitor needed (a fault retried), not the clock */
+	uint64_t stale_records;  /* precise: records that name no point (a re-fire, a gap) */
+	uint64_t not_memory;     /* precise: records of an op with no data address (IBS) */
+	uint64_t kernel_records; /* IBS: records of kernel-mode ops (no swfilt: ours to drop) */
+	uint64_t late_records;   /* IBS: records met with the signal blocked: clock unknown */
 	uint64_t dtrap_planted, dtrap_taken, dtrap_lost; /* double trap */
 	uint64_t moved_kind; /* precise, hybrid: records dropped, the thread ran on another kind */
 	uint64_t runs;       /* resumes with PMU_RUN: free running between samples */
@@ -231,6 +239,8 @@ typedef struct monitor {
 	pmu_stats pstats;
 	pmu_ring_stats pring;    /* precise mode: what the rings held */
 	pmu_bp pbp[PMU_MAX_BPS]; /* double trap: int3s planted */
+	bool pibs;      /* precise mode through AMD IBS op (no PEBS with the data address) */
+	bool pibs_user; /* ... the kernel drops its kernel-mode samples (swfilt) */
 	/* wait.c */
 	size_t wait_next;    /* the sweep starts after the thread that reported last */
 	bool wait_poll;      /* SIGCHLD cannot wake us: sleep in growing steps instead */
@@ -405,6 +415,13 @@ void pmu_clock_free(monitor *m);
 void pmu_detach(monitor *m);
 /* Precise mode (pmu_precise.c): map s's sample ring (its counter just opened). */
 lomas_status pmu_precise_open(monitor *m, pmu_stream *s);
+/* Precise mode through IBS op: open t's sampler (its counting streams are open). */
+lomas_status pmu_ibs_open(monitor *m, mon_thread *t, uint64_t seed);
+/* ... does a record wait in its ring? Take it at this stop (t->clock read first). */
+bool pmu_ibs_waiting(const mon_thread *t);
+void pmu_ibs_poll(monitor *m, mon_thread *t);
+/* Route fd's overflow to thread tid as the signal m->psig (F_SETOWN_EX, F_SETSIG, O_ASYNC). */
+lomas_status pmu_route(monitor *m, int fd, pid_t tid);
 /* An overflow of t (counters read): drain the rings, start the watches their records name. */
 void pmu_precise_overflow(monitor *m, mon_thread *t);
 /* Precise mode's and the double trap's metadata in the profile. */

@@ -68,13 +68,17 @@ lomas_status pmu_clock_init(monitor *m, const struct lomas_config *cfg)
 		m->pmargin = 0;
 	}
 	if (cfg->pmu_sample == PMU_SAMPLE_PRECISE) {
-		if (!m->ptab.pebs_addr)
+		/* AMD: IBS op, where it counts ops (sampling by cycles would favour slow ones). */
+		m->pibs = !m->ptab.pebs_addr && m->ptab.ibs_op && m->ptab.ibs_cnt_ctl;
+		if (!m->ptab.pebs_addr && !m->pibs)
 			return error_set(
 			    LOMAS_ENOTSUP,
 			    "pmu_sample=precise: %s has no PEBS with the data address%s; "
 			    "use pmu_sample=skid",
 			    m->ptab.pmu,
-			    m->ptab.ibs_op ? " (its IBS op is not wired into the clock yet)" : "");
+			    m->ptab.ibs_op
+			        ? " and its IBS op counts cycles only (no cnt_ctl format)"
+			        : " nor IBS op");
 		if (m->psem != SKID_PERIOD_IMMEDIATE)
 			return error_set(LOMAS_ENOTSUP,
 			                 "pmu_sample=precise arms each point again after the "
@@ -220,11 +224,12 @@ lomas_status pmu_thread_start(monitor *m, mon_thread *t)
 	pt->injected_noted = mon_injected_into(t->tid);
 	for (unsigned i = 0; i < PMU_MAX_EVENTS; i++)
 		pt->s[i].fd = -1;
+	pt->ibs.fd = -1;
 	for (unsigned i = 0; i < m->ptab.n; i++) {
 		pmu_stream *s = &pt->s[i];
 		struct perf_event_attr a = m->ptab.ev[i].attr;
-		struct f_owner_ex own = {.type = F_OWNER_TID, .pid = t->tid};
 		uint64_t sp0, sp1;
+		lomas_status st;
 		skid_program prog;
 		int fd;
 		/* Stream 0 draws the step clock's points (the replay test compares them). */
@@ -238,13 +243,14 @@ lomas_status pmu_thread_start(monitor *m, mon_thread *t)
 		if (m->ptab.ntypes > 1) /* hybrid: sampling on the first core PMU */
 			pmu_attr_for_type(&m->ptab.ev[i], m->ptab.types[0].type, &a);
 		a.size = sizeof a;
-		a.sample_period = prog.step_now ? (1ull << 62) : prog.period;
+		/* IBS samples: these only count, the clock's references. */
+		a.sample_period = m->pibs ? 0 : prog.step_now ? (1ull << 62) : prog.period;
 		a.exclude_kernel = 1;
 		a.exclude_hv = 1;
 		a.disabled = 0;
 		a.inherit = 0;
 		a.wakeup_events = 1;
-		if (m->cfg.pmu_sample != PMU_SAMPLE_SKID) {
+		if (m->cfg.pmu_sample != PMU_SAMPLE_SKID && !m->pibs) {
 			/* PEBS: 2 = zero skid requested; the record names the overflowing
 			 * instruction. */
 			a.precise_ip = 2;
@@ -255,11 +261,9 @@ lomas_status pmu_thread_start(monitor *m, mon_thread *t)
 			return error_set(LOMAS_ENOTSUP, "perf_event_open of %s for thread %d: %s",
 			                 m->ptab.ev[i].name, (int)t->tid, strerror(-fd));
 		s->fd = fd;
-		if (m->cfg.pmu_sample != PMU_SAMPLE_SKID) {
-			lomas_status st = pmu_precise_open(m, s);
-			if (st)
-				return st;
-		}
+		if (m->cfg.pmu_sample != PMU_SAMPLE_SKID && !m->pibs &&
+		    (st = pmu_precise_open(m, s)))
+			return st;
 		skid_counter_open(&s->shadow, m->psem, 0, a.sample_period);
 		/* Hybrid: the same event counted on the other core PMUs, summed in pmu_sync. */
 		for (unsigned k = 1; k < m->ptab.ntypes && k < PMU_MAX_TYPES; k++) {
@@ -278,36 +282,64 @@ lomas_status pmu_thread_start(monitor *m, mon_thread *t)
 				    strerror(-xfd));
 			s->xfd[s->nx++] = xfd;
 		}
+		if (m->pibs)
+			continue;
 		if (prog.has_reload)
 			apply(m, s, &prog);
 		s->approaching = prog.step_now;
-		if (sys->fcntl(sys->ctx, fd, F_SETOWN_EX, (unsigned long)&own) < 0 ||
-		    sys->fcntl(sys->ctx, fd, F_SETSIG, (unsigned long)m->psig) < 0 ||
-		    sys->fcntl(sys->ctx, fd, F_SETFL, O_ASYNC | O_NONBLOCK) < 0)
-			return error_set(LOMAS_ENOTSUP,
-			                 "cannot route the overflow of thread %d to it (fcntl)",
-			                 (int)t->tid);
+		if ((st = pmu_route(m, fd, t->tid)))
+			return st;
 	}
+	return m->pibs ? pmu_ibs_open(m, t, seed) : LOMAS_OK;
+}
+
+lomas_status pmu_route(monitor *m, int fd, pid_t tid)
+{
+	const pmu_sys_ops *sys = m->psys;
+	struct f_owner_ex own = {.type = F_OWNER_TID, .pid = tid};
+	if (sys->fcntl(sys->ctx, fd, F_SETOWN_EX, (unsigned long)&own) < 0 ||
+	    sys->fcntl(sys->ctx, fd, F_SETSIG, (unsigned long)m->psig) < 0 ||
+	    sys->fcntl(sys->ctx, fd, F_SETFL, O_ASYNC | O_NONBLOCK) < 0)
+		return error_set(LOMAS_ENOTSUP,
+		                 "cannot route the overflow of thread %d to it (fcntl)", (int)tid);
 	return LOMAS_OK;
+}
+
+static void stream_close(const pmu_sys_ops *sys, pmu_stream *s)
+{
+	if (s->ring)
+		sys->munmap(sys->ctx, s->ring, s->ring_len);
+	s->ring = NULL;
+	if (s->fd >= 0)
+		sys->close(sys->ctx, s->fd);
+	s->fd = -1;
+	for (unsigned k = 0; k < s->nx; k++)
+		sys->close(sys->ctx, s->xfd[k]);
+	s->nx = 0;
 }
 
 void pmu_thread_end(monitor *m, mon_thread *t)
 {
 	const pmu_sys_ops *sys = m->psys;
-	if (sys)
-		pmu_precise_end(m, t, t->state == MT_STOPPED);
-	for (unsigned i = 0; i < PMU_MAX_EVENTS && sys; i++) {
-		pmu_stream *s = &t->pmu.s[i];
-		if (s->ring)
-			sys->munmap(sys->ctx, s->ring, s->ring_len);
-		s->ring = NULL;
-		if (s->fd >= 0)
-			sys->close(sys->ctx, s->fd);
-		s->fd = -1;
-		for (unsigned k = 0; k < s->nx; k++)
-			sys->close(sys->ctx, s->xfd[k]);
-		s->nx = 0;
-	}
+	if (!sys)
+		return;
+	pmu_precise_end(m, t, t->state == MT_STOPPED);
+	for (unsigned i = 0; i < PMU_MAX_EVENTS; i++)
+		stream_close(sys, &t->pmu.s[i]);
+	stream_close(sys, &t->pmu.ibs);
+}
+
+/*
+ * Is si the overflow of one of t's counters (the IBS sampler's too)? One
+ * signal is one counter's overflow: asked of each in turn until one owns it.
+ */
+static bool overflow_of(monitor *m, mon_thread *t, const siginfo_t *si)
+{
+	const pmu_sys_ops *sys = m->psys;
+	for (unsigned i = 0; i < m->ptab.n; i++)
+		if (t->pmu.s[i].fd >= 0 && sys->is_overflow(sys->ctx, t->pmu.s[i].fd, si))
+			return true;
+	return t->pmu.ibs.fd >= 0 && sys->is_overflow(sys->ctx, t->pmu.ibs.fd, si);
 }
 
 /* Note an event the counters saw in every ledger of t. */
@@ -328,13 +360,10 @@ void pmu_sync(monitor *m, mon_thread *t)
 	 */
 	if (!t->queued_sig)
 		t->pmu.queued_noted = false;
-	else if (!t->pmu.queued_noted)
-		for (unsigned i = 0; i < m->ptab.n && !t->pmu.queued_noted; i++)
-			if (t->pmu.s[i].fd >= 0 &&
-			    sys->is_overflow(sys->ctx, t->pmu.s[i].fd, &t->queued)) {
-				note(m, t, LEDGER_TRAP);
-				t->pmu.queued_noted = true;
-			}
+	else if (!t->pmu.queued_noted && overflow_of(m, t, &t->queued)) {
+		note(m, t, LEDGER_TRAP);
+		t->pmu.queued_noted = true;
+	}
 	for (unsigned i = 0; i < m->ptab.n; i++) {
 		pmu_stream *s = &t->pmu.s[i];
 		uint64_t raw = 0, xsum = 0;
@@ -482,14 +511,11 @@ unsigned pmu_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c
 
 bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si)
 {
-	const pmu_sys_ops *sys = m->psys;
 	/* Noted already (pmu_sync): an overflow kept from an injected call. */
-	bool noted = si == &t->queued && t->pmu.queued_noted, overflow = noted;
+	bool noted = si == &t->queued && t->pmu.queued_noted;
+	bool overflow = noted || overflow_of(m, t, si);
 	if (si == &t->queued)
 		t->pmu.queued_noted = false;
-	for (unsigned i = 0; i < m->ptab.n && !noted; i++)
-		if (t->pmu.s[i].fd >= 0 && sys->is_overflow(sys->ctx, t->pmu.s[i].fd, si))
-			overflow = true;
 	if (sig == SIGSEGV) {
 		note(m, t, LEDGER_PAGE_FAULT);
 		pmu_sync(m, t);
@@ -529,12 +555,7 @@ bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si)
 
 void pmu_drop_signal(monitor *m, mon_thread *t, const siginfo_t *si)
 {
-	const pmu_sys_ops *sys = m->psys;
-	bool overflow = false;
-	for (unsigned i = 0; i < m->ptab.n; i++)
-		if (t->pmu.s[i].fd >= 0 && sys->is_overflow(sys->ctx, t->pmu.s[i].fd, si))
-			overflow = true;
-	if (overflow) {
+	if (overflow_of(m, t, si)) {
 		note(m, t, LEDGER_TRAP);
 		m->pstats.stale++;
 	}
@@ -558,6 +579,18 @@ int pmu_resume(monitor *m, mon_thread *t, int sig, bool step)
 	if (m->cfg.pmu_sample == PMU_SAMPLE_SKID && m->ptab.ntypes > 1 &&
 	    m->psem == SKID_PERIOD_IMMEDIATE)
 		hybrid_rearm(m, t);
+	/*
+	 * IBS: a record written before this stop (a fault, a step, a call,
+	 * the program's own signal within the skid of the tag) is taken now,
+	 * before the watches are synced: the stop that ends the run it was
+	 * written in (pmu_ibs_poll). The overflow's signal then finds nothing.
+	 */
+	if (m->pibs && pmu_ibs_waiting(t)) {
+		pmu_sync(m, t);
+		if (t->have_pending)
+			t->pending_c0 = t->clock;
+		pmu_ibs_poll(m, t);
+	}
 	step |= sig != 0;
 	/*
 	 * A thread runs free only when a fault can end every sample it may

@@ -25,13 +25,30 @@
  * signal came (pmu.stale_records). A point passed with no record (a
  * counter armed too late, within the skid of the last point) is lost:
  * pmu.overshoots.
+ *
+ * AMD IBS op (monitor.pibs) samples ops, not references, and its count
+ * cannot be read: the load/store counters only count (the clock) and the
+ * IBS sampler is armed for a random number of ops (ibs_gap). Its record is
+ * taken at the stop that ends the run it was written in (the overflow's
+ * signal, or a fault, step or call that came first: pmu_ibs_poll): a
+ * user-mode memory op with its data address starts a sample at the clock's
+ * count then (the last reference counted; the sampled one lies up to the
+ * skid before it, so its distance is short by as much); another op (IBS
+ * tags every op) or a kernel-mode one (kernels before swfilt cannot drop
+ * them) starts none, counted. Each memory op is sampled at 1/period per op,
+ * so the references keep the period's rate; the sampler is not armed again
+ * at the monitor's perturbations (they shift which op is tagged, not how
+ * likely each is). docs/pmu-clock.md, "AMD: IBS op".
  */
 #include <errno.h>
 #include <string.h>
+#include <sys/ptrace.h>
 #include <unistd.h>
 
 #include "monitor.h"
 
+/* IBS op's shortest period: longer than the random start of its count (0..127). */
+#define IBS_MIN_PERIOD 0x90
 /* Records read per drain; a drain happens at every overflow signal. */
 #define PRECISE_BATCH 16
 /* Data pages of each ring (1 + 2^n pages mapped): room for ~200 records between two drains. */
@@ -121,8 +138,105 @@ static int record_kind(const pmu_stream *s, const pmu_record *r)
 	return -1; /* not a memory op (IBS tags every op): no reference to sample */
 }
 
+/*
+ * The period that puts the next IBS point a gap of the planner's draw in
+ * ops on: IBS counts from a random start of 0..127 (the hardware preloads
+ * IbsOpCurCnt's low 7 bits), 63.5 on average, so the draw is lengthened by
+ * that much, then put on the 16-op grain of IbsOpMaxCnt with a random
+ * remainder (Hermite's identity: the mean kept), 0x90 at least (the shortest
+ * period whose count cannot start past it): mean gaps below ~80 ops cannot
+ * be had.
+ */
+static uint64_t ibs_gap(monitor *m, pmu_stream *s)
+{
+	uint64_t g = (rng_gap(&s->gaps, m->period) + 64 + rng_next(&s->gaps) % 16) & ~15ull;
+	return g > IBS_MIN_PERIOD ? g : IBS_MIN_PERIOD;
+}
+
+lomas_status pmu_ibs_open(monitor *m, mon_thread *t, uint64_t seed)
+{
+	const pmu_sys_ops *sys = m->psys;
+	pmu_stream *s = &t->pmu.ibs;
+	struct perf_event_attr a;
+	lomas_status st;
+	int fd;
+	rng_seed(&s->gaps, seed ^ 0x6a09e667f3bcc909ull);
+	s->kinds = PMU_KIND_REFS; /* the data source says which */
+	/* The kernel drops kernel-mode samples where it can (swfilt); else we do. */
+	pmu_ibs_attr(&m->ptab, true, &a);
+	a.sample_period = ibs_gap(m, s);
+	a.wakeup_events = 1;
+	fd = sys->open(sys->ctx, &a, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (fd == -EINVAL && a.exclude_kernel) {
+		uint64_t p = a.sample_period;
+		pmu_ibs_attr(&m->ptab, false, &a);
+		a.sample_period = p;
+		a.wakeup_events = 1;
+		fd = sys->open(sys->ctx, &a, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	}
+	if (fd < 0)
+		return error_set(LOMAS_ENOTSUP,
+		                 "perf_event_open of IBS op (ibs_op) for thread %d: %s%s; use "
+		                 "pmu_sample=skid",
+		                 (int)t->tid, strerror(-fd),
+		                 fd == -EINVAL ? " (IBS per thread needs Linux >= 6.2)" : "");
+	s->fd = fd;
+	m->pibs_user = a.exclude_kernel;
+	if ((st = pmu_precise_open(m, s)))
+		return st;
+	return pmu_route(m, fd, t->tid);
+}
+
+bool pmu_ibs_waiting(const mon_thread *t)
+{
+	const struct perf_event_mmap_page *pg = t->pmu.ibs.ring;
+	return pg && __atomic_load_n(&pg->data_head, __ATOMIC_ACQUIRE) != pg->data_tail;
+}
+
+/*
+ * IBS, at a stop of t (t->clock read): the first record in the ring, a
+ * sample when it names a memory op of the target. The stop may come
+ * before the overflow's signal (a fault, a step within the skid): the
+ * record is taken there, at the stop that ends the run it was written in,
+ * and the signal finds nothing. A record met while t blocks the signal was
+ * written at some unknown time before (the program blocks it in a handler,
+ * or around a critical section, and no stop came since: a free run stops
+ * at every system call, so at the one that unblocks it at the latest): its
+ * clock is unknown, it starts no sample (pmu.late_records).
+ */
+void pmu_ibs_poll(monitor *m, mon_thread *t)
+{
+	pmu_stream *s = &t->pmu.ibs;
+	pmu_record rec;
+	uint64_t mask = 0;
+	int kind;
+	if (s->fd < 0 || !pmu_ibs_waiting(t) ||
+	    !pmu_ring_read(s->ring, s->ring_len, PMU_RING_SAMPLE_TYPE, &rec, 1, &m->pring))
+		return;
+	/* PTRACE_GETSIGMASK (Linux 3.11): data is the sigset's size in bytes. */
+	if (mon_ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof mask, &mask) < 0)
+		mask = ~0ull; /* unknown (the thread is going away): taken as late */
+	if (rec.tid != (uint32_t)t->tid)
+		m->pstats.stale_records++;
+	else if (mask & (1ull << (m->psig - 1)))
+		m->pstats.late_records++;
+	else if ((rec.misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
+		m->pstats.kernel_records++;
+	else if ((kind = record_kind(s, &rec)) < 0 || !rec.addr)
+		m->pstats.not_memory++;
+	else {
+		step_start_at(m, t, t->clock ? t->clock - 1 : 0, rec.ip, rec.addr, (uint8_t)kind);
+		m->pstats.records++;
+	}
+	t->pmu.ibs_due = true; /* armed again at the resume, the rest of the ring dropped */
+}
+
 void pmu_precise_overflow(monitor *m, mon_thread *t)
 {
+	if (m->pibs) {
+		pmu_ibs_poll(m, t); /* none: a re-fire's, dropped at the last arm: still armed */
+		return;
+	}
 	for (unsigned i = 0; i < m->ptab.n; i++) {
 		pmu_stream *s = &t->pmu.s[i];
 		pmu_record point;
@@ -177,6 +291,18 @@ void pmu_precise_rearm(monitor *m, mon_thread *t, bool must_step)
 {
 	/* Hybrid: other kinds may have counted since (read to know): always armed again. */
 	bool moved = mon_injected_into(t->tid) != t->pmu.injected_noted || m->ptab.ntypes > 1;
+	if (m->pibs) {
+		/*
+		 * IBS is armed last, after the monitor's own calls: its points lie
+		 * on a 16-op grain from the arm, and the ops just after it must be
+		 * the target's, not a burst of ours at a fixed offset that the
+		 * short gaps would always land in. The arm drops the re-fires.
+		 */
+		if (t->pmu.ibs_due && t->pmu.ibs.fd >= 0)
+			arm(m, &t->pmu.ibs, ibs_gap(m, &t->pmu.ibs));
+		t->pmu.ibs_due = false;
+		return;
+	}
 	for (unsigned i = 0; i < m->ptab.n; i++)
 		moved |=
 		    t->pmu.s[i].fd >= 0 && ledger_bias(&t->pmu.s[i].led) != t->pmu.s[i].armed_bias;
@@ -241,7 +367,7 @@ void pmu_precise_end(monitor *m, mon_thread *t, bool read)
 	bool any = false;
 	for (unsigned i = 0; i < m->ptab.n; i++)
 		any |= t->pmu.s[i].fd >= 0 && t->pmu.s[i].ring;
-	if (!any || m->cfg.pmu_sample == PMU_SAMPLE_SKID)
+	if (!any || m->cfg.pmu_sample == PMU_SAMPLE_SKID || m->pibs)
 		return;
 	if (read)
 		pmu_sync(m, t);
@@ -267,6 +393,15 @@ lomas_status pmu_precise_meta(monitor *m, lomas_profile *p)
 	                            (unsigned long long)m->pstats.stale_records)) ||
 	    (st = profile_meta_setf(p, "pmu.not_memory_records", "%llu",
 	                            (unsigned long long)m->pstats.not_memory)) ||
+	    (st =
+	         profile_meta_setf(p, "pmu.precise_by", "%s",
+	                           !m->pibs       ? "PEBS"
+	                           : m->pibs_user ? "IBS op (kernel samples filtered by the kernel)"
+	                                          : "IBS op (kernel samples dropped by us)")) ||
+	    (m->pibs && (st = profile_meta_setf(p, "pmu.kernel_records", "%llu",
+	                                        (unsigned long long)m->pstats.kernel_records))) ||
+	    (m->pibs && (st = profile_meta_setf(p, "pmu.late_records", "%llu",
+	                                        (unsigned long long)m->pstats.late_records))) ||
 	    (st = profile_meta_setf(p, "pmu.ring_lost", "%llu",
 	                            (unsigned long long)m->pring.lost)) ||
 	    (st = profile_meta_setf(p, "pmu.ring_throttles", "%llu",

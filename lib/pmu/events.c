@@ -170,7 +170,31 @@ void pmu_attr_for_type(const pmu_event *e, uint32_t type, struct perf_event_attr
 		out->type = type;
 }
 
-/* AMD IBS op: the kernel's ibs_op PMU and its perf type (sysfs). */
+/*
+ * The bit a format file of the kernel PMU name says field `fmt` is in
+ * (sysfs format/<fmt>: "config:19", "config2:0"), as a mask, or 0 when
+ * there is no such file or it names another field than `field`.
+ */
+static uint64_t format_bit(const char *name, const char *fmt, const char *field)
+{
+	const char *root = getenv("LOMAS_SYSFS_ROOT");
+	char path[4096], line[64], want[32];
+	unsigned bit;
+	uint64_t r = 0;
+	FILE *f;
+	snprintf(path, sizeof path, "%s/bus/event_source/devices/%s/format/%s",
+	         root && *root ? root : "/sys", name, fmt);
+	if (!(f = fopen(path, "re")))
+		return 0;
+	snprintf(want, sizeof want, "%s:%%u", field);
+	if (fgets(line, sizeof line, f) && sscanf(line, want, &bit) == 1 && bit < 64 &&
+	    !strncmp(line, field, strlen(field)) && line[strlen(field)] == ':')
+		r = 1ull << bit;
+	fclose(f);
+	return r;
+}
+
+/* AMD IBS op: the kernel's ibs_op PMU, its perf type and format (sysfs). */
 static void ibs_probe(pmu_table *t)
 {
 	long type = pmu_type_of("ibs_op");
@@ -178,6 +202,22 @@ static void ibs_probe(pmu_table *t)
 		return;
 	t->ibs_op = true;
 	t->ibs_type = (unsigned)type;
+	t->ibs_cnt_ctl = format_bit("ibs_op", "cnt_ctl", "config");
+	t->ibs_swfilt = format_bit("ibs_op", "swfilt", "config2");
+}
+
+void pmu_ibs_attr(const pmu_table *t, bool user, struct perf_event_attr *out)
+{
+	memset(out, 0, sizeof *out);
+	out->size = sizeof *out;
+	out->type = t->ibs_type;
+	out->config = t->ibs_cnt_ctl;
+	out->sample_type = PMU_RING_SAMPLE_TYPE;
+	if (user && t->ibs_swfilt) {
+		out->config2 = t->ibs_swfilt;
+		out->exclude_kernel = 1;
+		out->exclude_hv = 1;
+	}
 }
 
 static lomas_status given_events(pmu_table *t, const char *events)

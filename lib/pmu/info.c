@@ -100,6 +100,19 @@ static json_t *events_json(const pmu_table *t)
 	return arr;
 }
 
+/* What pmu_sample=precise samples with here (pmu_clock.c decides the same way). */
+static const char *precise_by(const pmu_table *t)
+{
+	if (t->pebs_addr)
+		return "PEBS with the data address";
+	if (t->ibs_op && t->ibs_cnt_ctl)
+		return t->ibs_swfilt ? "IBS op (ops; kernel samples filtered by the kernel)"
+		                     : "IBS op (ops; kernel samples dropped by lomas)";
+	if (t->ibs_op)
+		return "none (IBS op counts cycles only here)";
+	return "none";
+}
+
 /* The kernel's core PMUs and, on each, the events' attr (a hybrid CPU opens one per PMU). */
 static json_t *types_json(const pmu_table *t)
 {
@@ -182,10 +195,10 @@ lomas_status lomas_machine_info(const char *pmu, char **json_out)
 	json_object_set_new(root, "ptrace_scope", json_integer(scope));
 	json_object_set_new(root, "breakpoints", json_boolean(breakpoints_work()));
 	if (!st) {
-		p = json_pack("{s:s, s:s, s:s, s:b, s:b, s:b, s:b, s:b}", "name", t.pmu, "desc",
-		              t.desc, "family", t.family, "forced", pmu && *pmu, "hybrid", t.hybrid,
-		              "pebs_address", t.pebs_addr, "ibs_op", t.ibs_op, "approximate",
-		              t.approximate);
+		p = json_pack("{s:s, s:s, s:s, s:b, s:b, s:b, s:b, s:b, s:s}", "name", t.pmu,
+		              "desc", t.desc, "family", t.family, "forced", pmu && *pmu, "hybrid",
+		              t.hybrid, "pebs_address", t.pebs_addr, "ibs_op", t.ibs_op,
+		              "approximate", t.approximate, "precise", precise_by(&t));
 		json_object_set_new(p, "events", events_json(&t));
 		json_object_set_new(p, "core_pmus", types_json(&t));
 		json_object_set_new(root, "pmu", p);

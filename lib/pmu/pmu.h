@@ -57,8 +57,17 @@ typedef struct pmu_table {
 	bool pebs_addr;    /* the kernel takes precise_ip with PERF_SAMPLE_ADDR for these */
 	bool ibs_op;       /* AMD IBS op sampling is offered by this kernel (ibs_op PMU) */
 	unsigned ibs_type; /* its perf type (sysfs) */
-	bool hybrid;       /* more than one core PMU (per-core-type counters) */
-	char cores[2][64]; /* the core PMUs of a hybrid CPU */
+	/*
+	 * Its format (sysfs): the config bit that makes it count dispatched
+	 * ops rather than cycles (cnt_ctl, "config:19"; 0: cycles only), and
+	 * the config2 bit that lets the kernel drop kernel-mode samples itself
+	 * (swfilt, "config2:0", Linux 6.14; 0: none, and exclude_kernel is
+	 * refused).
+	 */
+	uint64_t ibs_cnt_ctl;
+	uint64_t ibs_swfilt;
+	bool hybrid;                        /* more than one core PMU (per-core-type counters) */
+	char cores[2][64];                  /* the core PMUs of a hybrid CPU */
 	pmu_core_type types[PMU_MAX_TYPES]; /* the kernel's core PMUs (sysfs) */
 	unsigned ntypes;
 } pmu_table;
@@ -79,6 +88,14 @@ unsigned pmu_core_types(pmu_core_type *out, unsigned max);
  * type ABI (Linux 6.0, PERF_PMU_TYPE_SHIFT).
  */
 void pmu_attr_for_type(const pmu_event *e, uint32_t type, struct perf_event_attr *out);
+/*
+ * The attr of t's IBS op sampler, counting dispatched ops: type ibs_type,
+ * config cnt_ctl, the sample types of the ring; user: ask the kernel to
+ * drop kernel-mode samples (exclude_kernel with swfilt), which only a
+ * kernel with swfilt takes (older ones refuse any exclude_*: open it
+ * without and drop those records yourself).
+ */
+void pmu_ibs_attr(const pmu_table *t, bool user, struct perf_event_attr *out);
 
 /*
  * The load/store events of the PMU named force (a libpfm4 name, as in
@@ -216,6 +233,22 @@ typedef struct pmu_replay_conf {
 	uint64_t refs_config;  /* ... as both */
 	bool precise;          /* PEBS/IBS: records with exact ip and data address */
 	/*
+	 * AMD IBS op (perf type ibs_type, 0: none): a counter of that type
+	 * counts the thread's ops, each retired instruction one per reference
+	 * it makes (one if none), user and, for the monitor's perturbations,
+	 * kernel ops; its overflow tags the op and writes a record: ip, data
+	 * address and data source of a memory op (PERF_MEM_OP_NA, address 0
+	 * otherwise), PERF_RECORD_MISC_KERNEL for a kernel op. The sample
+	 * period's low nibble is masked at open and refused by
+	 * PERF_EVENT_IOC_PERIOD, as the kernel does. ibs_per_task: it opens per
+	 * thread (Linux >= 6.2; EINVAL before); ibs_swfilt: exclude_kernel is
+	 * taken with config2 bit 0 and kernel ops write nothing (else any
+	 * exclude_* is EINVAL, PERF_PMU_CAP_NO_EXCLUDE).
+	 */
+	uint32_t ibs_type;
+	bool ibs_per_task;
+	bool ibs_swfilt;
+	/*
 	 * A hybrid CPU: the perf types of its core PMUs (0: none, every counter
 	 * of PERF_TYPE_RAW counts everywhere). A counter opened with one of
 	 * them counts only while its thread runs on that kind; each thread
@@ -239,6 +272,7 @@ typedef struct pmu_replay_stats {
 	uint64_t lost;       /* ... dropped for a full ring */
 	uint64_t unrecorded; /* overflows among perturbation counts: no reference, no record */
 	uint64_t cpuid_run;  /* CPUIDs of free-running threads run by the fake, not stepped */
+	uint64_t ibs_ops;    /* ops an IBS counter counted (user and kernel) */
 } pmu_replay_stats;
 void pmu_replay_get_stats(const pmu_replay *r, pmu_replay_stats *out);
 

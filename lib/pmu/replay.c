@@ -24,7 +24,10 @@
  *     call adds a configured amount, which the clock must calibrate and
  *     its ledger subtract;
  *   - with precise sampling (PEBS, IBS op) each overflow also writes a
- *     PERF_RECORD_SAMPLE with the exact ip and data address into the ring.
+ *     PERF_RECORD_SAMPLE with the exact ip and data address into the ring;
+ *   - an AMD IBS op counter (conf.ibs_type) counts ops, not references,
+ *     and tags whichever op its count reaches: a memory op, another op, or
+ *     a kernel op of the monitor's perturbations (pmu.h, pmu_replay_conf).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -60,8 +63,12 @@ typedef struct fake_ctr {
 	uint64_t sample_type;
 	struct perf_event_mmap_page *ring;
 	size_t ring_len;
-	uint64_t lost;     /* records dropped since the last one written */
-	uint32_t pmu_type; /* a hybrid core PMU's type: counts on that kind only; 0 any */
+	uint64_t lost;       /* records dropped since the last one written */
+	uint32_t pmu_type;   /* a hybrid core PMU's type: counts on that kind only; 0 any */
+	bool ibs;            /* an IBS op counter: counts ops, records every overflow */
+	bool ibs_user;       /* ... whose kernel-mode samples the kernel drops (swfilt) */
+	uint64_t ibs_period; /* IBS: its period (IbsOpMaxCnt << 4) */
+	uint64_t ibs_tag;    /* ... the count whose op it tags next */
 } fake_ctr;
 
 /* Where a thread stands toward a system call the fake let it reach (PTRACE_SYSCALL). */
@@ -108,11 +115,21 @@ static fake_thread *thread_of(pmu_replay *r, pid_t tid)
 	return NULL;
 }
 
+/* What an overflowing count was, for its record (count(), ring_write()). */
+enum {
+	OP_KERNEL = -1, /* a perturbation: the monitor's trap, fault, call (kernel ops) */
+	OP_OTHER = -2,  /* an IBS op of the target that references no memory */
+};
+
+/* Where the fake's kernel ops are (any kernel text address will do). */
+#define FAKE_KERNEL_IP 0xffffffff81000000ull
+
 /*
  * A precise record for the overflow of c at the reference (pc, addr) of
- * kind (0 load, 1 store), as a PEBS assist writes it when the counter
- * overflows: before the interrupt, which comes later by the skid. A full
- * ring drops it and, once there is room, says so with PERF_RECORD_LOST
+ * kind (0 load, 1 store; OP_* for an IBS op with no reference), as a PEBS
+ * assist or IBS writes it when the counter overflows: before the
+ * interrupt, which comes later by the skid. A full ring drops it and, once
+ * there is room, says so with PERF_RECORD_LOST
  * (kernel/events/ring_buffer.c, perf_output_begin()).
  */
 static void ring_write(pmu_replay *r, fake_ctr *c, uint64_t pc, uint64_t addr, int kind)
@@ -131,8 +148,14 @@ static void ring_write(pmu_replay *r, fake_ctr *c, uint64_t pc, uint64_t addr, i
 	unsigned char *data;
 	if (!pg)
 		return;
-	src.mem_op = kind ? PERF_MEM_OP_STORE : PERF_MEM_OP_LOAD;
+	src.mem_op = kind == LOMAS_REF_STORE ? PERF_MEM_OP_STORE
+	             : kind >= 0             ? PERF_MEM_OP_LOAD
+	                                     : PERF_MEM_OP_NA;
 	rec.data_src = src.val;
+	if (kind == OP_KERNEL) {
+		rec.ip = FAKE_KERNEL_IP;
+		rec.misc = PERF_RECORD_MISC_KERNEL | PERF_RECORD_MISC_EXACT_IP;
+	}
 	n = pmu_record_layout(&rec, c->sample_type, buf, sizeof buf);
 	if (c->lost) {
 		pmu_record l = {.type = PERF_RECORD_LOST, .lost = c->lost};
@@ -156,6 +179,66 @@ static void ring_write(pmu_replay *r, fake_ctr *c, uint64_t pc, uint64_t addr, i
 	r->stats.records++;
 }
 
+/* Send c's overflow signal to its owner (F_SETSIG, F_SETOWN_EX, O_ASYNC). */
+static void signal_owner(pmu_replay *r, fake_ctr *c)
+{
+	if (c->async && c->sig && c->owner > 0) {
+		c->inflight++;
+		r->stats.signals++;
+		/* tkill: si_code SI_TKILL, si_pid ours (a fake cannot send POLL_IN). */
+		syscall(SYS_tkill, c->owner, c->sig);
+	}
+}
+
+/*
+ * IBS op counts from a random start: the hardware preloads the low 7 bits
+ * of IbsOpCurCnt with random bits each time it starts counting
+ * (arch/x86/include/asm/perf_event.h, IBS_OP_CUR_CNT_RAND), so the op it
+ * tags lies period - U ops on, U uniform in 0..127: no 16-op grain lines
+ * up with the program's loops.
+ */
+static void ibs_arm(pmu_replay *r, fake_ctr *c, uint64_t period)
+{
+	uint64_t u = rng_next(&r->skid) % 128;
+	c->ibs_period = period;
+	c->ibs_tag = c->k.count + (period > u ? period - u : 1);
+}
+
+/*
+ * n ops of kind on IBS counter c: the op its count reaches is tagged, its
+ * record written (a kernel op's only where the kernel does not filter
+ * them) and the interrupt raised; the signal comes late by the skid, and
+ * the count starts again (the kernel re-enables it with the same period).
+ */
+static void ibs_count(pmu_replay *r, fake_ctr *c, uint64_t n, uint64_t pc, uint64_t addr, int kind)
+{
+	uint32_t skid =
+	    r->conf.max_skid ? (uint32_t)(rng_next(&r->skid) % (r->conf.max_skid + 1ull)) : 0;
+	uint64_t end = c->k.count + n;
+	r->stats.ibs_ops += n;
+	while (c->ibs_tag <= end) {
+		uint64_t at = c->ibs_tag;
+		if (kind != OP_KERNEL || !c->ibs_user) {
+			ring_write(r, c, pc, addr, kind);
+			r->stats.overflows++;
+			r->stats.skid_total += skid;
+			if (!c->k.pending)
+				c->k.report_at = at + skid;
+			c->k.pending++;
+		} else {
+			r->stats
+			    .unrecorded++; /* swfilt: dropped in the NMI, no sample, no signal */
+		}
+		c->k.count = at;
+		ibs_arm(r, c, c->ibs_period);
+	}
+	c->k.count = end;
+	if (c->k.pending && c->k.count >= c->k.report_at) {
+		c->k.pending = 0;
+		signal_owner(r, c);
+	}
+}
+
 /* Count n of kind (-1: a perturbation) on c; raise its overflow signal when the report is due. */
 static void count(pmu_replay *r, fake_ctr *c, uint64_t n, uint64_t pc, uint64_t addr, int kind)
 {
@@ -164,6 +247,10 @@ static void count(pmu_replay *r, fake_ctr *c, uint64_t n, uint64_t pc, uint64_t 
 	uint64_t before = c->k.count, at = c->k.overflow_at;
 	if (!n)
 		return;
+	if (c->ibs) {
+		ibs_count(r, c, n, pc, addr, kind);
+		return;
+	}
 	/*
 	 * A precise record names the reference that overflowed, not a later
 	 * one; an overflow among counts that are no reference (the monitor's
@@ -181,12 +268,7 @@ static void count(pmu_replay *r, fake_ctr *c, uint64_t n, uint64_t pc, uint64_t 
 		r->stats.skid_total += skid;
 		while (c->k.pending)
 			skid_counter_ack(&c->k);
-		if (c->async && c->sig && c->owner > 0) {
-			c->inflight++;
-			r->stats.signals++;
-			/* tkill: si_code SI_TKILL, si_pid ours (a fake cannot send POLL_IN). */
-			syscall(SYS_tkill, c->owner, c->sig);
-		}
+		signal_owner(r, c);
 	}
 }
 
@@ -208,7 +290,7 @@ static void perturb(pmu_replay *r, pid_t tid, int64_t amount)
 	for (int i = 0; i < FAKE_MAX; i++)
 		if (r->c[i].used && r->c[i].tid == tid && counting(r, &r->c[i])) {
 			r->stats.perturbations += (uint64_t)amount;
-			count(r, &r->c[i], (uint64_t)amount, 0, 0, -1);
+			count(r, &r->c[i], (uint64_t)amount, 0, 0, OP_KERNEL);
 		}
 }
 
@@ -225,30 +307,9 @@ static void catch_up(pmu_replay *r, pid_t tid)
 	t->injected = now;
 }
 
-static int f_open(void *ctx, struct perf_event_attr *attr, pid_t tid, int cpu, int group,
-                  unsigned long flags)
+/* A free counter slot for tid, counting kinds with attr's period: its fd, or -EMFILE. */
+static int ctr_new(pmu_replay *r, const struct perf_event_attr *attr, pid_t tid, unsigned kinds)
 {
-	pmu_replay *r = ctx;
-	unsigned kinds;
-	if (!attr || tid <= 0 || cpu != -1)
-		return -EINVAL; /* the clock opens per-thread counters only */
-	if (attr->type != PERF_TYPE_RAW && (!attr->type || (attr->type != r->conf.core_types[0] &&
-	                                                    attr->type != r->conf.core_types[1])))
-		return -ENOENT;
-	if (attr->config == r->conf.load_config)
-		kinds = PMU_KIND_LOADS;
-	else if (attr->config == r->conf.store_config)
-		kinds = PMU_KIND_STORES;
-	else if (attr->config == r->conf.refs_config)
-		kinds = PMU_KIND_REFS;
-	else
-		return -ENOENT;
-	if (!attr->exclude_kernel)
-		return -EACCES; /* as at perf_event_paranoid 2 */
-	if (attr->freq || attr->inherit)
-		return -EINVAL;
-	if (attr->precise_ip && !r->conf.precise)
-		return -EOPNOTSUPP;
 	catch_up(r, tid); /* calls made before it opened are not its to count */
 	for (int i = 0; i < FAKE_MAX; i++) {
 		fake_ctr *c = &r->c[i];
@@ -272,6 +333,64 @@ static int f_open(void *ctx, struct perf_event_attr *attr, pid_t tid, int cpu, i
 	return -EMFILE;
 }
 
+/*
+ * An IBS op counter, as arch/x86/events/amd/ibs.c takes one: per thread
+ * only where the kernel has task contexts for it; no exclude_* but with
+ * swfilt; the period's low nibble masked (0x10 at least).
+ */
+static int ibs_open(pmu_replay *r, const struct perf_event_attr *attr, pid_t tid)
+{
+	struct perf_event_attr a = *attr;
+	bool excl = attr->exclude_kernel || attr->exclude_hv || attr->exclude_user;
+	int fd;
+	if (!r->conf.ibs_per_task)
+		return -EINVAL; /* perf_invalid_context before Linux 6.2 */
+	if (excl && !(r->conf.ibs_swfilt && (attr->config2 & 1)))
+		return -EINVAL; /* PERF_PMU_CAP_NO_EXCLUDE */
+	if (attr->freq || attr->inherit || attr->exclude_user || attr->precise_ip > 2)
+		return -EINVAL;
+	a.sample_period &= ~0xfull;
+	if (!a.sample_period)
+		a.sample_period = 0x10;
+	a.precise_ip = 1; /* every overflow writes its record */
+	a.type = PERF_TYPE_RAW;
+	if ((fd = ctr_new(r, &a, tid, PMU_KIND_REFS)) < 0)
+		return fd;
+	r->c[fd - FAKE_FD0].ibs = true;
+	r->c[fd - FAKE_FD0].ibs_user = excl;
+	ibs_arm(r, &r->c[fd - FAKE_FD0], a.sample_period);
+	return fd;
+}
+
+static int f_open(void *ctx, struct perf_event_attr *attr, pid_t tid, int cpu, int group,
+                  unsigned long flags)
+{
+	pmu_replay *r = ctx;
+	unsigned kinds;
+	if (!attr || tid <= 0 || cpu != -1)
+		return -EINVAL; /* the clock opens per-thread counters only */
+	if (r->conf.ibs_type && attr->type == r->conf.ibs_type)
+		return ibs_open(r, attr, tid);
+	if (attr->type != PERF_TYPE_RAW && (!attr->type || (attr->type != r->conf.core_types[0] &&
+	                                                    attr->type != r->conf.core_types[1])))
+		return -ENOENT;
+	if (attr->config == r->conf.load_config)
+		kinds = PMU_KIND_LOADS;
+	else if (attr->config == r->conf.store_config)
+		kinds = PMU_KIND_STORES;
+	else if (attr->config == r->conf.refs_config)
+		kinds = PMU_KIND_REFS;
+	else
+		return -ENOENT;
+	if (!attr->exclude_kernel)
+		return -EACCES; /* as at perf_event_paranoid 2 */
+	if (attr->freq || attr->inherit)
+		return -EINVAL;
+	if (attr->precise_ip && !r->conf.precise)
+		return -EOPNOTSUPP;
+	return ctr_new(r, attr, tid, kinds);
+}
+
 static int f_ioctl(void *ctx, int fd, unsigned long req, unsigned long arg)
 {
 	pmu_replay *r = ctx;
@@ -281,10 +400,14 @@ static int f_ioctl(void *ctx, int fd, unsigned long req, unsigned long arg)
 	switch (req) {
 	case PERF_EVENT_IOC_PERIOD: {
 		uint64_t p;
+		catch_up(r, c->tid); /* a real counter counted the calls already */
 		memcpy(&p, (const void *)arg, sizeof p);
-		if (!p || (int64_t)p < 0)
-			return -EINVAL;
-		skid_counter_set_period(&c->k, p);
+		if (!p || (int64_t)p < 0 || (c->ibs && (p & 0xf)))
+			return -EINVAL; /* IBS: perf_ibs_check_period() */
+		if (c->ibs)
+			ibs_arm(r, c, p);
+		else
+			skid_counter_set_period(&c->k, p);
 		return 0;
 	}
 	case PERF_EVENT_IOC_ENABLE:
@@ -441,6 +564,9 @@ static void retire(pmu_replay *r, fake_thread *t, bool refs, bool step)
 		fake_ctr *c = &r->c[i];
 		if (!c->used || c->tid != t->tid || !counting(r, c))
 			continue;
+		/* IBS: an op per reference (one if none); a record names its op. */
+		if (c->ibs && refs && !in->nrefs)
+			count(r, c, 1, in->pc, 0, OP_OTHER);
 		/* One reference at a time: an overflow's record names its own reference. */
 		for (unsigned j = 0; refs && j < in->nrefs; j++)
 			if (c->kinds & (in->refs[j].kind == LOMAS_REF_STORE ? PMU_KIND_STORES

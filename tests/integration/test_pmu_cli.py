@@ -75,6 +75,28 @@ def test_info_pmu_tables(pmu, events):
     assert not next(c for c in d["clocks"] if c["name"] == "pmu")["works"]
 
 
+@pytest.mark.parametrize("formats,want", [
+    ({"cnt_ctl": "config:19", "swfilt": "config2:0"}, "IBS op (ops; kernel samples filtered"),
+    ({"cnt_ctl": "config:19"}, "IBS op (ops; kernel samples dropped by lomas)"),
+    ({}, "none (IBS op counts cycles only here)"),
+])
+def test_info_precise_ibs(tmp_path, formats, want):
+    """Which unit --pmu-sample precise uses: an AMD kernel's ibs_op PMU (sysfs) and its format."""
+    fmt = tmp_path / "bus" / "event_source" / "devices" / "ibs_op" / "format"
+    fmt.mkdir(parents=True)
+    (fmt.parent / "type").write_text("11\n")
+    for name, text in formats.items():
+        (fmt / name).write_text(text + "\n")
+    r = subprocess.run([DEMO, "info", "--json", "--pmu", "amd64_fam19h_zen3"],
+                       capture_output=True, text=True, timeout=600,
+                       env=dict(os.environ, LOMAS_SYSFS_ROOT=str(tmp_path)))
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)["pmu"]
+    assert d["ibs_op"] and d["precise"].startswith(want)
+    r = demo("info", "--json", "--pmu", "skl")
+    assert json.loads(r.stdout)["pmu"]["precise"] == "PEBS with the data address"
+
+
 def test_info_bad_pmu():
     r = demo("info", "--pmu", "no_such_pmu")
     assert r.returncode == 2
