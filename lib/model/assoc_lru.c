@@ -348,6 +348,12 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 			loc += W->lc[j];
 		}
 		if (!pass) {
+			/*
+			 * The lines no sample names count among the set-mates as
+			 * in pass 1 (mu and loc scale them by f too): the factor
+			 * is the pairs' share over the whole of the model's.
+			 */
+			sum += W->left[o->fb] / (double)S;
 			for (size_t c = c0; c < c1; c++) {
 				size_t pos = sl_find(W->sl, a, b, W->ord[c].k) - a;
 				W->E[W->ord[c].i] =
