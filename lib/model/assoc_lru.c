@@ -297,9 +297,12 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 		 * footprint's share a set (the footprint is the dangling samples'
 		 * weight: a matrix walk's 4096 lines, 8 to a set at 256 KiB
 		 * 8-way, came to 5504 from 43 dangling samples, 10.75 a set: 57
-		 * points of false conflict misses).
+		 * points of false conflict misses). The noise is the estimate's
+		 * only: a set whose distinct sampled lines alone pass its ways
+		 * does not fit (cholesky at 32 KiB 8-way: 56 to 63 sampled lines
+		 * a set, taken to fit within a noise of 56, every LRU miss lost).
 		 */
-		if (pass && load < A + 0.5 + 2.0 * lines_s * L->unseen_rel)
+		if (pass && (double)K < A + 0.5 && load < A + 0.5 + 2.0 * lines_s * L->unseen_rel)
 			continue;
 		dc = sw > 0.0 ? swd / sw : r[o->i].d;
 		Tx = fmax(L->T - (sw > 0.0 ? swn / sw : L->nw[o->k]), 1.0);

@@ -463,6 +463,28 @@ static void test_arguments(void **state)
 }
 
 /*
+ * A footprint known only roughly: a cyclic sweep of 1024 lines, 400 times,
+ * sampled every 200 references, leaves 5 dangling samples, so the
+ * footprint's share a set has a noise of 45 %. A set is taken to fit its
+ * ways within that noise only where its own sampled lines do not already
+ * pass them (here 27 a set at 16 KiB): taken to fit, every set lost every
+ * LRU miss (cholesky at 32 KiB 8-way, 3 points).
+ */
+static const geom sweep_geoms[] = {{16 << 10, 8}, {32 << 10, 8}, {32 << 10, 16}};
+
+static void test_rough_footprint(void **state)
+{
+	sim_trace tr = {0};
+	(void)state;
+	for (int pass = 0; pass < 400; pass++)
+		for (uint32_t l = 0; l < 1024; l++)
+			sim_push(&tr, l);
+	check("sweep1024", &tr, 200, sweep_geoms, sizeof sweep_geoms / sizeof *sweep_geoms, 0.01,
+	      0.05, NULL);
+	free(tr.t);
+}
+
+/*
  * The locality factors' and shares' noise test (assoc_shrink) on counts
  * drawn here: n pairs of equal weight, each in the reuse's set with
  * probability q, the model's share being prior. How often a share that is
@@ -510,6 +532,7 @@ int main(void)
 	    cmocka_unit_test(test_mixed),           cmocka_unit_test(test_random_mixtures),
 	    cmocka_unit_test(test_sparse),          cmocka_unit_test(test_column_sums),
 	    cmocka_unit_test(test_phase_lifetimes), cmocka_unit_test(test_shrink_rare_events),
+	    cmocka_unit_test(test_rough_footprint),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
