@@ -266,6 +266,44 @@ static void test_ibs_swfilt_segv(void **state)
 	assert_int_equal(o.kernel, 0);
 }
 
+/* The hostile set under IBS (skid, perturbations, no swfilt): the program as natively. */
+static void test_ibs_hostile(void **state)
+{
+	static const int64_t pert[4] = {3, 2, 4, 6};
+	static const char *const targets[][2] = {
+	    {"t_signals", NULL}, {"t_threads", NULL}, {"t_crash", NULL}, {"t_crash", "fpe"}};
+	(void)state;
+	ibs_sysfs(true, false);
+	for (size_t i = 0; i < sizeof targets / sizeof *targets; i++) {
+		char path[4200];
+		run_result n, p;
+		uint32_t threads = 0;
+		target(path, sizeof path, targets[i][0]);
+		char *argv[] = {path, (char *)targets[i][1], NULL};
+		run_native(argv, &n);
+		ibs_replay(11 + i, 12, pert, true, false);
+		if (run_step(argv, &p, "clock", "pmu", "pmu_sample", "precise", "period", "200",
+		             "seed", "5", NULL))
+			fail_msg("the pmu clock, IBS, on %s: %s", targets[i][0],
+			         lomas_error_message());
+		replay_off(NULL);
+		assert_string_equal(p.out, n.out);
+		assert_int_equal(p.status, n.status);
+		assert_int_equal(profile_validate(p.prof), LOMAS_OK);
+		assert_true(p.prof->samples.n > 0);
+		for (size_t k = 0; k < p.prof->samples.n; k++)
+			threads |= 1u << (p.prof->samples.items[k].thread % 32);
+		fprintf(stderr,
+		        "# IBS %s %s: status %d as natively, %zu samples, %d threads sampled\n",
+		        targets[i][0], targets[i][1] ? targets[i][1] : "", p.status,
+		        p.prof->samples.n, __builtin_popcount(threads));
+		if (!strcmp(targets[i][0], "t_threads"))
+			assert_true(__builtin_popcount(threads) > 1);
+		free_result(&p);
+	}
+	ibs_sysfs_off();
+}
+
 /* Refused in one line: no per-thread IBS (Linux < 6.2); IBS counting cycles only. */
 static void test_ibs_refused(void **state)
 {
@@ -295,9 +333,8 @@ static void test_ibs_refused(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_ibs_exact),
-	    cmocka_unit_test(test_ibs_skid_perturbed),
-	    cmocka_unit_test(test_ibs_swfilt_segv),
+	    cmocka_unit_test(test_ibs_exact),       cmocka_unit_test(test_ibs_skid_perturbed),
+	    cmocka_unit_test(test_ibs_swfilt_segv), cmocka_unit_test(test_ibs_hostile),
 	    cmocka_unit_test(test_ibs_refused),
 	};
 	int r = step_test_setup();
