@@ -297,6 +297,8 @@ lomas_status mon_detach(monitor *m);
  * call or a signal delivery finished, a new thread's first stop, exec).
  */
 void sig_guard_thread(monitor *m, mon_thread *t);
+/* The signals the stopped thread tid blocks (bit sig - 1); all when it cannot be read. */
+uint64_t sig_blocked(pid_t tid);
 /* Re-read whether the process ignores SIGSEGV (after rt_sigaction, exec, at start). */
 void sig_refresh_ignored(monitor *m);
 /* t is gone: drop the lift it held. */

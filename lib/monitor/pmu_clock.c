@@ -69,7 +69,7 @@ lomas_status pmu_clock_init(monitor *m, const struct lomas_config *cfg)
 	}
 	if (cfg->pmu_sample == PMU_SAMPLE_PRECISE) {
 		/* AMD: IBS op, where it counts ops (sampling by cycles would favour slow ones). */
-		m->pibs = !m->ptab.pebs_addr && m->ptab.ibs_op && m->ptab.ibs_cnt_ctl;
+		m->pibs = pmu_precise_ibs(&m->ptab);
 		if (!m->ptab.pebs_addr && !m->pibs)
 			return error_set(
 			    LOMAS_ENOTSUP,

@@ -42,7 +42,6 @@
  */
 #include <errno.h>
 #include <string.h>
-#include <sys/ptrace.h>
 #include <unistd.h>
 
 #include "monitor.h"
@@ -159,18 +158,17 @@ lomas_status pmu_ibs_open(monitor *m, mon_thread *t, uint64_t seed)
 	pmu_stream *s = &t->pmu.ibs;
 	struct perf_event_attr a;
 	lomas_status st;
-	int fd;
+	uint64_t period;
+	int fd = -EINVAL;
 	rng_seed(&s->gaps, seed ^ 0x6a09e667f3bcc909ull);
 	s->kinds = PMU_KIND_REFS; /* the data source says which */
+	period = ibs_gap(m, s);
 	/* The kernel drops kernel-mode samples where it can (swfilt); else we do. */
-	pmu_ibs_attr(&m->ptab, true, &a);
-	a.sample_period = ibs_gap(m, s);
-	a.wakeup_events = 1;
-	fd = sys->open(sys->ctx, &a, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
-	if (fd == -EINVAL && a.exclude_kernel) {
-		uint64_t p = a.sample_period;
-		pmu_ibs_attr(&m->ptab, false, &a);
-		a.sample_period = p;
+	for (int user = 1; user >= 0 && fd == -EINVAL; user--) {
+		pmu_ibs_attr(&m->ptab, user, &a);
+		if (user && !a.exclude_kernel)
+			continue; /* no swfilt: the same attr as without */
+		a.sample_period = period;
 		a.wakeup_events = 1;
 		fd = sys->open(sys->ctx, &a, t->tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	}
@@ -208,17 +206,13 @@ void pmu_ibs_poll(monitor *m, mon_thread *t)
 {
 	pmu_stream *s = &t->pmu.ibs;
 	pmu_record rec;
-	uint64_t mask = 0;
 	int kind;
 	if (s->fd < 0 || !pmu_ibs_waiting(t) ||
 	    !pmu_ring_read(s->ring, s->ring_len, PMU_RING_SAMPLE_TYPE, &rec, 1, &m->pring))
 		return;
-	/* PTRACE_GETSIGMASK (Linux 3.11): data is the sigset's size in bytes. */
-	if (mon_ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof mask, &mask) < 0)
-		mask = ~0ull; /* unknown (the thread is going away): taken as late */
 	if (rec.tid != (uint32_t)t->tid)
 		m->pstats.stale_records++;
-	else if (mask & (1ull << (m->psig - 1)))
+	else if (sig_blocked(t->tid) & (1ull << (m->psig - 1))) /* unreadable: late too */
 		m->pstats.late_records++;
 	else if ((rec.misc & PERF_RECORD_MISC_CPUMODE_MASK) != PERF_RECORD_MISC_USER)
 		m->pstats.kernel_records++;

@@ -49,12 +49,18 @@ static void hold(monitor *m, bool *flag, bool want)
 	m->sync_needed = true;
 }
 
-void sig_guard_thread(monitor *m, mon_thread *t)
+uint64_t sig_blocked(pid_t tid)
 {
 	uint64_t mask = 0;
 	/* PTRACE_GETSIGMASK (Linux 3.11): data is the sigset's size in bytes. */
-	if (mon_ptrace(PTRACE_GETSIGMASK, t->tid, (void *)sizeof mask, &mask) < 0)
+	if (mon_ptrace(PTRACE_GETSIGMASK, tid, (void *)sizeof mask, &mask) < 0)
 		mask = ~0ull; /* unknown (the thread is going away): assume the worst */
+	return mask;
+}
+
+void sig_guard_thread(monitor *m, mon_thread *t)
+{
+	uint64_t mask = sig_blocked(t->tid);
 	hold(m, &t->segv_lift, in_set(mask, SIGSEGV));
 	if (m->dreg_mode)
 		dwatch_mask(m, t, mask);

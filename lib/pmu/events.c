@@ -128,17 +128,23 @@ static unsigned core_pmus(pmu_table *t, const char *force)
 	return n;
 }
 
-/* The perf type of the kernel PMU name (sysfs), or -1. */
-static long pmu_type_of(const char *name)
+/* The file of the kernel PMU name in sysfs ($LOMAS_SYSFS_ROOT or /sys), or NULL. */
+static FILE *pmu_file(const char *name, const char *file)
 {
 	const char *root = getenv("LOMAS_SYSFS_ROOT");
 	char path[4096];
+	snprintf(path, sizeof path, "%s/bus/event_source/devices/%s/%s",
+	         root && *root ? root : "/sys", name, file);
+	return fopen(path, "re");
+}
+
+/* The perf type of the kernel PMU name (sysfs), or -1. */
+static long pmu_type_of(const char *name)
+{
 	unsigned type;
 	long r = -1;
-	FILE *f;
-	snprintf(path, sizeof path, "%s/bus/event_source/devices/%s/type",
-	         root && *root ? root : "/sys", name);
-	if (!(f = fopen(path, "re")))
+	FILE *f = pmu_file(name, "type");
+	if (!f)
 		return -1;
 	if (fscanf(f, "%u", &type) == 1)
 		r = type;
@@ -177,18 +183,15 @@ void pmu_attr_for_type(const pmu_event *e, uint32_t type, struct perf_event_attr
  */
 static uint64_t format_bit(const char *name, const char *fmt, const char *field)
 {
-	const char *root = getenv("LOMAS_SYSFS_ROOT");
-	char path[4096], line[64], want[32];
+	char file[128], want[32];
 	unsigned bit;
 	uint64_t r = 0;
 	FILE *f;
-	snprintf(path, sizeof path, "%s/bus/event_source/devices/%s/format/%s",
-	         root && *root ? root : "/sys", name, fmt);
-	if (!(f = fopen(path, "re")))
+	snprintf(file, sizeof file, "format/%s", fmt);
+	if (!(f = pmu_file(name, file)))
 		return 0;
-	snprintf(want, sizeof want, "%s:%%u", field);
-	if (fgets(line, sizeof line, f) && sscanf(line, want, &bit) == 1 && bit < 64 &&
-	    !strncmp(line, field, strlen(field)) && line[strlen(field)] == ':')
+	snprintf(want, sizeof want, "%s:%%u", field); /* "config:%u" does not take "config2:" */
+	if (fscanf(f, want, &bit) == 1 && bit < 64)
 		r = 1ull << bit;
 	fclose(f);
 	return r;

@@ -100,12 +100,12 @@ static json_t *events_json(const pmu_table *t)
 	return arr;
 }
 
-/* What pmu_sample=precise samples with here (pmu_clock.c decides the same way). */
+/* What pmu_sample=precise samples with here. */
 static const char *precise_by(const pmu_table *t)
 {
 	if (t->pebs_addr)
 		return "PEBS with the data address";
-	if (t->ibs_op && t->ibs_cnt_ctl)
+	if (pmu_precise_ibs(t))
 		return t->ibs_swfilt ? "IBS op (ops; kernel samples filtered by the kernel)"
 		                     : "IBS op (ops; kernel samples dropped by lomas)";
 	if (t->ibs_op)

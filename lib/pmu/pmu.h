@@ -96,6 +96,11 @@ void pmu_attr_for_type(const pmu_event *e, uint32_t type, struct perf_event_attr
  * without and drop those records yourself).
  */
 void pmu_ibs_attr(const pmu_table *t, bool user, struct perf_event_attr *out);
+/* Does precise mode sample with t's IBS op (no PEBS with the address; IBS counting ops)? */
+static inline bool pmu_precise_ibs(const pmu_table *t)
+{
+	return !t->pebs_addr && t->ibs_op && t->ibs_cnt_ctl;
+}
 
 /*
  * The load/store events of the PMU named force (a libpfm4 name, as in

@@ -226,8 +226,8 @@ static void ibs_count(pmu_replay *r, fake_ctr *c, uint64_t n, uint64_t pc, uint6
 				c->k.report_at = at + skid;
 			c->k.pending++;
 		} else {
-			r->stats
-			    .unrecorded++; /* swfilt: dropped in the NMI, no sample, no signal */
+			/* swfilt: dropped in the interrupt, no sample, no signal. */
+			r->stats.unrecorded++;
 		}
 		c->k.count = at;
 		ibs_arm(r, c, c->ibs_period);
@@ -341,19 +341,19 @@ static int ctr_new(pmu_replay *r, const struct perf_event_attr *attr, pid_t tid,
 static int ibs_open(pmu_replay *r, const struct perf_event_attr *attr, pid_t tid)
 {
 	struct perf_event_attr a = *attr;
-	bool excl = attr->exclude_kernel || attr->exclude_hv || attr->exclude_user;
+	bool excl = attr->exclude_kernel || attr->exclude_hv;
 	int fd;
 	if (!r->conf.ibs_per_task)
 		return -EINVAL; /* perf_invalid_context before Linux 6.2 */
-	if (excl && !(r->conf.ibs_swfilt && (attr->config2 & 1)))
+	if ((excl || attr->exclude_user) && !(r->conf.ibs_swfilt && (attr->config2 & 1)))
 		return -EINVAL; /* PERF_PMU_CAP_NO_EXCLUDE */
 	if (attr->freq || attr->inherit || attr->exclude_user || attr->precise_ip > 2)
-		return -EINVAL;
+		return -EINVAL; /* (user mode is what the clock samples) */
 	a.sample_period &= ~0xfull;
 	if (!a.sample_period)
 		a.sample_period = 0x10;
-	a.precise_ip = 1; /* every overflow writes its record */
-	a.type = PERF_TYPE_RAW;
+	a.precise_ip = 1;       /* ctr_new: a counter whose overflows write records */
+	a.type = PERF_TYPE_RAW; /* ... of no hybrid core kind: it counts everywhere */
 	if ((fd = ctr_new(r, &a, tid, PMU_KIND_REFS)) < 0)
 		return fd;
 	r->c[fd - FAKE_FD0].ibs = true;

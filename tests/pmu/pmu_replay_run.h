@@ -82,6 +82,24 @@ static inline double calib(const lomas_profile *p, const char *key)
 }
 
 /*
+ * Write text and a newline to root/bus/event_source/devices/<pmu>/<file> of
+ * a sysfs tree for LOMAS_SYSFS_ROOT (a PMU's type, a format/ field), making
+ * the directories.
+ */
+static inline void sysfs_put(const char *root, const char *pmu, const char *file, const char *text)
+{
+	char path[512];
+	FILE *f;
+	snprintf(path, sizeof path, "mkdir -p %s/bus/event_source/devices/%s/%s", root, pmu, file);
+	*strrchr(path, '/') = '\0';
+	assert_int_equal(system(path), 0);
+	snprintf(path, sizeof path, "%s/bus/event_source/devices/%s/%s", root, pmu, file);
+	assert_non_null(f = fopen(path, "w"));
+	fprintf(f, "%s\n", text);
+	fclose(f);
+}
+
+/*
  * A hybrid machine: a sysfs tree (LOMAS_SYSFS_ROOT) with cpu_core and
  * cpu_atom of perf types 8 and 9, and a replay kernel whose counters of
  * those types count only on their kind, threads moving every `every`
@@ -89,21 +107,10 @@ static inline double calib(const lomas_profile *p, const char *key)
  */
 static inline void hybrid_on(uint32_t every)
 {
-	static const char *const names[] = {"cpu_core", "cpu_atom"};
-	char path[256];
 	snprintf(hybrid_root, sizeof hybrid_root, "/tmp/lomas-hybrid-XXXXXX");
 	assert_non_null(mkdtemp(hybrid_root));
-	for (int i = 0; i < 2; i++) {
-		FILE *f;
-		snprintf(path, sizeof path, "mkdir -p %s/bus/event_source/devices/%s", hybrid_root,
-		         names[i]);
-		assert_int_equal(system(path), 0);
-		snprintf(path, sizeof path, "%s/bus/event_source/devices/%s/type", hybrid_root,
-		         names[i]);
-		assert_non_null(f = fopen(path, "w"));
-		fprintf(f, "%d\n", 8 + i);
-		fclose(f);
-	}
+	sysfs_put(hybrid_root, "cpu_core", "type", "8");
+	sysfs_put(hybrid_root, "cpu_atom", "type", "9");
 	setenv("LOMAS_SYSFS_ROOT", hybrid_root, 1);
 	hybrid_types[0] = 8;
 	hybrid_types[1] = 9;

@@ -23,36 +23,20 @@
 #include "pmu_replay_run.h"
 
 #define IBS_TYPE 11
+#define IBS_TYPE_S "11"
 
 static char ibs_root[64];
 
 /* An ibs_op PMU in a sysfs tree: its type, cnt_ctl (when ops), swfilt (when filter). */
 static void ibs_sysfs(bool ops, bool filter)
 {
-	char cmd[256];
-	FILE *f;
 	snprintf(ibs_root, sizeof ibs_root, "/tmp/lomas-ibs-XXXXXX");
 	assert_non_null(mkdtemp(ibs_root));
-	snprintf(cmd, sizeof cmd, "mkdir -p %s/bus/event_source/devices/ibs_op/format", ibs_root);
-	assert_int_equal(system(cmd), 0);
-	snprintf(cmd, sizeof cmd, "%s/bus/event_source/devices/ibs_op/type", ibs_root);
-	assert_non_null(f = fopen(cmd, "w"));
-	fprintf(f, "%d\n", IBS_TYPE);
-	fclose(f);
-	if (ops) {
-		snprintf(cmd, sizeof cmd, "%s/bus/event_source/devices/ibs_op/format/cnt_ctl",
-		         ibs_root);
-		assert_non_null(f = fopen(cmd, "w"));
-		fprintf(f, "config:19\n");
-		fclose(f);
-	}
-	if (filter) {
-		snprintf(cmd, sizeof cmd, "%s/bus/event_source/devices/ibs_op/format/swfilt",
-		         ibs_root);
-		assert_non_null(f = fopen(cmd, "w"));
-		fprintf(f, "config2:0\n");
-		fclose(f);
-	}
+	sysfs_put(ibs_root, "ibs_op", "type", IBS_TYPE_S);
+	if (ops)
+		sysfs_put(ibs_root, "ibs_op", "format/cnt_ctl", "config:19");
+	if (filter)
+		sysfs_put(ibs_root, "ibs_op", "format/swfilt", "config2:0");
 	setenv("LOMAS_SYSFS_ROOT", ibs_root, 1);
 }
 
