@@ -6,6 +6,8 @@
 #ifndef LOMAS_TEST_PMU_REPLAY_RUN_H
 #define LOMAS_TEST_PMU_REPLAY_RUN_H
 
+#include <sys/personality.h>
+
 #include "../integration/step_run.h"
 
 #include "lomas/lomas.h"
@@ -124,6 +126,29 @@ static inline void hybrid_off(void)
 	assert_int_equal(system(cmd), 0);
 	unsetenv("LOMAS_SYSFS_ROOT");
 	hybrid_types[0] = hybrid_types[1] = hybrid_every = 0;
+}
+
+/*
+ * The replay tests' main: the step tests' setup; with fixed_addresses, the
+ * process again with address randomization off (self, its name), so that
+ * every run of a target has the same addresses as the ground truth's; pmu
+ * the libpfm4 PMU forced (its tables); LOMAS_TEST_FILTER runs one test.
+ */
+static inline int pmu_replay_main(const struct CMUnitTest *tests, size_t n, const char *self,
+                                  bool fixed_addresses, const char *pmu)
+{
+	int r = step_test_setup();
+	if (r)
+		return r;
+	if (fixed_addresses && personality(0xffffffff) != -1 &&
+	    !(personality(0xffffffff) & ADDR_NO_RANDOMIZE)) {
+		personality(personality(0xffffffff) | ADDR_NO_RANDOMIZE);
+		execv("/proc/self/exe", (char *[]){(char *)self, NULL});
+	}
+	setenv("LIBPFM_FORCE_PMU", pmu, 1);
+	if (getenv("LOMAS_TEST_FILTER")) /* one test while working on it */
+		cmocka_set_test_filter(getenv("LOMAS_TEST_FILTER"));
+	return _cmocka_run_group_tests(self, tests, n, NULL, NULL);
 }
 
 #endif /* LOMAS_TEST_PMU_REPLAY_RUN_H */

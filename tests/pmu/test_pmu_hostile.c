@@ -104,11 +104,6 @@ int main(void)
 	    cmocka_unit_test(test_threads),   cmocka_unit_test(test_crash),
 	    cmocka_unit_test(test_fork_exec), cmocka_unit_test(test_stress),
 	};
-	int r = step_test_setup();
-	if (r)
-		return r;
-	setenv("LIBPFM_FORCE_PMU", "skl", 1);
-	if (getenv("LOMAS_TEST_FILTER"))
-		cmocka_set_test_filter(getenv("LOMAS_TEST_FILTER"));
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return pmu_replay_main(tests, sizeof tests / sizeof *tests, "test_pmu_hostile", false,
+	                       "skl");
 }

@@ -17,8 +17,6 @@
  * per-thread IBS, or count cycles only: handled, or refused in one line.
  */
 #include <math.h>
-#include <sys/personality.h>
-
 #include "../integration/full_trace.h"
 #include "pmu_replay_run.h"
 
@@ -321,16 +319,6 @@ int main(void)
 	    cmocka_unit_test(test_ibs_swfilt_segv), cmocka_unit_test(test_ibs_hostile),
 	    cmocka_unit_test(test_ibs_refused),
 	};
-	int r = step_test_setup();
-	if (r)
-		return r;
-	/* The same addresses in every run (the full trace's and the pmu clock's). */
-	if (personality(0xffffffff) != -1 && !(personality(0xffffffff) & ADDR_NO_RANDOMIZE)) {
-		personality(personality(0xffffffff) | ADDR_NO_RANDOMIZE);
-		execv("/proc/self/exe", (char *[]){"test_pmu_ibs", NULL});
-	}
-	setenv("LIBPFM_FORCE_PMU", "amd64_fam19h_zen3", 1);
-	if (getenv("LOMAS_TEST_FILTER"))
-		cmocka_set_test_filter(getenv("LOMAS_TEST_FILTER"));
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return pmu_replay_main(tests, sizeof tests / sizeof *tests, "test_pmu_ibs", true,
+	                       "amd64_fam19h_zen3");
 }

@@ -14,8 +14,6 @@
  * precise sample ends later or not at all, and the test counts and prints
  * those and the distance they add.
  */
-#include <sys/personality.h>
-
 #include "pmu_replay_run.h"
 
 typedef struct precise_out {
@@ -391,16 +389,6 @@ int main(void)
 	    cmocka_unit_test(test_double_trap),
 	    cmocka_unit_test(test_double_trap_segv_recover),
 	};
-	int r = step_test_setup();
-	if (r)
-		return r;
-	/* The same addresses in every run (the step clock's and the pmu clock's). */
-	if (personality(0xffffffff) != -1 && !(personality(0xffffffff) & ADDR_NO_RANDOMIZE)) {
-		personality(personality(0xffffffff) | ADDR_NO_RANDOMIZE);
-		execv("/proc/self/exe", (char *[]){"test_pmu_precise", NULL});
-	}
-	setenv("LIBPFM_FORCE_PMU", "skl", 1);
-	if (getenv("LOMAS_TEST_FILTER"))
-		cmocka_set_test_filter(getenv("LOMAS_TEST_FILTER"));
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return pmu_replay_main(tests, sizeof tests / sizeof *tests, "test_pmu_precise", true,
+	                       "skl");
 }

@@ -9,8 +9,6 @@
  * same reuses (end clock and pc), run for run, seed for seed. The step clock
  * is the ground truth here: it counts every reference by decoding.
  */
-#include <sys/personality.h>
-
 #include "pmu_replay_run.h"
 
 static bool same_sample(const lomas_sample *x, const lomas_sample *y)
@@ -301,16 +299,5 @@ int main(void)
 	    cmocka_unit_test(test_segv_recover),  cmocka_unit_test(test_stop_leaves_target_running),
 	    cmocka_unit_test(test_hybrid),        cmocka_unit_test(test_free_running),
 	};
-	int r = step_test_setup();
-	if (r)
-		return r;
-	/* The same addresses in every run (the step clock's and the pmu clock's). */
-	if (personality(0xffffffff) != -1 && !(personality(0xffffffff) & ADDR_NO_RANDOMIZE)) {
-		personality(personality(0xffffffff) | ADDR_NO_RANDOMIZE);
-		execv("/proc/self/exe", (char *[]){"test_pmu_replay", NULL});
-	}
-	setenv("LIBPFM_FORCE_PMU", "skl", 1);
-	if (getenv("LOMAS_TEST_FILTER")) /* one test while working on it */
-		cmocka_set_test_filter(getenv("LOMAS_TEST_FILTER"));
-	return cmocka_run_group_tests(tests, NULL, NULL);
+	return pmu_replay_main(tests, sizeof tests / sizeof *tests, "test_pmu_replay", true, "skl");
 }
