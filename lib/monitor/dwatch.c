@@ -246,13 +246,16 @@ static bool sig_pending(pid_t pid, pid_t tid, int sig)
  * our descriptors) is kept for delivery at detach, unlike the pmu clock's
  * drain, which drops any SIGRTMAX.
  */
+static bool dreg_ours(monitor *m, mon_thread *t, const mon_held *h)
+{
+	return dreg_signal_slot(&m->dreg, &t->dreg, h->si.si_signo, &h->si) != -1;
+}
+
 void dwatch_detach(monitor *m)
 {
 	for (size_t i = 0; i < m->threads.n; i++) {
 		mon_thread *t = &m->threads.items[i];
-		if (t->queued_sig &&
-		    dreg_signal_slot(&m->dreg, &t->dreg, t->queued.si_signo, &t->queued) != -1)
-			t->queued_sig = false;
+		sig_held_drop(m, t, dreg_ours);
 		dreg_thread_close(&t->dreg);
 	}
 	for (size_t i = 0; i < m->threads.n; i++) {
@@ -275,11 +278,8 @@ void dwatch_detach(monitor *m)
 			    mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) < 0)
 				break;
 			if (dreg_signal_slot(&m->dreg, &t->dreg, WSTOPSIG(status), &si) != -1)
-				continue; /* ours: taken, the thread stays in its stop */
-			if (!t->queued_sig) {
-				t->queued = si; /* delivered again at detach */
-				t->queued_sig = true;
-			}
+				continue;    /* ours: taken, the thread stays in its stop */
+			sig_hold(m, t, &si); /* delivered again at detach */
 		}
 	}
 }

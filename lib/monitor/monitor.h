@@ -109,7 +109,6 @@ typedef struct pmu_thread {
 	bool ran_free;                     /* resumed with PMU_RUN: the clock is the counters' */
 	bool force_step;                   /* the next resume steps (a skipped call put back) */
 	bool skipping;                     /* its call was skipped at the entry (pmu_free.c) */
-	bool queued_noted;                 /* t->queued is an overflow whose trap is noted */
 	bool vsys_retry;                   /* a vsyscall call faulted on our pages: stepped again */
 	struct user_regs_struct call_regs; /* ... its registers there */
 } pmu_thread;
@@ -154,6 +153,12 @@ enum mon_thread_state {
 	MT_GONE,
 };
 
+/* A signal held for delivery (sig_hold). */
+typedef struct mon_held {
+	siginfo_t si;
+	bool noted; /* the pmu clock's overflow, its trap in the ledger already (pmu_hold) */
+} mon_held;
+
 typedef struct mon_thread {
 	pid_t tid;
 	uint32_t index; /* profile thread index */
@@ -169,8 +174,14 @@ typedef struct mon_thread {
 	bool in_syscall;       /* stepping a syscall instruction: holds one lift */
 	long sysno;
 	bool delivering; /* a signal is being delivered: holds one lift */
-	bool queued_sig; /* signal caught during an injection, to deliver */
-	siginfo_t queued;
+	/* Signals met where they could not be delivered (sigstate.c), in order. */
+	VEC(mon_held) held;
+	/*
+	 * In a signal-delivery-stop (a step's trap too), where a signal given
+	 * on resume is delivered; the kernel ignores one given at an event or
+	 * group stop and turns one given at a system call stop into a kill.
+	 */
+	bool at_sigstop;
 	uint64_t segv_retry; /* fault address + 1 of a SIGSEGV being retried */
 	uint64_t fault_page; /* page of our fault the pending instruction is stepped over */
 	bool segv_lift;      /* SIGSEGV blocked in this thread: holds one lift (sigstate.c) */
@@ -188,6 +199,8 @@ typedef struct mon_thread {
 
 typedef struct monitor_stats {
 	uint64_t steps, injected, signals, threads;
+	uint64_t held_merged; /* held signals merged into one of the same number (standard) */
+	uint64_t held_lost;   /* ... not held: no memory */
 	uint64_t reuse_by_fault, reuse_by_decode, cross_thread;
 	uint64_t unwatchable; /* samples on pages we may not protect (watched by decode) */
 	uint64_t masked;      /* AVX-512 masked moves narrowed to their mask (decode_mask.c) */
@@ -301,8 +314,28 @@ void sig_guard_thread(monitor *m, mon_thread *t);
 uint64_t sig_blocked(pid_t tid);
 /* Re-read whether the process ignores SIGSEGV (after rt_sigaction, exec, at start). */
 void sig_refresh_ignored(monitor *m);
-/* t is gone: drop the lift it held. */
+/* t is gone: drop the lift it held, and the signals held for it. */
 void sig_forget_thread(monitor *m, mon_thread *t);
+/*
+ * Held signals: a signal the kernel reported at a stop where it could not be
+ * delivered (an injected call's step, the interrupt of an attach or detach)
+ * is held, in order, and delivered at the thread's next resume (one per
+ * resume, as the kernel nests handlers) or sent again at detach. None is
+ * dropped: a standard signal already held is merged, as the kernel merges a
+ * pending one; the pmu clock's second overflow only counts (pmu_hold).
+ */
+void sig_hold(monitor *m, mon_thread *t, const siginfo_t *si);
+/* A signal taken out to deliver and not delivered: held again, first. */
+void sig_hold_first(monitor *m, mon_thread *t, const siginfo_t *si);
+/* Take out the first held signal into *out; false when none is held. */
+bool sig_held_take(mon_thread *t, mon_held *out);
+/* Drop every held signal that ours() says belongs to the monitor. */
+void sig_held_drop(monitor *m, mon_thread *t,
+                   bool (*ours)(monitor *m, mon_thread *t, const mon_held *h));
+/* Queue si to t again in the kernel (siginfo kept where the kernel lets a process). */
+void sig_resend(monitor *m, mon_thread *t, const siginfo_t *si);
+/* Send t's held signals again (after PTRACE_DETACH), in order; none is left held. */
+void sig_held_resend(monitor *m, mon_thread *t);
 
 /* ---------------------------------------------------------- step clock */
 
@@ -384,16 +417,22 @@ unsigned pmu_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c
  * a negative status.
  */
 int pmu_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si, bool detaching);
-/* The same without resuming: true when si was the overflow (a signal kept for later). */
-bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si);
+/*
+ * The same without resuming: true when si was the overflow (a signal held
+ * for later; noted: its trap is in the ledger already, mon_held.noted).
+ */
+bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si, bool noted);
 /*
  * Must t be single-stepped when it runs on (an approach to a point, a
  * double trap's instruction, a sample no fault can end, or must_step: a
  * step the monitor needs)? Else it may run freely (PMU_RUN), nothing decoded.
  */
 bool pmu_wants_step(monitor *m, mon_thread *t, bool must_step);
-/* An overflow signal met in an injected call and not kept (one is): note its trap. */
-void pmu_drop_signal(monitor *m, mon_thread *t, const siginfo_t *si);
+/*
+ * A signal about to be held (sig_hold): the counter's overflow has its trap
+ * noted now (h->noted); false: a second overflow (one is held), counted only.
+ */
+bool pmu_hold(monitor *m, mon_thread *t, mon_held *h);
 /*
  * Resume t: a single step (have_pending decoded) when step or sig, else
  * PMU_RUN; the counters armed again first where they need it (precise

@@ -115,6 +115,15 @@ static bool deliverable(pid_t pid, pid_t tid, int sig)
 	return (pnd & bit) && !(blk & bit);
 }
 
+/* A held overflow (noted when held), or any SIGRTMAX the kernel or a counter sent. */
+static bool overflow_signal(monitor *m, mon_thread *t, const mon_held *h)
+{
+	(void)t;
+	return h->noted ||
+	       (h->si.si_signo == m->psig &&
+	        (h->si.si_code <= 0 || h->si.si_code == POLL_IN || h->si.si_code == POLL_HUP));
+}
+
 /*
  * Before the monitor lets the target go: close every counter (no overflow
  * may signal a program we no longer trace: its default action ends it),
@@ -130,10 +139,7 @@ void pmu_detach(monitor *m)
 	for (size_t i = 0; i < m->threads.n; i++) {
 		mon_thread *t = &m->threads.items[i];
 		int status;
-		if (t->queued_sig && t->queued.si_signo == m->psig &&
-		    (t->queued.si_code <= 0 || t->queued.si_code == POLL_IN ||
-		     t->queued.si_code == POLL_HUP))
-			t->queued_sig = false;
+		sig_held_drop(m, t, overflow_signal);
 		/*
 		 * A realtime overflow signal queues once per overflow (F_SETSIG):
 		 * each is taken in turn, while the thread has one pending.
@@ -148,14 +154,11 @@ void pmu_detach(monitor *m)
 			if (WIFEXITED(status) || WIFSIGNALED(status)) {
 				step_thread_gone(m, t);
 				mon_reap(m, t, status);
-			} else if (WSTOPSIG(status) != m->psig && (status >> 16) == 0 &&
-			           !t->queued_sig) {
+			} else if (WSTOPSIG(status) != m->psig && (status >> 16) == 0) {
 				/* Another signal came first: delivered again at detach. */
 				siginfo_t si;
-				if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0) {
-					t->queued = si;
-					t->queued_sig = true;
-				}
+				if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0)
+					sig_hold(m, t, &si);
 			}
 		}
 	}
@@ -353,17 +356,6 @@ void pmu_sync(monitor *m, mon_thread *t)
 {
 	const pmu_sys_ops *sys = m->psys;
 	uint64_t inj = mon_injected_into(t->tid), total = 0;
-	/*
-	 * An overflow met during an injected call and kept in t->queued: its
-	 * trap is in the counts already (the stop came), so it is noted now,
-	 * before the read, and taken later without noting it again.
-	 */
-	if (!t->queued_sig)
-		t->pmu.queued_noted = false;
-	else if (!t->pmu.queued_noted && overflow_of(m, t, &t->queued)) {
-		note(m, t, LEDGER_TRAP);
-		t->pmu.queued_noted = true;
-	}
 	for (unsigned i = 0; i < m->ptab.n; i++) {
 		pmu_stream *s = &t->pmu.s[i];
 		uint64_t raw = 0, xsum = 0;
@@ -509,13 +501,10 @@ unsigned pmu_commit(monitor *m, mon_thread *t, const decode_insn *in, uint64_t c
 	return k;
 }
 
-bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si)
+bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si, bool noted)
 {
-	/* Noted already (pmu_sync): an overflow kept from an injected call. */
-	bool noted = si == &t->queued && t->pmu.queued_noted;
+	/* Noted already (pmu_hold): an overflow held from an injected call. */
 	bool overflow = noted || overflow_of(m, t, si);
-	if (si == &t->queued)
-		t->pmu.queued_noted = false;
 	if (sig == SIGSEGV) {
 		note(m, t, LEDGER_PAGE_FAULT);
 		pmu_sync(m, t);
@@ -553,18 +542,29 @@ bool pmu_take_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si)
 	return true;
 }
 
-void pmu_drop_signal(monitor *m, mon_thread *t, const siginfo_t *si)
+bool pmu_hold(monitor *m, mon_thread *t, mon_held *h)
 {
-	if (overflow_of(m, t, si)) {
-		note(m, t, LEDGER_TRAP);
-		m->pstats.stale++;
-	}
+	/*
+	 * An overflow met during an injected call: its trap is in the counts
+	 * already (the stop came), so it is noted now and taken later without
+	 * noting it again. One is held; a second only counts.
+	 */
+	if (!overflow_of(m, t, &h->si))
+		return true;
+	note(m, t, LEDGER_TRAP);
+	for (size_t i = 0; i < t->held.n; i++)
+		if (t->held.items[i].noted) {
+			m->pstats.stale++;
+			return false;
+		}
+	h->noted = true;
+	return true;
 }
 
 int pmu_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si, bool detaching)
 {
 	lomas_status st;
-	if (!pmu_take_signal(m, t, sig, si))
+	if (!pmu_take_signal(m, t, sig, si, false))
 		return 0;
 	if (detaching)
 		return 1;
@@ -603,8 +603,8 @@ int pmu_resume(monitor *m, mon_thread *t, int sig, bool step)
 	 * thread is stepped, decoding (a reuse on a page not protected is found
 	 * by decode), and the next stop syncs and takes what is held.
 	 */
-	if (!step && (pmu_wants_step(m, t, false) || m->sync_needed || t->queued_sig)) {
-		if (m->sync_needed || t->queued_sig)
+	if (!step && (pmu_wants_step(m, t, false) || m->sync_needed || t->held.n)) {
+		if (m->sync_needed || t->held.n)
 			m->pstats.held_steps++;
 		step = true;
 		if (step_decode(m, t) == LOMAS_OK && step_run_cpuid(m, t) == LOMAS_OK &&

@@ -277,9 +277,10 @@ lomas_status mon_attach(monitor *m, pid_t pid)
 				break;
 			}
 			/* A signal arrived first: keep it for later and go on to the interrupt. */
-			if ((status >> 16) == 0 && !t->queued_sig) {
-				if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &t->queued) == 0)
-					t->queued_sig = true;
+			if ((status >> 16) == 0) {
+				siginfo_t si;
+				if (mon_ptrace(PTRACE_GETSIGINFO, t->tid, NULL, &si) == 0)
+					sig_hold(m, t, &si);
 			}
 			if (mon_ptrace(PTRACE_CONT, t->tid, NULL, NULL) < 0) {
 				/* Still in that stop: detaching lets go of it from there. */
@@ -423,13 +424,7 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 				memset(&si, 0, sizeof si);
 				si.si_signo = WSTOPSIG(status); /* delivered all the same */
 			}
-			if (!t->queued_sig) {
-				t->queued = si;
-				t->queued_sig = true;
-			} else if (m->pmu_mode) {
-				/* A second overflow, not kept: its trap still counts. */
-				pmu_drop_signal(m, t, &si);
-			}
+			sig_hold(m, t, &si);
 			continue;
 		}
 		if (mon_ptrace(PTRACE_GETREGS, t->tid, NULL, &r) < 0) {
@@ -440,6 +435,8 @@ static lomas_status run_syscall_at(monitor *m, mon_thread *t, uint64_t at, long 
 		if (r.rip == at + 2 || tries > 8)
 			break;
 	}
+	/* Its last stop, a step's trap: a signal given on resume is delivered. */
+	t->at_sigstop = !st;
 	if (!st) {
 		*ret = (long)r.rax;
 		m->stats.injected++;

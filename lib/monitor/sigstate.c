@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "monitor.h"
 
@@ -69,6 +71,83 @@ void sig_guard_thread(monitor *m, mon_thread *t)
 void sig_forget_thread(monitor *m, mon_thread *t)
 {
 	hold(m, &t->segv_lift, false);
+	free(t->held.items);
+	memset(&t->held, 0, sizeof t->held);
+}
+
+/* ----------------------------------------------------------- held signals */
+
+/* Room for one more held signal at t->held.items[t->held.n]; false: none (counted). */
+static bool held_room(monitor *m, mon_thread *t, const siginfo_t *si)
+{
+	/* A standard signal pending twice is one (the kernel's sigpending bit). */
+	if (si->si_signo < SIGRTMIN)
+		for (size_t i = 0; i < t->held.n; i++)
+			if (t->held.items[i].si.si_signo == si->si_signo) {
+				m->stats.held_merged++;
+				return false;
+			}
+	if (vec_reserve(&t->held, t->held.n + 1)) {
+		error_clear();
+		m->stats.held_lost++;
+		return false;
+	}
+	return true;
+}
+
+void sig_hold(monitor *m, mon_thread *t, const siginfo_t *si)
+{
+	mon_held h = {.si = *si};
+	if ((m->pmu_mode && !pmu_hold(m, t, &h)) || !held_room(m, t, si))
+		return;
+	t->held.items[t->held.n++] = h;
+}
+
+void sig_hold_first(monitor *m, mon_thread *t, const siginfo_t *si)
+{
+	if (!held_room(m, t, si))
+		return;
+	memmove(t->held.items + 1, t->held.items, t->held.n * sizeof *t->held.items);
+	t->held.items[0] = (mon_held){.si = *si};
+	t->held.n++;
+}
+
+bool sig_held_take(mon_thread *t, mon_held *out)
+{
+	if (!t->held.n)
+		return false;
+	*out = t->held.items[0];
+	t->held.n--;
+	memmove(t->held.items, t->held.items + 1, t->held.n * sizeof *t->held.items);
+	return true;
+}
+
+void sig_held_drop(monitor *m, mon_thread *t,
+                   bool (*ours)(monitor *m, mon_thread *t, const mon_held *h))
+{
+	size_t w = 0;
+	for (size_t i = 0; i < t->held.n; i++)
+		if (!ours(m, t, &t->held.items[i]))
+			t->held.items[w++] = t->held.items[i];
+	t->held.n = w;
+}
+
+void sig_resend(monitor *m, mon_thread *t, const siginfo_t *si)
+{
+	/*
+	 * A signal queued by a process (sigqueue, a timer: si_code < 0, not
+	 * tkill) keeps its siginfo, value and all; the kernel's own go plain.
+	 */
+	if (si->si_code >= 0 || si->si_code == SI_TKILL ||
+	    syscall(SYS_rt_tgsigqueueinfo, m->pid, t->tid, si->si_signo, si) < 0)
+		syscall(SYS_tgkill, m->pid, t->tid, si->si_signo);
+}
+
+void sig_held_resend(monitor *m, mon_thread *t)
+{
+	for (size_t i = 0; i < t->held.n; i++)
+		sig_resend(m, t, &t->held.items[i].si);
+	t->held.n = 0;
 }
 
 void sig_refresh_ignored(monitor *m)

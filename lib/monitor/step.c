@@ -499,25 +499,46 @@ lomas_status step_run_cpuid(monitor *m, mon_thread *t)
 	return LOMAS_OK;
 }
 
-/* A signal t could not be resumed with: detaching delivers it again. */
-static void keep_signal(mon_thread *t, int sig, const siginfo_t *si)
+/* A signal t could not be resumed with: held again, first (the next resume or detach). */
+static void keep_signal(monitor *m, mon_thread *t, int sig, const siginfo_t *si)
 {
-	if (!sig || t->queued_sig)
+	siginfo_t plain;
+	if (!sig)
 		return;
-	if (si) {
-		if (si != &t->queued)
-			t->queued = *si;
-	} else {
-		memset(&t->queued, 0, sizeof t->queued);
-		t->queued.si_signo = sig;
+	if (!si) {
+		memset(&plain, 0, sizeof plain);
+		plain.si_signo = sig;
+		si = &plain;
 	}
-	t->queued_sig = true;
+	sig_hold_first(m, t, si);
+}
+
+/*
+ * The held signal to deliver at this resume into *h (0: none). The
+ * monitor's own (the counter's overflow, a breakpoint's) are taken, one per
+ * resume. Only a signal-delivery-stop delivers one: elsewhere the program's
+ * are queued to the kernel again, to come back as signal-delivery-stops (a
+ * blocking call they should interrupt sees them pending).
+ */
+static int held_signal(monitor *m, mon_thread *t, mon_held *h)
+{
+	while (sig_held_take(t, h)) {
+		int sig = h->si.si_signo;
+		if ((m->pmu_mode && pmu_take_signal(m, t, sig, &h->si, h->noted)) ||
+		    (m->dreg_mode && dwatch_take_signal(m, t, sig, &h->si)))
+			return 0;
+		if (t->at_sigstop)
+			return sig;
+		sig_resend(m, t, &h->si);
+	}
+	return 0;
 }
 
 /* Resume t with a single-step, delivering sig (with its siginfo) if non-zero. */
 lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 {
 	lomas_status st;
+	mon_held held;
 	bool step = true;
 	if (m->pmu_mode) {
 		/*
@@ -525,13 +546,13 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 		 * an instruction the monitor must step, a point near; else the
 		 * thread runs free (pmu_resume).
 		 */
-		bool need = sig || t->queued_sig || t->pmu.force_step;
+		bool need = sig || t->held.n || t->pmu.force_step;
 		if (need && !t->have_pending && (st = decode_next(m, t)))
-			return keep_signal(t, sig, si), st;
+			return keep_signal(m, t, sig, si), st;
 		step = pmu_wants_step(m, t, need);
 	}
 	if (step && !t->have_pending && (st = decode_next(m, t)))
-		return keep_signal(t, sig, si), st;
+		return keep_signal(m, t, sig, si), st;
 	if (m->sync_needed) {
 		m->sync_needed = false;
 		mprot_sync(&m->eng);
@@ -541,15 +562,8 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 	 * thread runs on, so the kernel still sees an interrupted call's
 	 * -ERESTART* value and fixes it up as it would have.
 	 */
-	if (!sig && t->queued_sig) {
-		t->queued_sig = false;
-		sig = t->queued.si_signo;
-		si = &t->queued;
-		/* The counter's overflow, met during an injected call: taken, not delivered. */
-		if ((m->pmu_mode && pmu_take_signal(m, t, sig, si)) ||
-		    (m->dreg_mode && dwatch_take_signal(m, t, sig, si)))
-			sig = 0, si = NULL;
-	}
+	if (!sig && (sig = held_signal(m, t, &held)))
+		si = &held.si;
 	/*
 	 * CPUID runs here, not stepped: its step trap may be lost
 	 * (decode_cpuid.c). After the queued signal: an overflow taken there
@@ -567,7 +581,7 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 	}
 	if (t->group_stop) {
 		/* A call injected from t met a group-stop (ptrace.c): t takes part in it. */
-		keep_signal(t, sig, si);
+		keep_signal(m, t, sig, si);
 		if (sig) {
 			t->delivering = false;
 			if (m->eng.lift_depth > 0)
@@ -581,7 +595,7 @@ lomas_status step_resume(monitor *m, mon_thread *t, int sig, siginfo_t *si)
 		st = error_set(LOMAS_ETARGET, "%s(%d): %s",
 		               m->pmu_mode && !t->pmu.clock_step ? "resume" : "PTRACE_SINGLESTEP",
 		               (int)t->tid, strerror(errno));
-		keep_signal(t, sig, si);
+		keep_signal(m, t, sig, si);
 		return st;
 	}
 	if (!m->pmu_mode || t->pmu.clock_step)

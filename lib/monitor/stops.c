@@ -21,9 +21,12 @@ static void handle_exec(monitor *m, mon_thread *t)
 {
 	for (size_t i = 0; i < m->threads.n; i++) {
 		mon_thread *o = &m->threads.items[i];
-		if (o != t && o->state != MT_GONE)
-			o->state = MT_GONE; /* exec ended every other thread */
-		o->in_syscall = o->delivering = o->queued_sig = o->segv_lift = false;
+		if (o != t) {
+			if (o->state != MT_GONE)
+				o->state = MT_GONE; /* exec ended every other thread */
+			o->held.n = 0; /* and its signals (t's stay pending, as over exec) */
+		}
+		o->in_syscall = o->delivering = o->segv_lift = false;
 	}
 	m->segv_ignored = false;
 	t->have_pending = false;
@@ -141,6 +144,7 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 	sig = WSTOPSIG(status);
 	ev = status >> 16;
 	t->state = MT_STOPPED;
+	t->at_sigstop = ev == 0 && sig != (SIGTRAP | 0x80);
 	switch (ev) {
 	case PTRACE_EVENT_EXIT:
 		/* Keep its lifts: the kernel still writes clear_child_tid while it exits. */
@@ -197,6 +201,12 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 	if (mon_ptrace(PTRACE_GETSIGINFO, tid, NULL, &si) < 0)
 		return error_set(LOMAS_ETARGET, "PTRACE_GETSIGINFO(%d): %s", (int)tid,
 		                 strerror(errno));
+	/*
+	 * A step that entered a handler stops in ptrace_notify (si_code
+	 * SIGTRAP), not in a signal's delivery: a signal given there is lost.
+	 */
+	if (sig == SIGTRAP && si.si_code == SIGTRAP)
+		t->at_sigstop = false;
 	if (m->pmu_mode) {
 		/* The counter's overflow is swallowed; faults and traps are noted. */
 		int r = pmu_signal(m, t, sig, &si, detaching);
@@ -262,9 +272,11 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 			 * The counter's overflow, met during the injected calls: taken
 			 * now, where it came (its trap is in the counts already).
 			 */
-			if (m->pmu_mode && t->queued_sig &&
-			    pmu_take_signal(m, t, t->queued.si_signo, &t->queued))
-				t->queued_sig = false;
+			if (m->pmu_mode && t->held.n) {
+				mon_held h = t->held.items[0];
+				if (pmu_take_signal(m, t, h.si.si_signo, &h.si, h.noted))
+					sig_held_take(t, &h);
+			}
 			if (t->group_stop) /* it entered a group-stop instead (ptrace.c) */
 				return step_group_stop(m, t, false);
 			t->resume_epoch = m->eng.lift_events - 1; /* relaxed: reuse by decode */
@@ -283,8 +295,7 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 	t->fault_page = 0;
 	step_release(m, t, true);
 	if (detaching) {
-		t->queued = si;
-		t->queued_sig = true;
+		sig_hold(m, t, &si);
 		return LOMAS_OK;
 	}
 	return step_resume(m, t, sig, &si);
@@ -296,7 +307,7 @@ void step_thread_gone(monitor *m, mon_thread *t)
 		m->eng.lift_depth--;
 	if (t->in_syscall && m->eng.lift_depth > 0)
 		m->eng.lift_depth--;
-	t->delivering = t->in_syscall = t->queued_sig = false;
+	t->delivering = t->in_syscall = false;
 	sig_forget_thread(m, t);
 	mprot_fault_forget(&m->eng, t->index);
 	if (m->pmu_mode)

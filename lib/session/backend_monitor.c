@@ -195,10 +195,7 @@ lomas_status mon_detach(monitor *m)
 		}
 		if (si.si_signo == SIGTRAP && si.si_code > 0 && si.si_code != 0x80)
 			continue; /* ours: swallowed */
-		if (!t->queued_sig) {
-			t->queued = si;
-			t->queued_sig = true;
-		}
+		sig_hold(m, t, &si);
 	}
 	/*
 	 * 3. Give every page its protection back and unmap our page, from a
@@ -231,10 +228,7 @@ lomas_status mon_detach(monitor *m)
 		    mon_ptrace(PTRACE_DETACH, t->tid, NULL, NULL) < 0 && errno != ESRCH && !st)
 			st = error_set(LOMAS_ETARGET, "PTRACE_DETACH(%d): %s", (int)t->tid,
 			               strerror(errno));
-		if (t->queued_sig) {
-			syscall(SYS_tgkill, m->pid, t->tid, t->queued.si_signo);
-			t->queued_sig = false;
-		}
+		sig_held_resend(m, t);
 		t->state = MT_GONE;
 	}
 	m->detached = true;
@@ -288,6 +282,8 @@ static void mb_free(void *impl)
 		pmu_clock_free(m);
 	step_free(m);
 	maps_free(&m->maps);
+	for (size_t i = 0; i < m->threads.n; i++)
+		free(m->threads.items[i].held.items);
 	free(m->threads.items);
 	free(m->command);
 	free(m);

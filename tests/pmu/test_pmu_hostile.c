@@ -97,12 +97,24 @@ static void test_stress(void **state)
 	same_as_native(argv, "40", 8);
 }
 
+/* Realtime signals queued by another process in bursts: each delivered once, its value kept. */
+static void test_rt_signals(void **state)
+{
+	char path[4200];
+	target(path, sizeof path, "t_rtsig");
+	char *argv[] = {path, "300", "50", NULL};
+	char *argv2[] = {path, "300", "300", NULL};
+	same_as_native(argv, "40", 9);
+	same_as_native(argv2, "40", 10);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_signals),   cmocka_unit_test(test_segv_recover),
-	    cmocka_unit_test(test_threads),   cmocka_unit_test(test_crash),
-	    cmocka_unit_test(test_fork_exec), cmocka_unit_test(test_stress),
+	    cmocka_unit_test(test_signals),    cmocka_unit_test(test_segv_recover),
+	    cmocka_unit_test(test_threads),    cmocka_unit_test(test_crash),
+	    cmocka_unit_test(test_fork_exec),  cmocka_unit_test(test_stress),
+	    cmocka_unit_test(test_rt_signals),
 	};
 	return pmu_replay_main(tests, sizeof tests / sizeof *tests, "test_pmu_hostile", false,
 	                       "skl");
