@@ -46,19 +46,6 @@
 
 #include "model.h"
 
-/* First index in [lo, hi) of d with d[i] >= v (or hi). */
-static size_t first_at_least(const double *d, size_t lo, size_t hi, double v)
-{
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (d[mid] < v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* The references one unit of sample weight in group g stands for in the curves' mean. */
 static double group_scale(const model_data *m, const model_mean *mean, uint32_t g)
 {
@@ -147,73 +134,36 @@ out:
 static lomas_status lru_probs(const lomas_profile *p, model_data *m, double lines, bool bound,
                               const model_mean *mean, double *prob, double *mscale)
 {
-	double *sd = malloc((m->n ? m->n : 1) * sizeof *sd);
-	double *fix = malloc((m->nfix ? m->nfix : 1) * sizeof *fix);
-	double *top = malloc((m->nthreads + 1) * sizeof *top);
+	double *sd = malloc((p->samples.n ? p->samples.n : 1) * sizeof *sd);
 	double dsd[MODEL_DONORS_MAX], dw[MODEL_DONORS_MAX];
 	model_donors donors = {0};
-	size_t k = 0, nd;
+	size_t nd;
 	lomas_status st = LOMAS_OK;
-	if (!sd || !fix || !top) {
+	if (!sd) {
 		st = error_set(LOMAS_ENOMEM, "out of memory attributing misses");
 		goto out;
 	}
-	if (m->nexact && (st = model_donors_build(p, &donors)))
+	if ((m->nexact && (st = model_donors_build(p, &donors))) ||
+	    (st = model_sample_sds(m, bound, sd)))
 		goto out;
-	if (m->nfix && (st = model_fix_sds(m, fix)))
-		goto out;
-	/* The footprint cap of statstack_curve. */
-	for (size_t t = 0; t < m->nthreads; t++)
-		top[t] = bound ? model_footprint_upper(m, t, 0.025) - 1.0 : INFINITY;
-	/* Each group's SD at its distinct distances, as statstack_curve sums them. */
-	for (size_t gi = 0; gi < m->ngroups; gi++) {
-		const model_group *g = &m->groups[gi];
-		double acc = 0.0, prev = 0.0;
-		if (!(g->S > 0.0))
-			continue;
-		for (size_t i = 0; i < g->n; i++) {
-			double d = m->d[g->off + i];
-			acc += (d - prev) * (g->S - m->pw[g->pre + i]) / g->S;
-			sd[g->off + i] = acc;
-			prev = d;
-		}
-	}
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
-		uint32_t g0 = m->sample_g0[i], g1 = m->sample_g1[i];
-		const model_group *g = &m->groups[g0];
-		double v;
-		mscale[i] = group_scale(m, mean, g0);
+		mscale[i] = group_scale(m, mean, m->sample_g0[i]);
 		if (s->state == LOMAS_SAMPLE_CENSORED)
 			prob[i] = 1.0;
 		if (s->state != LOMAS_SAMPLE_REUSED)
 			continue;
-		if (m->sample_fixed[i]) {
-			v = fix[k++]; /* m->fix is in sample order */
-		} else if (g1 != g0) {
-			v = model_reuse_sd(m, s->start, s->end, g0, g1);
-		} else {
-			size_t j =
-			    first_at_least(m->d, g->off, g->off + g->n, (double)sample_distance(s));
-			v = j < g->off + g->n ? sd[j] : 0.0;
-		}
-		prob[i] = lines - MODEL_SD_ROUND <= fmin(v, top[g->thread]) ? 1.0 : 0.0;
-		/* An exact stack distance decides instead, as in the curve (exact_sd.c),
-		 * or the donors' (donors.c). */
-		if (s->flags & LOMAS_SAMPLE_EXACT_SD) {
-			prob[i] = lines - MODEL_SD_ROUND <= (double)s->reserved ? 1.0 : 0.0;
-		} else if (m->nexact && (nd = model_donors_of(&donors, s, dsd, dw))) {
+		prob[i] = lines - MODEL_SD_ROUND <= sd[i] ? 1.0 : 0.0;
+		/* Without its own exact distance: the donors' (donors.c), as in the curve. */
+		if (!(s->flags & LOMAS_SAMPLE_EXACT_SD) && m->nexact &&
+		    (nd = model_donors_of(&donors, s, dsd, dw))) {
 			prob[i] = 0.0;
 			for (size_t d = 0; d < nd; d++)
 				prob[i] += lines - MODEL_SD_ROUND <= dsd[d] ? dw[d] : 0.0;
 		}
 	}
-	if (k != m->nfix)
-		st = error_set(LOMAS_EFORMAT, "reuse classes and samples disagree");
 out:
 	free(sd);
-	free(fix);
-	free(top);
 	model_donors_free(&donors);
 	return st;
 }

@@ -324,6 +324,16 @@ size_t model_sizes_missed(const double *lines, size_t n, double sd);
 double model_reuse_sd(const model_data *m, uint64_t s, uint64_t e, uint32_t k0, uint32_t k1);
 
 /*
+ * The stack distance the curve places each reused sample by (statstack_curve,
+ * exact_sd.c) into sd[i] (0 for the samples not reused): its exact one where
+ * it has it (LOMAS_SAMPLE_EXACT_SD), else the estimate on its path (a
+ * corrected class's, a crossing reuse's, its group's sum at its distance)
+ * capped at its thread's footprint bound where bound. Needs
+ * model_opts.per_sample. The donors (donors.c) are the caller's.
+ */
+lomas_status model_sample_sds(model_data *m, bool bound, double *sd);
+
+/*
  * The cold-miss rate of each group (first touches per reference), which
  * evict lines like any miss, into c[ngroups] (statcache_time.c).
  */

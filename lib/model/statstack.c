@@ -204,6 +204,82 @@ lomas_status model_fix_sds(const model_data *m, double *sd)
 	return LOMAS_OK;
 }
 
+/* First index in [lo, hi) of d with d[i] >= v (or hi). */
+static size_t first_at_least(const double *d, size_t lo, size_t hi, double v)
+{
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (d[mid] < v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+lomas_status model_sample_sds(model_data *m, bool bound, double *sd)
+{
+	const lomas_profile *p = m->profile;
+	double *gsd = malloc((m->n ? m->n : 1) * sizeof *gsd);
+	double *fix = malloc((m->nfix ? m->nfix : 1) * sizeof *fix);
+	double *top = malloc((m->nthreads + 1) * sizeof *top);
+	lomas_status st = LOMAS_OK;
+	size_t k = 0;
+	if (!gsd || !fix || !top) {
+		st = error_set(LOMAS_ENOMEM, "out of memory building stack distances");
+		goto out;
+	}
+	if (!m->sample_g0 || !m->sample_g1 || !m->sample_fixed) {
+		st = error_set(LOMAS_EINVAL, "the samples' stack distances without their groups");
+		goto out;
+	}
+	if (m->nfix && (st = model_fix_sds(m, fix)))
+		goto out;
+	/* The footprint cap of statstack_curve. */
+	for (size_t t = 0; t < m->nthreads; t++)
+		top[t] = bound ? model_footprint_upper(m, t, 0.025) - 1.0 : INFINITY;
+	/* Each group's SD at its distinct distances, as statstack_curve sums them. */
+	for (size_t gi = 0; gi < m->ngroups; gi++) {
+		const model_group *g = &m->groups[gi];
+		double acc = 0.0, prev = 0.0;
+		if (!(g->S > 0.0))
+			continue;
+		for (size_t i = 0; i < g->n; i++) {
+			double d = m->d[g->off + i];
+			acc += (d - prev) * (g->S - m->pw[g->pre + i]) / g->S;
+			gsd[g->off + i] = acc;
+			prev = d;
+		}
+	}
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const lomas_sample *s = &p->samples.items[i];
+		uint32_t g0 = m->sample_g0[i], g1 = m->sample_g1[i];
+		const model_group *g = &m->groups[g0];
+		double v;
+		sd[i] = 0.0;
+		if (s->state != LOMAS_SAMPLE_REUSED)
+			continue;
+		if (m->sample_fixed[i]) {
+			v = fix[k++]; /* m->fix is in sample order */
+		} else if (g1 != g0) {
+			v = model_reuse_sd(m, s->start, s->end, g0, g1);
+		} else {
+			size_t j =
+			    first_at_least(m->d, g->off, g->off + g->n, (double)sample_distance(s));
+			v = j < g->off + g->n ? gsd[j] : 0.0;
+		}
+		sd[i] = s->flags & LOMAS_SAMPLE_EXACT_SD ? (double)s->reserved
+		                                         : fmin(v, top[g->thread]);
+	}
+	if (k != m->nfix)
+		st = error_set(LOMAS_EFORMAT, "reuse classes and samples disagree");
+out:
+	free(gsd);
+	free(fix);
+	free(top);
+	return st;
+}
+
 /* The corrected classes' reuses into bucket, their SD capped at top; -1 when out of memory. */
 static int fix_classes(const model_data *m, const model_mean *mean, const double *lines, size_t n,
                        const double *top, double *bucket)
