@@ -73,19 +73,21 @@ typedef struct geom {
 } geom;
 
 /*
- * Sample tr at period into a profile; for every geometry compare both
- * policies with the exact simulation: within tol. Returns the largest
- * error of the fully associative model over the strided cases (fa_err).
+ * Sample tr at period into a profile (seeded by seed, the references'
+ * instructions pc_of or none); for every geometry compare both policies
+ * with the exact simulation: within tol. Returns the largest error of the
+ * fully associative model over the strided cases (fa_err).
  */
-static void check(const char *name, const sim_trace *tr, double period, const geom *g, size_t ng,
-                  double tol_lru, double tol_random, double *fa_err)
+static void check_seeded(const char *name, const sim_trace *tr, const uint64_t *pc_of,
+                         double period, uint64_t seed, const geom *g, size_t ng, double tol_lru,
+                         double tol_random, double *fa_err)
 {
 	lomas_profile *p = NULL;
 	int bad = 0;
 	double model[2][GEOMS_MAX], fa[2][GEOMS_MAX];
 	assert_true(ng <= GEOMS_MAX);
 	assert_int_equal(lomas_profile_new(SIM_LINE, &p), LOMAS_OK);
-	sim_sample(p, 0, tr, period, 77, NULL);
+	sim_sample(p, 0, tr, period, seed, pc_of);
 	/* The models: all the sizes of one associativity in one call. */
 	for (int lru = 0; lru < 2; lru++) {
 		lomas_policy pol = lru ? LOMAS_POLICY_LRU : LOMAS_POLICY_RANDOM;
@@ -136,6 +138,13 @@ static void check(const char *name, const sim_trace *tr, double period, const ge
 	}
 	lomas_profile_free(p);
 	assert_int_equal(bad, 0);
+}
+
+/* check_seeded() with seed 77 and no instructions. */
+static void check(const char *name, const sim_trace *tr, double period, const geom *g, size_t ng,
+                  double tol_lru, double tol_random, double *fa_err)
+{
+	check_seeded(name, tr, NULL, period, 77, g, ng, tol_lru, tol_random, fa_err);
 }
 
 static const geom uniform_geoms[] = {
@@ -396,6 +405,54 @@ static void test_column_sums(void **state)
 	}
 }
 
+static const geom knife_geoms[] = {
+    {32 << 10, 8}, {32 << 10, 16}, {64 << 10, 8}, {64 << 10, 16}, {256 << 10, 8}};
+
+/*
+ * Pairs of columns of a row-major matrix (20-line rows, 260 rows) walked
+ * together with an accumulator in memory (bench/phased/columns.c,
+ * PolyBench's correlation): each column line is reused past 2 x 260 other
+ * lines, just over the 512 of 32 KiB (an LRU cliff), and the accumulator's
+ * line, referenced twice a row, falls in some reuses' sets. Random
+ * replacement counted the accumulator's references one by one in the
+ * spread of a set's traffic (assoc_random.c, reuse_refs): 7 times as
+ * uneven as it is, and most column reuses survived: -20 to -28 points at
+ * 32 KiB with each of three seeds of the sampling; now -0.1 to -4.8, and
+ * at 64 KiB +3.3 to +10.1 (was -4.3 to -6.8: the first pass
+ * over-predicts there, which the inflated spread hid). LRU: -7.2 to +4.6
+ * anywhere. The bounds are what it holds now. On the recorded program the
+ * LRU side also compared each reuse with the fully associative cache by
+ * the plain estimate of its stack distance, a few lines short of 512
+ * with two seeds of three, while the curve took its class's (+42 points
+ * at 32 KiB 8-way); both take the curve's now (model_sample_sds). Here
+ * the two agree, so that case is the bench's (bench/phased, columns).
+ */
+static void test_knife_edge(void **state)
+{
+	sim_trace tr = {0};
+	const uint32_t rows = 260, cols = 160, row_lines = 20, acc = rows * row_lines + 100;
+	(void)state;
+	uint64_t *pc;
+	for (uint32_t i = 0; i < 8; i++)
+		for (uint32_t j = i + 1; j < cols; j++)
+			for (uint32_t k = 0; k < rows; k++) {
+				sim_push(&tr, k * row_lines + i / 8);
+				sim_push(&tr, k * row_lines + j / 8);
+				sim_push(&tr, acc + (i * cols + j) / 8); /* *acc += ... */
+				sim_push(&tr, acc + (i * cols + j) / 8);
+			}
+	/* Four instructions: the two loads of the columns, the accumulator's load and store. */
+	pc = malloc(tr.n * sizeof *pc);
+	assert_non_null(pc);
+	for (uint64_t x = 0; x < tr.n; x++)
+		pc[x] = 0x401000 + 4 * (x % 4);
+	for (uint64_t seed = 1; seed <= 3; seed++)
+		check_seeded("knife", &tr, pc, 300, seed, knife_geoms,
+		             sizeof knife_geoms / sizeof *knife_geoms, 0.08, 0.11, NULL);
+	free(pc);
+	free(tr.t);
+}
+
 static const geom lifetime_geoms[] = {
     {16 << 10, 8},
     {32 << 10, 8},
@@ -527,11 +584,17 @@ static void test_shrink_rare_events(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_arguments),       cmocka_unit_test(test_uniform_random),
-	    cmocka_unit_test(test_strided_walks),   cmocka_unit_test(test_column_walk),
-	    cmocka_unit_test(test_mixed),           cmocka_unit_test(test_random_mixtures),
-	    cmocka_unit_test(test_sparse),          cmocka_unit_test(test_column_sums),
-	    cmocka_unit_test(test_phase_lifetimes), cmocka_unit_test(test_shrink_rare_events),
+	    cmocka_unit_test(test_arguments),
+	    cmocka_unit_test(test_uniform_random),
+	    cmocka_unit_test(test_strided_walks),
+	    cmocka_unit_test(test_column_walk),
+	    cmocka_unit_test(test_mixed),
+	    cmocka_unit_test(test_random_mixtures),
+	    cmocka_unit_test(test_sparse),
+	    cmocka_unit_test(test_column_sums),
+	    cmocka_unit_test(test_knife_edge),
+	    cmocka_unit_test(test_phase_lifetimes),
+	    cmocka_unit_test(test_shrink_rare_events),
 	    cmocka_unit_test(test_rough_footprint),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
