@@ -76,6 +76,10 @@ lomas_status step_profile(monitor *m, lomas_profile **out)
 	                            (unsigned long long)m->stats.masked)) ||
 	    (st = profile_meta_setf(p, "step.cpuid_run", "%llu",
 	                            (unsigned long long)m->stats.cpuid_run)) ||
+	    (st = profile_meta_setf(p, "step.held_signals_merged", "%llu",
+	                            (unsigned long long)m->stats.held_merged)) ||
+	    (st = profile_meta_setf(p, "step.held_signals_lost", "%llu",
+	                            (unsigned long long)m->stats.held_lost)) ||
 	    (m->stats.mask_unread &&
 	     (st = profile_meta_setf(p, "step.masked_moves_full_size", "%llu",
 	                             (unsigned long long)m->stats.mask_unread))))

@@ -77,39 +77,40 @@ void sig_forget_thread(monitor *m, mon_thread *t)
 
 /* ----------------------------------------------------------- held signals */
 
-/* Room for one more held signal at t->held.items[t->held.n]; false: none (counted). */
-static bool held_room(monitor *m, mon_thread *t, const siginfo_t *si)
+/* Hold h first or last; a standard signal held already is merged (counted, as no memory). */
+static void held_put(monitor *m, mon_thread *t, const mon_held *h, bool first)
 {
 	/* A standard signal pending twice is one (the kernel's sigpending bit). */
-	if (si->si_signo < SIGRTMIN)
+	if (h->si.si_signo < SIGRTMIN)
 		for (size_t i = 0; i < t->held.n; i++)
-			if (t->held.items[i].si.si_signo == si->si_signo) {
+			if (t->held.items[i].si.si_signo == h->si.si_signo) {
 				m->stats.held_merged++;
-				return false;
+				return;
 			}
 	if (vec_reserve(&t->held, t->held.n + 1)) {
 		error_clear();
 		m->stats.held_lost++;
-		return false;
+		return;
 	}
-	return true;
+	if (first) {
+		memmove(t->held.items + 1, t->held.items, t->held.n * sizeof *t->held.items);
+		t->held.items[0] = *h;
+	} else {
+		t->held.items[t->held.n] = *h;
+	}
+	t->held.n++;
 }
 
 void sig_hold(monitor *m, mon_thread *t, const siginfo_t *si)
 {
 	mon_held h = {.si = *si};
-	if ((m->pmu_mode && !pmu_hold(m, t, &h)) || !held_room(m, t, si))
-		return;
-	t->held.items[t->held.n++] = h;
+	if (!m->pmu_mode || pmu_hold(m, t, &h))
+		held_put(m, t, &h, false);
 }
 
 void sig_hold_first(monitor *m, mon_thread *t, const siginfo_t *si)
 {
-	if (!held_room(m, t, si))
-		return;
-	memmove(t->held.items + 1, t->held.items, t->held.n * sizeof *t->held.items);
-	t->held.items[0] = (mon_held){.si = *si};
-	t->held.n++;
+	held_put(m, t, &(mon_held){.si = *si}, true);
 }
 
 bool sig_held_take(mon_thread *t, mon_held *out)
