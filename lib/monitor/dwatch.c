@@ -237,6 +237,12 @@ static bool sig_pending(pid_t pid, pid_t tid, int sig)
 	return (pnd & bit) && !(blk & bit);
 }
 
+/* A held signal that is one of our breakpoints'. */
+static bool dreg_ours(monitor *m, mon_thread *t, const mon_held *h)
+{
+	return dreg_signal_slot(&m->dreg, &t->dreg, h->si.si_signo, &h->si) != -1;
+}
+
 /*
  * Before the monitor lets the target go (every thread stopped): close every
  * breakpoint, so that none signals a program we no longer trace (SIGRTMAX's
@@ -246,11 +252,6 @@ static bool sig_pending(pid_t pid, pid_t tid, int sig)
  * our descriptors) is kept for delivery at detach, unlike the pmu clock's
  * drain, which drops any SIGRTMAX.
  */
-static bool dreg_ours(monitor *m, mon_thread *t, const mon_held *h)
-{
-	return dreg_signal_slot(&m->dreg, &t->dreg, h->si.si_signo, &h->si) != -1;
-}
-
 void dwatch_detach(monitor *m)
 {
 	for (size_t i = 0; i < m->threads.n; i++) {
