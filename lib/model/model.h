@@ -308,6 +308,19 @@ static inline double model_mean_weight(const model_mean *w, const model_group *g
 	return w->by_refs ? g->refs : g->S;
 }
 
+/* First index in [lo, hi) of the ascending d with d[i] >= v (or hi). */
+static inline size_t model_lower_bound(const double *d, size_t lo, size_t hi, double v)
+{
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (d[mid] < v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /*
  * G(x) = sum_{j<x} P(RD > j) of group g: the expected number of distinct
  * lines among x consecutive references (StatStack's SD(x) in one group).

@@ -27,19 +27,6 @@ typedef struct sc_fn {
 	double extra; /* weight that misses whatever R is */
 } sc_fn;
 
-/* First index in [lo, hi) of m->d with d >= v (or hi). */
-static size_t lower_bound(const double *d, size_t lo, size_t hi, double v)
-{
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (d[mid] < v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /*
  * sum_s wi_s (1 - exp(-x d_s)) over the group's inside samples, x = -(R +
  * c) lg. Entries with x d < 1e-5 use the series x d - (x d)^2 / 2
@@ -55,8 +42,8 @@ static double sc_sum(const sc_fn *f, double x)
 	double sum;
 	if (!(x > 0.0))
 		return 0.0;
-	lo = lower_bound(m->d, b, e, 1e-5 / x);
-	hi = lower_bound(m->d, lo, e, nextafter(40.0 / x, INFINITY));
+	lo = model_lower_bound(m->d, b, e, 1e-5 / x);
+	hi = model_lower_bound(m->d, lo, e, nextafter(40.0 / x, INFINITY));
 	sum = x * m->pwdi[g->pre + (lo - b)] - 0.5 * x * x * m->pwd2i[g->pre + (lo - b)];
 	sum += m->pwi[g->pre + g->n] - m->pwi[g->pre + (hi - b)];
 	for (size_t i = lo; i < hi; i++)

@@ -204,19 +204,6 @@ lomas_status model_fix_sds(const model_data *m, double *sd)
 	return LOMAS_OK;
 }
 
-/* First index in [lo, hi) of d with d[i] >= v (or hi). */
-static size_t first_at_least(const double *d, size_t lo, size_t hi, double v)
-{
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (d[mid] < v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 lomas_status model_sample_sds(model_data *m, bool bound, double *sd)
 {
 	const lomas_profile *p = m->profile;
@@ -264,8 +251,8 @@ lomas_status model_sample_sds(model_data *m, bool bound, double *sd)
 		} else if (g1 != g0) {
 			v = model_reuse_sd(m, s->start, s->end, g0, g1);
 		} else {
-			size_t j =
-			    first_at_least(m->d, g->off, g->off + g->n, (double)sample_distance(s));
+			size_t j = model_lower_bound(m->d, g->off, g->off + g->n,
+			                             (double)sample_distance(s));
 			v = j < g->off + g->n ? gsd[j] : 0.0;
 		}
 		sd[i] = s->flags & LOMAS_SAMPLE_EXACT_SD ? (double)s->reserved
