@@ -407,6 +407,12 @@ lomas_status pmu_clock_init(monitor *m, const struct lomas_config *cfg);
 lomas_status pmu_calibrate(monitor *m, mon_thread *t);
 /* Open t's sampling counters (a new thread, or the first ones). */
 lomas_status pmu_thread_start(monitor *m, mon_thread *t);
+/*
+ * t's counters about to close: the points t passed with no signal are lost
+ * (pmu.overshoots), in every mode that aims at points (skid and precise);
+ * read: t is stopped, its counters read first.
+ */
+void pmu_points_end(monitor *m, mon_thread *t, bool read);
 /* t is gone: close its counters. */
 void pmu_thread_end(monitor *m, mon_thread *t);
 /* The pending instruction retired (in, clock c0): sampled reference indices into idx. */
@@ -469,11 +475,6 @@ void pmu_precise_overflow(monitor *m, mon_thread *t);
 lomas_status pmu_precise_meta(monitor *m, lomas_profile *p);
 /* Before t runs: arm again the counters the monitor's own perturbations moved. */
 void pmu_precise_rearm(monitor *m, mon_thread *t, bool must_step);
-/*
- * t's counters about to close: the points t passed with no signal are lost
- * (pmu.overshoots); read: t is stopped, its counters read first.
- */
-void pmu_precise_end(monitor *m, mon_thread *t, bool read);
 /* Double trap (pmu_dtrap.c): an int3 at ip for t's stream (from its overflow's record). */
 void pmu_dtrap_plant(monitor *m, mon_thread *t, unsigned stream, uint64_t ip, int kind);
 /* A SIGTRAP of t: true when it was one of our int3s (removed, t set back to run it). */

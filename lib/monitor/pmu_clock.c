@@ -181,8 +181,9 @@ static void apply(monitor *m, pmu_stream *s, const skid_program *prog)
  * a counter was armed was not counted by it, so its overflow would come
  * late. Before it runs, each counter is armed again for what is left to
  * its arm point (Linux >= 3.14 semantics), or stepped to its point when
- * that is within the margin, or, when the point was passed there, the
- * point is lost (pmu.overshoots) and the next one aimed at.
+ * that is within the margin; every point passed there is lost
+ * (pmu.overshoots) and the first one ahead of the count aimed at (one
+ * within the margin of the count is stepped to; one passed is not).
  */
 static void hybrid_rearm(monitor *m, mon_thread *t)
 {
@@ -204,8 +205,6 @@ static void hybrid_rearm(monitor *m, mon_thread *t)
 			    &s->plan, s->count, s->plan.next_target + rng_gap(&s->gaps, m->period));
 			m->pstats.overshoots++;
 			apply(m, s, &prog);
-			if (prog.step_now)
-				break;
 		}
 		at = s->plan.target > m->pmargin ? s->plan.target - m->pmargin : 0;
 		if (at <= s->count) {
@@ -321,12 +320,52 @@ static void stream_close(const pmu_sys_ops *sys, pmu_stream *s)
 	s->nx = 0;
 }
 
+/* Does s aim at sample points (IBS samples elsewhere: its streams only count)? */
+static bool planned(const monitor *m, const pmu_stream *s)
+{
+	return s->fd >= 0 && !m->pibs && (m->cfg.pmu_sample == PMU_SAMPLE_SKID || s->ring);
+}
+
+/*
+ * t's counters close (it exited, or we let go of it): a point its count
+ * passed whose overflow was never signalled names no sample. The signal
+ * comes late by the skid, so a thread that exits within the skid of its
+ * last point (t_loop: a point in its last references before exit_group;
+ * hybrid: one reached before the thread moved to the other kind of core,
+ * whose counter then stood still until the exit) never reports it. Those
+ * points are lost like any other the clock could not take, and counted
+ * (pmu.overshoots), the later points the count passed with them. read:
+ * the thread is stopped (its exit event, or we let go of it), its counters
+ * read now; else (gone) the counts of its last stop stand. Called again for
+ * a thread, it counts nothing twice (the plan has moved past the count).
+ */
+void pmu_points_end(monitor *m, mon_thread *t, bool read)
+{
+	bool any = false;
+	for (unsigned i = 0; i < m->ptab.n; i++)
+		any |= planned(m, &t->pmu.s[i]);
+	if (!any)
+		return;
+	if (read)
+		pmu_sync(m, t);
+	for (unsigned i = 0; i < m->ptab.n; i++) {
+		pmu_stream *s = &t->pmu.s[i];
+		if (!planned(m, s))
+			continue;
+		while (s->plan.target <= s->count) {
+			m->pstats.overshoots++;
+			skid_plan_next(&s->plan, s->count,
+			               s->plan.next_target + rng_gap(&s->gaps, m->period));
+		}
+	}
+}
+
 void pmu_thread_end(monitor *m, mon_thread *t)
 {
 	const pmu_sys_ops *sys = m->psys;
 	if (!sys)
 		return;
-	pmu_precise_end(m, t, t->state == MT_STOPPED);
+	pmu_points_end(m, t, t->state == MT_STOPPED);
 	for (unsigned i = 0; i < PMU_MAX_EVENTS; i++)
 		stream_close(sys, &t->pmu.s[i]);
 	stream_close(sys, &t->pmu.ibs);

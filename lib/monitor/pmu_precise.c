@@ -343,40 +343,6 @@ void pmu_precise_rearm(monitor *m, mon_thread *t, bool must_step)
 	}
 }
 
-/*
- * t's counters close (it exited, or we let go of it): a point its count
- * passed whose overflow was never signalled names no sample. The signal
- * comes late by the skid, so a thread that exits within the skid of its
- * last point (t_loop: a point in its last references before exit_group;
- * hybrid: one reached before the thread moved to the other kind of core,
- * whose counter then stood still until the exit) never reports it. Those
- * points are lost like any other the clock could not take, and counted
- * (pmu.overshoots), the later points the count passed with them. read:
- * the thread is stopped (its exit event, or we let go of it), its counters
- * read now; else (gone) the counts of its last stop stand. Called again for
- * a thread, it counts nothing twice (the plan has moved past the count).
- */
-void pmu_precise_end(monitor *m, mon_thread *t, bool read)
-{
-	bool any = false;
-	for (unsigned i = 0; i < m->ptab.n; i++)
-		any |= t->pmu.s[i].fd >= 0 && t->pmu.s[i].ring;
-	if (!any || m->cfg.pmu_sample == PMU_SAMPLE_SKID || m->pibs)
-		return;
-	if (read)
-		pmu_sync(m, t);
-	for (unsigned i = 0; i < m->ptab.n; i++) {
-		pmu_stream *s = &t->pmu.s[i];
-		if (s->fd < 0 || !s->ring)
-			continue;
-		while (s->plan.target <= s->count) {
-			m->pstats.overshoots++;
-			skid_plan_next(&s->plan, s->count,
-			               s->plan.next_target + rng_gap(&s->gaps, m->period));
-		}
-	}
-}
-
 /* Precise mode and the double trap in the profile's metadata (what the rings held). */
 lomas_status pmu_precise_meta(monitor *m, lomas_profile *p)
 {

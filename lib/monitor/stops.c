@@ -151,7 +151,7 @@ static lomas_status handle_stop(monitor *m, mon_thread *t, int status, bool deta
 		t->have_pending = false;
 		/* Its last counts, read while it can be (pmu_precise.c). */
 		if (m->pmu_mode)
-			pmu_precise_end(m, t, true);
+			pmu_points_end(m, t, true);
 		t->state = MT_EXITING;
 		/* Not let go, it would never report its death: a suspect (wait.c). */
 		if (!detaching && mon_ptrace(PTRACE_CONT, tid, NULL, NULL) < 0)

@@ -129,10 +129,25 @@ static inline void hybrid_off(void)
 }
 
 /*
+ * After each test, passed or failed: a failed assertion skips the test's own
+ * replay_off and hybrid_off, and the tests after it would run on its kernel.
+ */
+static inline int replay_teardown(void **state)
+{
+	(void)state;
+	if (rep)
+		replay_off(NULL);
+	if (hybrid_every)
+		hybrid_off();
+	return 0;
+}
+
+/*
  * The replay tests' main: the step tests' setup; with fixed_addresses, the
  * process again with address randomization off (self, its name), so that
  * every run of a target has the same addresses as the ground truth's; pmu
- * the libpfm4 PMU forced (its tables); LOMAS_TEST_FILTER runs one test.
+ * the libpfm4 PMU forced (its tables); LOMAS_TEST_FILTER runs one test;
+ * each test without a teardown of its own gets replay_teardown.
  */
 static inline int pmu_replay_main(const struct CMUnitTest *tests, size_t n, const char *self,
                                   bool fixed_addresses, const char *pmu)
@@ -148,7 +163,17 @@ static inline int pmu_replay_main(const struct CMUnitTest *tests, size_t n, cons
 	setenv("LIBPFM_FORCE_PMU", pmu, 1);
 	if (getenv("LOMAS_TEST_FILTER")) /* one test while working on it */
 		cmocka_set_test_filter(getenv("LOMAS_TEST_FILTER"));
-	return _cmocka_run_group_tests(self, tests, n, NULL, NULL);
+	struct CMUnitTest *each = calloc(n, sizeof *each);
+	if (!each)
+		return 1;
+	for (size_t i = 0; i < n; i++) {
+		each[i] = tests[i];
+		if (!each[i].teardown_func)
+			each[i].teardown_func = replay_teardown;
+	}
+	r = _cmocka_run_group_tests(self, each, n, NULL, NULL);
+	free(each);
+	return r;
 }
 
 #endif /* LOMAS_TEST_PMU_REPLAY_RUN_H */
