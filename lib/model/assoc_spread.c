@@ -34,12 +34,16 @@
  * A column's lines fill their span (phi near 0); a sequential sweep's too
  * (sigma 1); random reads of a table of N lines, D of them a window, give
  * 1 - D / N (the hypergeometric count); random lines over a large range,
- * 1. Where sigma shares a factor with S, the progression crowds into a few
- * sets (a column of 128-line rows: one set) and the locality factor of
- * assoc_lru.c already counts it: phi = 1 there. A pair weighs w_i w_j
- * (d - t): a window of d references holds two references t apart in
- * d - t of its positions; a reference whose line is touched again before
- * the other is left out (its later touch stands for it): each line once.
+ * 1. Where sigma shares a factor c with S, the progression crowds into S / c
+ * sets (a column of 128-line rows: one set), which the locality factor of
+ * assoc_lru.c counts, and is spread over those as evenly: the same phi (a
+ * transposition's column, 32 lines apart, 8 lines in each of 64 of 2048
+ * sets, was a Poisson count of mean 7: +5.3 points at 1 MiB 8-way). A pair
+ * weighs w_i w_j times the windows of d references that hold both as their
+ * lines' last touches: each line of a window once, however often it is
+ * touched there (the transposition's 32 lines of a row, read 16 times each,
+ * were half the pairs and hid the column); the gcd draws take pairs by
+ * weight.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -141,11 +145,20 @@ static lomas_status collect(const lomas_profile *p, const al_lines *L, const dou
 				const lomas_sample *sj = &p->samples.items[keys[at].ix];
 				uint64_t lj = sj->addr / p->line_size;
 				double dt = (double)(sj->start - si->start);
-				if (lj == li || dt >= dh[h] ||
-				    (si->state == LOMAS_SAMPLE_REUSED && si->end <= sj->start))
+				double top = (double)si->start, bot = (double)sj->start - dh[h];
+				/*
+				 * The windows of dh references holding both as their
+				 * lines' last touches in them: from after sj - dh to
+				 * si and before either line's next touch - dh.
+				 */
+				if (si->state == LOMAS_SAMPLE_REUSED)
+					top = fmin(top, (double)si->end - dh[h]);
+				if (sj->state == LOMAS_SAMPLE_REUSED)
+					top = fmin(top, (double)sj->end - dh[h]);
+				if (lj == li || dt >= dh[h] || !(top > bot))
 					continue;
 				pr[n++] = (sp_pair){li > lj ? li - lj : lj - li,
-				                    si->weight * sj->weight * (dh[h] - dt) *
+				                    si->weight * sj->weight * (top - bot) *
 				                        (double)(hi - lo) / (double)take,
 				                    (uint32_t)h};
 			}
@@ -188,17 +201,55 @@ static double span_of(double m, double C)
 }
 
 /*
- * One progression of a band from its n pairs (sw of weight in the band): the pairs on it are moved
- * to the front; returns their count, 0 for none.
+ * A progression's steps smaller than this take in the lines one line off it:
+ * consecutive columns of a row-major matrix cross from one line to the next
+ * every few columns (8 doubles a line), and a window then holds two copies
+ * of the column, one line apart, each spread as evenly as the column.
  */
-static size_t progression(sp_pair *pr, size_t n, double sw, rng *g, uint64_t *tmp, assoc_spread *sp,
-                          size_t at)
+#define NEAR_MIN 8
+
+/* Is a line distance dl on the progression of step sigma, and how many steps is it? */
+static bool on_progression(uint64_t dl, uint64_t sigma)
 {
-	double on = 0.0, dist = 0.0, C;
+	uint64_t r = dl % sigma;
+	return r == 0 || (sigma >= NEAR_MIN && (r == 1 || r == sigma - 1));
+}
+
+static uint64_t steps_of(uint64_t dl, uint64_t sigma)
+{
+	return dl / sigma + (sigma >= NEAR_MIN && dl % sigma == sigma - 1);
+}
+
+/* A pair drawn by weight (cum: the running sums of the n weights, acc in all). */
+static size_t draw(const double *cum, size_t n, double acc, rng *g)
+{
+	double u = rng_uniform(g) * acc;
+	size_t lo = 0, hi = n - 1;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (cum[mid] <= u)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * One progression of a band from its n pairs (sw of weight in the band): the pairs on it are moved
+ * to the front; returns their count, 0 for none. cum: room for n sums.
+ */
+static size_t progression(sp_pair *pr, size_t n, double sw, rng *g, uint64_t *tmp, double *cum,
+                          assoc_spread *sp, size_t at)
+{
+	double on = 0.0, dist = 0.0, acc = 0.0, C;
 	uint64_t sigma = 0, kmax = 0;
 	size_t best = 0, m = 0;
+	/* Pairs drawn by weight: a line's many touches in a window are one line. */
+	for (size_t i = 0; i < n; i++)
+		cum[i] = acc += pr[i].w;
 	for (size_t k = 0; k < GCD_DRAWS; k++)
-		tmp[k] = gcd64(pr[rng_next(g) % n].dl, pr[rng_next(g) % n].dl);
+		tmp[k] = gcd64(pr[draw(cum, n, acc, g)].dl, pr[draw(cum, n, acc, g)].dl);
 	qsort(tmp, GCD_DRAWS, sizeof *tmp, u64_cmp);
 	for (size_t k0 = 0, k1; k0 < GCD_DRAWS; k0 = k1) {
 		for (k1 = k0; k1 < GCD_DRAWS && tmp[k1] == tmp[k0]; k1++)
@@ -209,17 +260,17 @@ static size_t progression(sp_pair *pr, size_t n, double sw, rng *g, uint64_t *tm
 		}
 	}
 	for (size_t i = 0; i < n; i++)
-		if (pr[i].dl % sigma == 0) {
+		if (on_progression(pr[i].dl, sigma)) {
 			sp_pair t = pr[m];
 			pr[m++] = pr[i];
 			pr[i] = t;
 		}
 	for (size_t i = 0; i < m; i++)
-		if (pr[i].dl / sigma > kmax)
-			kmax = pr[i].dl / sigma;
+		if (steps_of(pr[i].dl, sigma) > kmax)
+			kmax = steps_of(pr[i].dl, sigma);
 	C = (double)kmax + 1.0;
 	for (size_t i = 0; i < m; i++) {
-		double k = (double)(pr[i].dl / sigma);
+		double k = (double)steps_of(pr[i].dl, sigma);
 		on += pr[i].w;
 		dist += pr[i].w * (k < C - k ? k : C - k);
 	}
@@ -231,8 +282,9 @@ static size_t progression(sp_pair *pr, size_t n, double sw, rng *g, uint64_t *tm
 	return m;
 }
 
-/* Band h's progressions from its n pairs (reordered); tmp: GCD_DRAWS. */
-static void band_stats(sp_pair *pr, size_t n, rng *g, uint64_t *tmp, assoc_spread *sp, size_t h)
+/* Band h's progressions from its n pairs (reordered); tmp: GCD_DRAWS; cum: n. */
+static void band_stats(sp_pair *pr, size_t n, rng *g, uint64_t *tmp, double *cum, assoc_spread *sp,
+                       size_t h)
 {
 	double sw = 0.0;
 	for (size_t i = 0; i < n; i++)
@@ -247,7 +299,7 @@ static void band_stats(sp_pair *pr, size_t n, rng *g, uint64_t *tmp, assoc_sprea
 		/* Too few pairs left (effectively) to say anything. */
 		if (n < 2 || !(rw * rw >= NEFF_MIN * rw2))
 			return;
-		if (!(m = progression(pr, n, sw, g, tmp, sp, h * PROGRESSIONS + j)) ||
+		if (!(m = progression(pr, n, sw, g, tmp, cum, sp, h * PROGRESSIONS + j)) ||
 		    sp->stride[h * PROGRESSIONS + j] == 1)
 			return;
 		pr += m;
@@ -260,6 +312,7 @@ lomas_status assoc_spread_build(const lomas_profile *p, const al_lines *L, const
 {
 	sp_pair *pr = NULL;
 	size_t n = 0;
+	double *cum;
 	uint64_t *tmp = malloc(GCD_DRAWS * sizeof *tmp);
 	lomas_status st;
 	rng g;
@@ -279,12 +332,19 @@ lomas_status assoc_spread_build(const lomas_profile *p, const al_lines *L, const
 		assoc_spread_free(out);
 		return st;
 	}
+	if (!(cum = malloc((n ? n : 1) * sizeof *cum))) {
+		free(pr);
+		free(tmp);
+		assoc_spread_free(out);
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	}
 	qsort(pr, n, sizeof *pr, pair_cmp);
 	for (size_t a = 0, b; a < n; a = b) {
 		for (b = a; b < n && pr[b].band == pr[a].band; b++)
 			;
-		band_stats(pr + a, b - a, &g, tmp, out, pr[a].band);
+		band_stats(pr + a, b - a, &g, tmp, cum, out, pr[a].band);
 	}
+	free(cum);
 	free(pr);
 	free(tmp);
 	return LOMAS_OK;
@@ -299,8 +359,6 @@ double assoc_spread_phi(const assoc_spread *sp, size_t h, uint64_t S, double D)
 		double q, f;
 		if (sp->stride[j] == 0)
 			break;
-		if (gcd64(sp->stride[j] % S, S) != 1)
-			continue;
 		q = sqrt(sp->share[j]);
 		f = q * D / sp->span[j];
 		phi -= q * (f < 1.0 ? f : 1.0);
