@@ -542,7 +542,7 @@ static lomas_status band_totals(const al_lines *L, const al_reuse *r, size_t nr,
 
 /* delta[j]: the A-way LRU model less the fully associative one, sizes ascending in lines. */
 lomas_status assoc_lru_delta(const lomas_profile *p, const double *lines, size_t n, unsigned ways,
-                             double *delta)
+                             double *delta, double *fa_out)
 {
 	model_opts o = model_default_opts(LOMAS_POLICY_LRU);
 	model_data m;
@@ -558,6 +558,7 @@ lomas_status assoc_lru_delta(const lomas_profile *p, const double *lines, size_t
 	o.lru = true;
 	o.per_sample = true; /* the samples' groups, for the curve's stack distances */
 	memset(delta, 0, n * sizeof *delta);
+	memset(fa_out, 0, n * sizeof *fa_out);
 	if ((st = model_data_build(p, &o, &m)))
 		return st;
 	mean = model_mean_of(&m);
@@ -612,6 +613,7 @@ lomas_status assoc_lru_delta(const lomas_profile *p, const double *lines, size_t
 				if (r[i].sd >= lines[j] - 0.5)
 					fa += r[i].wt;
 			delta[j] = (sa - fa) / mean.total;
+			fa_out[j] = fa / mean.total;
 		}
 	}
 out:

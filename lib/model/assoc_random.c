@@ -746,7 +746,7 @@ static lomas_status work_alloc(ar_work *wk, size_t nr, size_t ns)
 }
 
 lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, size_t n,
-                                unsigned ways, double *delta)
+                                unsigned ways, double *delta, double *fa)
 {
 	model_opts o = model_default_opts(LOMAS_POLICY_LRU);
 	model_data m;
@@ -764,6 +764,7 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 	o.classes = false;
 	o.lru = true;
 	memset(delta, 0, n * sizeof *delta);
+	memset(fa, 0, n * sizeof *fa);
 	if ((st = model_data_build(p, &o, &m)))
 		return st;
 	mean = model_mean_of(&m);
@@ -785,7 +786,7 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 		goto out;
 	for (size_t j = 0; j < n; j++) {
 		uint64_t S = (uint64_t)lines[j] / ways;
-		double Lj = lines[j], lfa = -log1p(-1.0 / Lj), sum = 0.0;
+		double Lj = lines[j], lfa = -log1p(-1.0 / Lj), sum = 0.0, fsum = 0.0;
 		/* One set is the fully associative cache: no difference. */
 		if (S <= 1)
 			continue;
@@ -840,9 +841,12 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 				}
 				/* The fully associative side keeps lomas_model_curve's footprint
 				 * bound. */
-				if (pass == 1)
-					sum -= wt * root(wk.x, wk.w, k, g->C, g->S, cg) *
-					       model_footprint_keep(&m, g->thread, Lj);
+				if (pass == 1) {
+					double x = wt * root(wk.x, wk.w, k, g->C, g->S, cg) *
+					           model_footprint_keep(&m, g->thread, Lj);
+					sum -= x;
+					fsum += x;
+				}
 				for (size_t s0 = g0, s1; s0 < g1; s0 = s1) {
 					const ar_set *e = set_find(&T, r[s0].set);
 					double Ss, Cs, Rs, occ = e->load / fmax(e->load - 1.0, 1.0);
@@ -865,6 +869,7 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 			}
 		}
 		delta[j] = sum / mean.total;
+		fa[j] = fsum / mean.total;
 	}
 out:
 	free(r);

@@ -543,7 +543,9 @@ lomas_status model_sample_miss_probs(const lomas_profile *p, lomas_policy policy
  * prior by how far it stands out of z standard deviations of its sampling
  * noise.
  * assoc_random_delta: per size (lines ascending, whole sets of `ways`),
- * the A-way random-replacement ratio less the fully associative one.
+ * the A-way random-replacement ratio less the fully associative one
+ * (delta), and that fully associative ratio (fa: the same model's, on the
+ * same reuses; 0 where delta is 0 for want of sets).
  */
 double assoc_shrink(double same, double tot, double tot2, double prior, double z);
 /*
@@ -554,9 +556,9 @@ bool assoc_crowded(double K, double n, uint64_t S);
 double assoc_set_load(double K, double n, double unseen, uint64_t S, double ck, double cs);
 /* assoc_lru_delta (assoc_lru.c): the same for LRU. */
 lomas_status assoc_lru_delta(const struct lomas_profile *p, const double *lines, size_t n,
-                             unsigned ways, double *delta);
+                             unsigned ways, double *delta, double *fa);
 lomas_status assoc_random_delta(const struct lomas_profile *p, const double *lines, size_t n,
-                                unsigned ways, double *delta);
+                                unsigned ways, double *delta, double *fa);
 
 /* One instruction's share of the misses (hot.c). */
 typedef struct model_hot_pc {
