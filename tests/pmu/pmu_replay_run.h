@@ -139,6 +139,7 @@ static inline int replay_teardown(void **state)
 		replay_off(NULL);
 	if (hybrid_every)
 		hybrid_off();
+	unsetenv("LOMAS_TEST_PAD"); /* test_pmu_replay's environment sizes */
 	return 0;
 }
 
