@@ -10,6 +10,7 @@
  *   dump_header
  *   nthreads x (dump_thread, then nblocks x (dump_block, len bytes of records))
  *   nmaps x (dump_map, then path_len bytes of path)
+ *   with DUMP_FLAG_EXACT: dump_exact_head, then n x dump_exact_rec
  * A block's records are packed_sample records relative to the previous one
  * in the block (all zero before the first); a record's weight is
  * base_period x 2^max(its level byte, the block's floor).
@@ -32,6 +33,7 @@ enum {
 
 /* dump_header.flags */
 #define DUMP_FLAG_TRACE 0x1u /* a full trace was written too */
+#define DUMP_FLAG_EXACT 0x2u /* exact stack distances follow the maps */
 
 typedef struct dump_header {
 	char magic[8];
@@ -76,5 +78,19 @@ typedef struct dump_map {
 	uint32_t prot;               /* PROT_READ 1 | PROT_WRITE 2 | PROT_EXEC 4 */
 	uint32_t path_len;
 } dump_map;
+
+/* The exact stack distances the tool's bursts found (tool_burst.c). */
+typedef struct dump_exact_head {
+	uint64_t n;      /* records */
+	uint64_t bursts; /* bursts run (found or gave up) */
+	uint64_t refs;   /* references they followed */
+	double budget;   /* their share of references allowed */
+} dump_exact_head;
+
+typedef struct dump_exact_rec {
+	uint32_t index;      /* the thread's (dump_thread.index) */
+	uint32_t sd;         /* distinct other lines touched strictly between the two */
+	uint64_t start, end; /* the sample's clocks */
+} dump_exact_rec;
 
 #endif /* LOMAS_DBI_DUMP_H */

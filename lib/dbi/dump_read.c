@@ -126,6 +126,72 @@ static lomas_status add_samples(reader *r, const thread_view *tv, const inline_s
 	return LOMAS_OK;
 }
 
+static int by_thread_start(const void *a, const void *b)
+{
+	const dump_exact_rec *x = a, *y = b;
+	if (x->index != y->index)
+		return x->index < y->index ? -1 : 1;
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return (x->end > y->end) - (x->end < y->end);
+}
+
+/*
+ * The tool's exact stack distances (dump_exact_head, records): each goes to
+ * the reused sample of its thread with its clocks (a sample the period
+ * thinned away leaves its distance unused). A distance no sample can have
+ * (a thread that is not in the file, clocks out of order) is an error.
+ */
+static lomas_status add_exact(reader *r, uint32_t nthreads, lomas_profile *p)
+{
+	dump_exact_head e;
+	dump_exact_rec *x;
+	uint64_t used = 0;
+	if (!take(r, &e, sizeof e))
+		return bad(r, "truncated exact distances");
+	if (e.n > (r->len - r->at) / sizeof *x)
+		return bad(r, "more exact distances than the file holds");
+	if (!(e.budget >= 0.0 && e.budget <= 1.0))
+		return bad(r, "exact distances' budget out of range");
+	if (!(x = malloc((e.n ? e.n : 1) * sizeof *x)))
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	memcpy(x, r->base + r->at, e.n * sizeof *x);
+	/* Distinct other lines strictly between: at most the references between. */
+	for (uint64_t i = 0; i < e.n; i++)
+		if (x[i].index >= nthreads || x[i].end <= x[i].start ||
+		    x[i].sd > x[i].end - x[i].start - 1) {
+			free(x);
+			return bad(r, "exact distance out of range");
+		}
+	r->at += e.n * sizeof *x;
+	qsort(x, e.n, sizeof *x, by_thread_start);
+	for (size_t i = 0; i < p->samples.n && e.n; i++) {
+		lomas_sample *s = &p->samples.items[i];
+		size_t lo = 0, hi = e.n;
+		if (s->state != LOMAS_SAMPLE_REUSED)
+			continue;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (x[mid].index < s->thread ||
+			    (x[mid].index == s->thread && x[mid].start < s->start))
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo < e.n && x[lo].index == s->thread && x[lo].start == s->start &&
+		    x[lo].end == s->end) {
+			s->flags |= LOMAS_SAMPLE_EXACT_SD;
+			s->reserved = x[lo].sd;
+			used++;
+		}
+	}
+	free(x);
+	profile_meta_setf(p, "exact_bursts", "%llu, %llu references (budget %g%%), %llu distances",
+	                  (unsigned long long)e.bursts, (unsigned long long)e.refs,
+	                  100.0 * e.budget, (unsigned long long)used);
+	return LOMAS_OK;
+}
+
 static lomas_status add_maps(reader *r, uint32_t nmaps, lomas_profile *p)
 {
 	for (uint32_t i = 0; i < nmaps; i++) {
@@ -273,6 +339,8 @@ lomas_status dbi_dump_read(const void *data, size_t len, const char *name, lomas
 		r.at = maps_at;
 	}
 	if ((st = add_maps(&r, h.nmaps, p)))
+		goto fail;
+	if ((h.flags & DUMP_FLAG_EXACT) && (st = add_exact(&r, h.nthreads, p)))
 		goto fail;
 	if (r.at != len) {
 		st = bad(&r, "bytes left over at the end");

@@ -18,6 +18,7 @@
 #include "pub_tool_basics.h"
 #include "pub_tool_tooliface.h"
 
+#include "dump.h"
 #include "sampler/sampler.h"
 
 /*
@@ -52,8 +53,44 @@ typedef struct ref_desc {
 	ULong info;
 } ref_desc;
 
+/*
+ * Exact stack distances for a subset of the samples (tool_burst.c), as the
+ * inline clock's bursts (lib/inline/burst.c): a burst follows one sample's
+ * line through every reference of its thread, counting the distinct other
+ * lines (blocks of 64 with a bitmap) until the line is touched again.
+ */
+#define TB_MAX_BLOCKS 8192u
+#define TB_SLOTS (TB_MAX_BLOCKS + TB_MAX_BLOCKS / 2u)
+#define TB_PCS 64u
+
+typedef struct tb_slot {
+	uint64_t key, bits;
+} tb_slot;
+
+typedef struct tool_burst {
+	tb_slot *slots; /* TB_SLOTS, or NULL (not allocated yet) */
+	uint16_t *used; /* the slots in use (TB_MAX_BLOCKS) */
+	uint32_t nused;
+	Bool on;
+	Bool floor_run;       /* allowed by the process's floor, not the thread's share */
+	Bool may_long;        /* may go past TB_SHORT_REFS */
+	uint64_t line;        /* the sample's line */
+	uint64_t start;       /* its clock */
+	uint64_t pc;          /* its pc */
+	uint64_t refs;        /* references since the start */
+	uint64_t nlines;      /* distinct other lines so far */
+	uint64_t total;       /* references in all its bursts */
+	uint64_t floor_total; /* ... in bursts the floor allowed */
+	rng pick;
+	struct {
+		uint64_t pc;
+		uint16_t found, gave_up, long_found, long_gave_up;
+	} pcs[TB_PCS]; /* start pcs whose bursts found a distance or gave up */
+} tool_burst;
+
 typedef struct tool_thread {
 	sampler_thread s;
+	tool_burst burst;
 	ThreadId tid; /* Valgrind's, while it lives */
 	uint64_t os_tid;
 	bool live;
@@ -110,6 +147,17 @@ IRSB *lt_instrument(VgCallbackClosure *closure, IRSB *in, const VexGuestLayout *
 VG_REGPARM(3) void lt_visit(UChar *gs, Addr addr, ULong d);
 /* The helper-call-per-reference variant: count down, test the filter, visit. */
 VG_REGPARM(3) void lt_count(UChar *gs, Addr addr, ULong d);
+
+/* tool_burst.c */
+extern double lt_exact_budget;   /* bursts' share of references (0: off) */
+extern dump_exact_rec *lt_exact; /* the distances found, all threads */
+extern uint64_t lt_nexact, lt_bursts, lt_burst_refs;
+/* The sampled reference at clock (a sample starts there): maybe follow it. */
+void lt_burst_maybe_start(tool_thread *t, Addr addr, uint64_t clock, Addr pc);
+/* A reference of t while its burst runs. */
+void lt_burst_step(tool_thread *t, Addr addr, uint64_t clock);
+/* t's burst memory given back (it ended). */
+void lt_burst_release(tool_thread *t);
 
 /* tool_dump.c */
 /* Write the hand-over file (ended: DUMP_ENDED_*); False with a message logged on failure. */

@@ -230,7 +230,8 @@ Bool lt_dump(Int ended)
 	h.nthreads = lt_nthreads + nrecs;
 	h.nmaps = put_maps(&w, True);
 	h.auto_level = lt_budget.level;
-	h.flags = lt_tracing ? DUMP_FLAG_TRACE : 0;
+	h.flags =
+	    (lt_tracing ? DUMP_FLAG_TRACE : 0) | (lt_exact_budget > 0.0 ? DUMP_FLAG_EXACT : 0);
 	h.ended = ended;
 	h.pid = (uint64_t)VG_(getpid)();
 	for (UInt k = 0; k < lt_nthreads; k++)
@@ -247,6 +248,15 @@ Bool lt_dump(Int ended)
 	}
 	VG_(free)(recs);
 	put_maps(&w, False);
+	if (h.flags & DUMP_FLAG_EXACT) {
+		dump_exact_head e = {.n = lt_nexact,
+		                     .bursts = lt_bursts,
+		                     .refs = lt_burst_refs,
+		                     .budget = lt_exact_budget};
+		w_put(&w, &e, sizeof e);
+		if (lt_nexact)
+			w_put(&w, lt_exact, (SizeT)(lt_nexact * sizeof *lt_exact));
+	}
 	w_flush(&w);
 	VG_(close)(w.fd);
 	VG_(free)(w.buf);

@@ -15,6 +15,8 @@
  *   --lomas-fastpath=ir|helper  the countdown in the IR, or a call per reference
  *   --lomas-phase-guided=yes --lomas-phase-samples=N --lomas-phase-divide=N
  *                            phase-guided sampling (lib/sampler/phase.c)
+ *   --lomas-exact-budget=N   exact stack distances' share of references, in
+ *                            hundredths of a percent (tool_burst.c; 0: none)
  */
 #include "pub_tool_aspacemgr.h"
 #include "pub_tool_libcassert.h"
@@ -227,6 +229,7 @@ static void thread_end(tool_thread *t)
 	pages_release(t->filter, FILTER_SIZE + FILTER_PAD);
 	t->wt_mem = NULL;
 	t->filter = NULL;
+	lt_burst_release(t);
 	VG_(memset)(&t->s.wt, 0, sizeof t->s.wt);
 	t->s.wt.oldest = t->s.wt.newest = t->s.wt.free_head = WT_NONE;
 	if (t->trace_fd >= 0) {
@@ -497,6 +500,11 @@ static Bool process_option(const HChar *arg)
 		if (!parse_u64(v, False, 2, 1u << PHASE_MAX_SHIFT, &x) || (x & (x - 1)))
 			VG_(fmsg_bad_option)(arg, "not a power of two from 2 to 1024\n");
 		lt_settings.phase.shift = (uint8_t)__builtin_ctzll(x);
+	} else if VG_STR_CLO (arg, "--lomas-exact-budget", v) {
+		/* Percent of references, in hundredths (the host writes 2% as 200). */
+		if (!parse_u64(v, False, 0, 10000, &x))
+			VG_(fmsg_bad_option)(arg, "not hundredths of a percent from 0 to 10000\n");
+		lt_exact_budget = (double)x / 10000.0;
 	} else if VG_STR_CLO (arg, "--lomas-fastpath", v) {
 		if (VG_STREQ(v, "helper"))
 			lt_helper_per_ref = True;
@@ -520,6 +528,7 @@ static void print_usage(void)
 	 "    --lomas-trace=PATH        also write every reference (lackey format)\n"
 	 "    --lomas-control=PATH      FIFO on which liblomas asks for a snapshot\n"
 	 "    --lomas-fastpath=ir|helper  countdown in the IR or a call per reference [ir]\n"
+	 "    --lomas-exact-budget=N    exact distances' share of references, 1/100 %% [500]\n"
 	 "    --lomas-phase-guided=no|yes  lower the rate inside known phases [no]\n"
 	 "    --lomas-phase-samples=N   a phase's samples before its rate drops [2000]\n"
 	 "    --lomas-phase-divide=N    the rate there divided by N, a power of two [16]\n");

@@ -14,17 +14,27 @@ static void visit(tool_thread *t, int64_t *cd, Addr addr, const ref_desc *rd, ui
 {
 	int64_t due = *cd + (int64_t)after;
 	uint64_t clock = t->zero_clock - (uint64_t)due, k;
+	Bool starts;
 	if (due > 0 && !lt_tracing) {
 		/* Not the due reference: a filter hit, a reuse or an alias. */
+		if (t->burst.on)
+			lt_burst_step(t, addr, clock);
 		sampler_touch(&t->s, &lt_alloc, addr, clock, rd->pc);
 		return;
 	}
 	if (lt_tracing)
 		lt_trace_put(t, addr, rd->info, store, rd->pc);
+	if (t->burst.on)
+		lt_burst_step(t, addr, clock);
+	starts = clock >= t->s.next_sample;
 	sampler_visit(&t->s, &lt_budget, &lt_alloc, addr, clock, rd->pc,
 	              store ? LOMAS_REF_STORE : LOMAS_REF_LOAD);
-	/* The next visit: the next sample's reference (every one when tracing). */
-	k = lt_tracing ? 1 : t->s.next_sample - clock;
+	/* A sample started here: maybe follow it exactly (tool_burst.c). */
+	if (starts)
+		lt_burst_maybe_start(t, addr, clock, rd->pc);
+	/* The next visit: the next sample's reference (every one when tracing
+	 * or while a burst runs). */
+	k = lt_tracing || t->burst.on ? 1 : t->s.next_sample - clock;
 	*cd = (int64_t)k - (int64_t)after;
 	t->zero_clock = clock + k;
 }

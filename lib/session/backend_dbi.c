@@ -330,6 +330,8 @@ static const session_ops dbi_ops = {
 /* ------------------------------------------------------------------ start */
 
 #define NOPTS 16
+/* Exact stack distances' share of references, percent (lib/dbi/tool_burst.c). */
+#define EXACT_BUDGET_DEFAULT 5.0
 
 lomas_status dbi_backend_start(const struct lomas_config *cfg, const char *program_path,
                                char *const argv[], const session_ops **ops, void **impl)
@@ -338,6 +340,7 @@ lomas_status dbi_backend_start(const struct lomas_config *cfg, const char *progr
 	char tool[PATH_MAX], opt[NOPTS][PATH_MAX + 32], launcher_env[PATH_MAX + 32];
 	const char *launcher, *tmp = getenv("TMPDIR"), *trace = getenv("LOMAS_DBI_TRACE");
 	size_t nargs = 0, nenv = 0, k = 0, n = 0;
+	unsigned exact;
 	char **args, **env;
 	int exec_errno;
 	lomas_status st;
@@ -347,6 +350,18 @@ lomas_status dbi_backend_start(const struct lomas_config *cfg, const char *progr
 		return LOMAS_ENOTSUP;
 	if ((st = dbi_check_program(program_path)))
 		return st;
+	/* Exact stack distances (the tool's bursts): percent of references, as the inline clock's.
+	 */
+	{
+		const char *v = getenv("LOMAS_EXACT_BUDGET");
+		char *end;
+		double d = v ? strtod(v, &end) : EXACT_BUDGET_DEFAULT;
+		if (v && (!*v || *end || !(d >= 0.0 && d <= 100.0)))
+			return error_set(LOMAS_EINVAL,
+			                 "LOMAS_EXACT_BUDGET=%s: not a percentage from 0 to 100",
+			                 v);
+		exact = (unsigned)(d * 100.0 + 0.5);
+	}
 	if (!(s = calloc(1, sizeof *s)))
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	s->pidfd = -1;
@@ -398,6 +413,7 @@ lomas_status dbi_backend_start(const struct lomas_config *cfg, const char *progr
 		snprintf(s->trace_path, sizeof s->trace_path, "%s", trace);
 		s->trace = true;
 	}
+	snprintf(opt[k++], sizeof opt[0], "--lomas-exact-budget=%u", exact);
 	{
 		const char *fp = getenv("LOMAS_DBI_FASTPATH");
 		if (fp && strcmp(fp, "helper") == 0)

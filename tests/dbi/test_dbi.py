@@ -259,6 +259,54 @@ def test_samples_equal_trace_clock_over_the_same_run(w, tmp_path):
     assert mine == theirs
 
 
+def exact_distances(profile):
+    """(thread, start, end) -> exact stack distance, of the samples that have one."""
+    return {(s["thread"], s["start"], s["end"]): s["stack_distance"]
+            for s in export_json(profile)["samples"] if "stack_distance" in s}
+
+
+@needs_tool
+@pytest.mark.parametrize("w", ["matmul", "phases"])
+def test_exact_distances_equal_the_trace_clocks(w, tmp_path):
+    """The tool's bursts (lib/dbi/tool_burst.c) give a subset of the samples their
+    exact stack distance: each equals the distance the trace clock computes for the
+    same sample over the run's own full trace (distinct other lines strictly between)."""
+    args, period = ACCURACY[w]
+    trace, prof, ref = tmp_path / "t.trace", tmp_path / "p.lomas", tmp_path / "r.lomas"
+    record([prog(w)] + args, prof, ["--period", str(period), "--seed", "5"], trace=trace)
+    run([DEMO, "analyze", "--lackey", trace, "--period", str(period), "--seed", "5", "-o", ref])
+    mine, theirs = exact_distances(prof), exact_distances(ref)
+    assert len(mine) >= 20, len(mine)
+    assert len(theirs) > 10 * len(mine)  # the trace clock has every reuse's
+    wrong = [(k, v, theirs.get(k)) for k, v in mine.items() if theirs.get(k) != v]
+    assert not wrong, wrong[:5]
+    assert sum(1 for v in mine.values() if v > 0) >= len(mine) // 2
+    meta = export_json(prof)["meta"]
+    assert "exact_bursts" in meta and meta["exact_bursts"].endswith(f"{len(mine)} distances")
+
+
+@needs_tool
+def test_exact_budget_zero_and_bad(tmp_path):
+    """LOMAS_EXACT_BUDGET=0 turns the bursts off (the same samples, no distance);
+    a value that is not a percentage is refused with one clear error."""
+    args, period = ACCURACY["matmul"]
+    on, off = tmp_path / "on.lomas", tmp_path / "off.lomas"
+    opts = ["--period", str(period), "--seed", "5"]
+    # The same length of environment: the program's stack stays where it was.
+    record([prog("matmul")] + args, on, opts, extra={"LOMAS_EXACT_BUDGET": "5"})
+    record([prog("matmul")] + args, off, opts, extra={"LOMAS_EXACT_BUDGET": "0"})
+    assert exact_distances(off) == {}
+    assert len(exact_distances(on)) > 0
+    key = ("start", "end", "state", "addr")
+    assert ([tuple(r[k] for k in key) for r in export_csv(on)] ==
+            [tuple(r[k] for k in key) for r in export_csv(off)])
+    bad = record([prog("matmul")] + args, tmp_path / "bad.lomas", opts,
+                 extra={"LOMAS_EXACT_BUDGET": "lots"}, check=False)
+    assert bad.returncode != 0
+    assert "LOMAS_EXACT_BUDGET=lots" in bad.stderr
+    assert not (tmp_path / "bad.lomas").exists()
+
+
 @needs_tool
 def test_helper_per_reference_takes_the_same_samples(tmp_path):
     """The fast path in the IR (a countdown per run, a filter test per reference)

@@ -276,6 +276,73 @@ static void test_corruptions_are_errors(void **state)
 	expect_bad(bad_base_period, "out of range");
 }
 
+/*
+ * The exact stack distances after the maps (DUMP_FLAG_EXACT, tool_burst.c):
+ * each goes to the reused sample of its thread with its clocks, one that
+ * matches none is left unused, and a record no sample can have, a count
+ * past the file's end or a cut anywhere in the section is an error.
+ */
+static void test_exact_distances(void **state)
+{
+	fixture f;
+	lomas_profile *p = NULL;
+	const lomas_sample *pick[2] = {NULL, NULL};
+	dump_exact_head e = {.n = 3, .bursts = 5, .refs = 1234, .budget = 0.05};
+	dump_exact_rec x[3];
+	size_t base_len, found = 0;
+	(void)state;
+	build(&f);
+	assert_int_equal(dbi_dump_read(f.file.p, f.file.len, "t", &p, NULL), LOMAS_OK);
+	for (size_t i = 0; i < p->samples.n && !pick[1]; i++)
+		if (p->samples.items[i].state == LOMAS_SAMPLE_REUSED &&
+		    p->samples.items[i].end - p->samples.items[i].start > 10)
+			pick[pick[0] ? 1 : 0] = &p->samples.items[i];
+	assert_non_null(pick[1]);
+	for (int k = 0; k < 2; k++)
+		x[k] = (dump_exact_rec){.index = pick[k]->thread,
+		                        .sd = (uint32_t)(3 + k),
+		                        .start = pick[k]->start,
+		                        .end = pick[k]->end};
+	x[2] = (dump_exact_rec){.index = 1, .sd = 1, .start = 5, .end = 9}; /* no such sample */
+	lomas_profile_free(p);
+	p = NULL;
+	((dump_header *)(void *)f.file.p)->flags |= DUMP_FLAG_EXACT;
+	base_len = f.file.len;
+	put(&f.file, &e, sizeof e);
+	put(&f.file, x, sizeof x);
+	assert_int_equal(dbi_dump_read(f.file.p, f.file.len, "t", &p, NULL), LOMAS_OK);
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const lomas_sample *s = &p->samples.items[i];
+		if (!(s->flags & LOMAS_SAMPLE_EXACT_SD))
+			continue;
+		found++;
+		assert_true((s->start == x[0].start && s->reserved == 3) ||
+		            (s->start == x[1].start && s->reserved == 4));
+	}
+	assert_int_equal(found, 2);
+	{
+		const char *v;
+		assert_int_equal(lomas_profile_meta_get(p, "exact_bursts", &v), LOMAS_OK);
+		assert_string_equal(v, "5, 1234 references (budget 5%), 2 distances");
+	}
+	lomas_profile_free(p);
+	/* Every cut inside the section. */
+	for (size_t len = base_len; len < f.file.len; len++) {
+		p = (lomas_profile *)(uintptr_t)1;
+		assert_int_equal(dbi_dump_read(f.file.p, len, "t", &p, NULL), LOMAS_EFORMAT);
+		assert_null(p);
+	}
+	/* A thread the file does not have. */
+	((dump_exact_rec *)(void *)(f.file.p + base_len + sizeof e))[2].index = 7;
+	assert_int_equal(dbi_dump_read(f.file.p, f.file.len, "t", &p, NULL), LOMAS_EFORMAT);
+	assert_non_null(strstr(lomas_error_message(), "exact distance out of range"));
+	/* More records than the file holds. */
+	((dump_exact_head *)(void *)(f.file.p + base_len))->n = 1u << 30;
+	assert_int_equal(dbi_dump_read(f.file.p, f.file.len, "t", &p, NULL), LOMAS_EFORMAT);
+	assert_non_null(strstr(lomas_error_message(), "more exact distances"));
+	free(f.file.p);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -283,6 +350,7 @@ int main(void)
 	    cmocka_unit_test(test_every_truncation_is_an_error),
 	    cmocka_unit_test(test_corruptions_are_errors),
 	    cmocka_unit_test(test_too_many_windows),
+	    cmocka_unit_test(test_exact_distances),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
