@@ -350,8 +350,7 @@ lomas_status dbi_backend_start(const struct lomas_config *cfg, const char *progr
 		return LOMAS_ENOTSUP;
 	if ((st = dbi_check_program(program_path)))
 		return st;
-	/* Exact stack distances (the tool's bursts): percent of references, as the inline clock's.
-	 */
+	/* Exact stack distances (the tool's bursts): percent of references. */
 	{
 		const char *v = getenv("LOMAS_EXACT_BUDGET");
 		char *end;
