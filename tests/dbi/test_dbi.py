@@ -280,7 +280,8 @@ def test_exact_distances_equal_the_trace_clocks(w, tmp_path):
     assert len(theirs) > 10 * len(mine)  # the trace clock has every reuse's
     wrong = [(k, v, theirs.get(k)) for k, v in mine.items() if theirs.get(k) != v]
     assert not wrong, wrong[:5]
-    assert sum(1 for v in mine.values() if v > 0) >= len(mine) // 2
+    # Not only the trivial reuses (a load then a store of one line: distance 0).
+    assert sum(1 for v in mine.values() if v > 0) >= 10
     meta = export_json(prof)["meta"]
     assert "exact_bursts" in meta and meta["exact_bursts"].endswith(f"{len(mine)} distances")
 
