@@ -11,8 +11,10 @@
  * those Bernoullis over the set's well sampled lines (a Poisson binomial),
  * plus a Poisson term for its sparsely sampled lines and its share of the
  * lines no sample names (the part of it that their even spread over the
- * sets fixes taken as a fixed count, assoc_spread.c), and the reuse misses
- * with probability P(X >= A). A crowded set and a quiet one are thus never averaged: a
+ * sets fixes taken as a fixed count, assoc_spread.c, the reused line itself
+ * not among its set-mates, and at most what an even spread of the reuse's
+ * own stack distance leaves in its set), and the reuse misses with
+ * probability P(X >= A). A crowded set and a quiet one are thus never averaged: a
  * strided sweep's set holds its 9 other sweep lines for sure, not a
  * hypergeometric draw of mean 9.
  *
@@ -66,11 +68,12 @@ static unsigned class_of(double load)
 
 /* One reused sample, prepared. */
 typedef struct al_reuse {
-	uint32_t k;  /* its line, as an index into al_lines.u */
-	uint16_t fb; /* fband_of(d) */
-	double d;    /* reuse distance */
-	double sd;   /* expected stack distance (time-aware, footprint-capped) */
-	double wt;   /* its weight in the curve's mean (w x group weight / S) */
+	uint32_t k;   /* its line, as an index into al_lines.u */
+	uint16_t fb;  /* fband_of(d) */
+	double d;     /* reuse distance */
+	double sd;    /* expected stack distance (time-aware, footprint-capped) */
+	double wt;    /* its weight in the curve's mean (w x group weight / S) */
+	uint32_t grp; /* its group, half octave of d and start pc (assoc_spread.c) */
 } al_reuse;
 
 /*
@@ -232,6 +235,7 @@ typedef struct al_work {
 	double *left;           /* NFB: lines no sample names, in a window of the band's d */
 	double *D;              /* NFB: all the lines in such a window */
 	double *sparse;         /* NFB: of them, those of the sparsely sampled lines */
+	double *well;           /* NFB: ... of the well sampled ones */
 	double *tfit;           /* NFB: the p's scale to the reuses' stack distance (<= 1) */
 	double *dh;             /* NBANDS: the mean d of the band's reuses (0: none) */
 	double *du;             /* NBANDS: the sparsely sampled and unnamed lines in its window */
@@ -253,6 +257,19 @@ static size_t sl_find(const al_sl *sl, size_t a, size_t b, uint32_t k)
 }
 
 /*
+ * The reused line x's own share of the sparsely sampled lines' count mx of
+ * its set, where that still counts it: an even spread of a window's lines
+ * puts x among them (pm: x's own Poisson mass, already out of an uneven
+ * set's count).
+ */
+static double self_share(const al_lines *L, size_t k, bool even, double mx, double pm)
+{
+	if (L->cnt[k] >= WELL_SAMPLED)
+		return 0.0;
+	return even ? fmin(1.0, mx) : fmax(0.0, fmin(1.0, mx) - pm);
+}
+
+/*
  * One pass over the reuses' cells (set, 1/8 octave of d) for S sets, the
  * lines' touch probabilities taken at the cell's mean distance. Pass 0:
  * E[i], the expected set-mates between reuse i's ends, and its set's load
@@ -266,7 +283,7 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 	for (size_t c0 = 0, c1; c0 < nr; c0 = c1) {
 		const al_ord *o = &W->ord[c0];
 		size_t b, K, took;
-		double sw = 0.0, swd = 0.0, swn = 0.0, dc, load, f = 1.0, sum = 0.0, mu, Tx, g, phi,
+		double sw = 0.0, swd = 0.0, swn = 0.0, dc, load, f = 1.0, sum = 0.0, mu, Tx, g,
 		       loc = 0.0, lam = (double)L->n / (double)S;
 		bool even;
 		unsigned cls;
@@ -362,17 +379,20 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 		}
 		/*
 		 * The sparsely sampled and unnamed lines are placed in the set
-		 * as evenly as their pairs say (assoc_spread.c): the part of
-		 * their count that an even spread fixes is taken as fixed, a
-		 * Poisson count of phi times the mean for the rest.
+		 * as evenly as their pairs say (assoc_spread.c; those of the
+		 * reuse's own windows where they show a progression, else the
+		 * band's): the part of their count that an even spread fixes is
+		 * taken as fixed, a Poisson count of phi times the mean for the
+		 * rest.
 		 */
-		phi = assoc_spread_phi(W->sp, o->fb / 4, S, W->du[o->fb / 4]);
 		took = pb_below(W->q, K, (size_t)-1, A, W->dp);
 		for (size_t x0 = c0, x1; x0 < c1; x0 = x1) {
 			uint32_t k = W->ord[x0].k;
 			size_t pos = sl_find(W->sl, a, b, k) - a;
-			double wsum = 0.0, tail, qx = W->q[pos], mx = fmax(0.0, mu - W->pm[pos]),
-			       lx = fmax(0.0, loc - W->lc[pos]) + (1.0 - phi) * mx;
+			double wsum = 0.0, qx = W->q[pos], mx = fmax(0.0, mu - W->pm[pos]),
+			       lb = fmax(0.0, loc - W->lc[pos]);
+			/* x's own share of the evenly spread lines, where mx still counts it. */
+			double self = self_share(L, k, even, mx, W->pm[pos]);
 			for (x1 = x0; x1 < c1 && W->ord[x1].k == k; x1++)
 				if (r[W->ord[x1].i].sd >= A - 0.5)
 					wsum += r[W->ord[x1].i].wt;
@@ -380,19 +400,56 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 				continue;
 			if (took < K && pos >= took) {
 				/* The mass below A vanished before x's own term. */
-				tail = 1.0;
-			} else if (took == K && qx < 0.5) {
+				sa += wsum;
+				continue;
+			}
+			if (took == K && qx < 0.5) {
 				/* x is never touched between its own ends: divide its term out. */
 				W->dx[0] = W->dp[0] / (1.0 - qx);
 				for (unsigned c = 1; c < A; c++)
 					W->dx[c] =
 					    fmax(0.0, (W->dp[c] - qx * W->dx[c - 1]) / (1.0 - qx));
-				tail = tail_with(W->dx, A, phi * mx, lx);
 			} else {
 				pb_below(W->q, K, pos, A, W->dx);
-				tail = tail_with(W->dx, A, phi * mx, lx);
 			}
-			sa += wsum * tail;
+			for (size_t y = x0; y < x1; y++) {
+				const al_reuse *x = &r[W->ord[y].i];
+				double phi, fx, over;
+				if (!(x->sd >= A - 0.5))
+					continue;
+				/*
+				 * Its own kind's spread over the lines of its own window
+				 * (its stack distance: the band's touch probabilities
+				 * are the whole run's and count a phased program's other
+				 * arrays in every window), else its band's.
+				 */
+				phi = assoc_spread_phi(W->sp, x->grp, x->sd, o->fb / 4,
+				                       W->du[o->fb / 4], S);
+				fx = fmax(0.0, (1.0 - phi) * (mx - self));
+				/*
+				 * No more of them than an even spread of its own window
+				 * leaves in its set: the window's sd lines less the well
+				 * sampled ones, and x, (sd - well + 1) / S a set, x
+				 * among them. The touch probabilities' count of a window
+				 * of the cell's mean length runs a line or so over it (a
+				 * stencil's row reuses at 507 lines of 512: 8.9 at 32
+				 * KiB 8-way, 6.9 by the stack distance), and in a phased
+				 * program counts the other phases' lines in every window
+				 * (a pointer chase over 4096 nodes, exactly 7 set-mates
+				 * at 256 KiB 8-way: 7.82, a miss 1 time in 4). Not where
+				 * the set's lines crowd (lb > 0: the locality factor's
+				 * fixed count): those are not spread over all S sets.
+				 */
+				if (!(lb > 0.0)) {
+					over =
+					    phi * mx + fx -
+					    ((x->sd - W->well[o->fb] * W->tfit[o->fb]) / (double)S -
+					     (1.0 - phi) * (1.0 - 1.0 / (double)S));
+					if (over > 0.0)
+						fx = fmax(0.0, fx - over);
+				}
+				sa += x->wt * tail_with(W->dx, A, phi * mx, lb + fx);
+			}
 		}
 	}
 	return sa;
@@ -441,6 +498,7 @@ static void work_free(al_work *W)
 	free(W->left);
 	free(W->sparse);
 	free(W->tfit);
+	free(W->well);
 	free(W->D);
 	free(W->dh);
 	free(W->du);
@@ -463,11 +521,12 @@ static lomas_status work_alloc(al_work *W, size_t n, size_t nr, unsigned A)
 	W->D = calloc(NFB, sizeof *W->D);
 	W->sparse = calloc(NFB, sizeof *W->sparse);
 	W->tfit = calloc(NFB, sizeof *W->tfit);
+	W->well = calloc(NFB, sizeof *W->well);
 	W->dh = calloc(NBANDS, sizeof *W->dh);
 	W->du = calloc(NBANDS, sizeof *W->du);
 	if (!W->sl || !W->ord || !W->q || !W->pm || !W->lc || !W->E || !W->cls || !W->dp ||
 	    !W->dx || !W->acc || !W->factor || !W->left || !W->D || !W->sparse || !W->tfit ||
-	    !W->dh || !W->du)
+	    !W->well || !W->dh || !W->du)
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	return LOMAS_OK;
 }
@@ -511,6 +570,7 @@ static lomas_status band_totals(const al_lines *L, const al_reuse *r, size_t nr,
 			ss += L->cnt[k] >= WELL_SAMPLED ? 0.0 : pk;
 		}
 		W->sparse[b] = ss;
+		W->well[b] = sp - ss;
 		/*
 		 * The touch probabilities are shares of the whole run: a line
 		 * touched only in another phase still counts a little in every
@@ -540,6 +600,54 @@ static lomas_status band_totals(const al_lines *L, const al_reuse *r, size_t nr,
 	return LOMAS_OK;
 }
 
+typedef struct al_gkey {
+	uint64_t band, pc;
+	uint32_t i; /* the sample */
+} al_gkey;
+
+static int gkey_cmp(const void *a, const void *b)
+{
+	const al_gkey *x = a, *y = b;
+	if (x->band != y->band)
+		return x->band < y->band ? -1 : 1;
+	return x->pc < y->pc ? -1 : x->pc > y->pc;
+}
+
+/*
+ * The reuses' groups (half octave of d, start pc): r[].grp, and per sample
+ * its reuse's group or UINT32_MAX (*group, for assoc_spread_build).
+ */
+static lomas_status group_reuses(const lomas_profile *p, const uint32_t *rmap, al_reuse *r,
+                                 uint32_t **group, size_t *ng)
+{
+	size_t n = 0;
+	al_gkey *key = malloc((p->samples.n ? p->samples.n : 1) * sizeof *key);
+	uint32_t *gr = malloc((p->samples.n ? p->samples.n : 1) * sizeof *gr);
+	if (!key || !gr) {
+		free(key);
+		free(gr);
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < p->samples.n; i++) {
+		gr[i] = UINT32_MAX;
+		if (rmap[i] != UINT32_MAX)
+			key[n++] = (al_gkey){r[rmap[i]].fb / 4u, p->samples.items[i].start_pc,
+			                     (uint32_t)i};
+	}
+	qsort(key, n, sizeof *key, gkey_cmp);
+	*ng = 0;
+	for (size_t j = 0; j < n; j++) {
+		if (j > 0 && gkey_cmp(&key[j - 1], &key[j]) != 0)
+			++*ng;
+		gr[key[j].i] = (uint32_t)*ng;
+		r[rmap[key[j].i]].grp = (uint32_t)*ng;
+	}
+	*ng += n > 0;
+	free(key);
+	*group = gr;
+	return LOMAS_OK;
+}
+
 /* delta[j]: the A-way LRU model less the fully associative one, sizes ascending in lines. */
 lomas_status assoc_lru_delta(const lomas_profile *p, const double *lines, size_t n, unsigned ways,
                              double *delta, double *fa_out)
@@ -552,8 +660,8 @@ lomas_status assoc_lru_delta(const lomas_profile *p, const double *lines, size_t
 	al_reuse *r = NULL;
 	assoc_pair *pr = NULL;
 	assoc_spread sp = {0};
-	size_t nr = 0, np = 0;
-	uint32_t *rmap = NULL;
+	size_t nr = 0, np = 0, ng = 0;
+	uint32_t *rmap = NULL, *group = NULL;
 	lomas_status st;
 	o.lru = true;
 	o.per_sample = true; /* the samples' groups, for the curve's stack distances */
@@ -569,7 +677,8 @@ lomas_status assoc_lru_delta(const lomas_profile *p, const double *lines, size_t
 	if ((st = al_lines_build(p, &L)) || (st = prepare_reuses(p, &m, &L, &r, &nr, rmap)) ||
 	    (st = assoc_pairs(p, kept, rmap, 0x5e7a55, true, &pr, &np)) ||
 	    (st = work_alloc(&W, L.n, nr, ways)) || (st = band_totals(&L, r, nr, &W)) ||
-	    (st = assoc_spread_build(p, &L, W.dh, NBANDS, 0x5b7ead, &sp)))
+	    (st = group_reuses(p, rmap, r, &group, &ng)) ||
+	    (st = assoc_spread_build(p, &L, W.dh, NBANDS, group, ng, 0x5b7ead, &sp)))
 		goto out;
 	W.sp = &sp;
 	/* The pairs' reuses as indices into r. */
@@ -618,6 +727,7 @@ lomas_status assoc_lru_delta(const lomas_profile *p, const double *lines, size_t
 	}
 out:
 	free(rmap);
+	free(group);
 	free(r);
 	free(pr);
 	assoc_spread_free(&sp);

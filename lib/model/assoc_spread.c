@@ -44,6 +44,18 @@
  * touched there (the transposition's 32 lines of a row, read 16 times each,
  * were half the pairs and hid the column); the gcd draws take pairs by
  * weight.
+ *
+ * A band's windows are every window of its length, whatever runs there: in
+ * a phased program the other phases' windows of the same length mix in (a
+ * pointer chase over 4096 contiguous nodes in random order, a table of
+ * 16384 lines read at random in another phase: the band's span 10330 lines
+ * for the chase's 4096, +16.3 points at 256 KiB 8-way
+ * LRU, where its reuses have exactly 7 set-mates). So the same statistic is
+ * also taken per group of reuses, one kind (start pc) and band, from pairs
+ * inside the group's own windows (a partner after the reuse's start and
+ * before its end, its line's last touch there), and a reuse takes its
+ * group's where the group shows a progression, with D its own stack
+ * distance.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -54,6 +66,8 @@
 /* Partners drawn per reference and band, and all the pairs at most. */
 #define PARTNERS 8
 #define PAIRS_MAX 1000000u /* 24 MB of pairs at most */
+/* Partners drawn per reuse inside its own window. */
+#define OWN_PARTNERS 32
 /* Draws of two pairs for the step's greatest common divisor, per band. */
 #define GCD_DRAWS 1024
 /* A band with fewer pairs (effectively) has no progression. */
@@ -307,61 +321,143 @@ static void band_stats(sp_pair *pr, size_t n, rng *g, uint64_t *tmp, double *cum
 	}
 }
 
-lomas_status assoc_spread_build(const lomas_profile *p, const al_lines *L, const double *dh,
-                                size_t nb, uint64_t seed, assoc_spread *out)
+/*
+ * The pairs inside the reuses' own windows, per group (band nb + g): each
+ * reuse of a group with a partner of a sparsely sampled line that starts
+ * after it and before its end, and is that line's last touch there (not
+ * reused before the window ends). A band's windows are all of the band's
+ * length; a group's are those its reuses span, so the other phases' and
+ * kinds' lines in the band's windows do not dilute them (a pointer chase
+ * over 4096 nodes in a program that also reads a 1 MiB table at random:
+ * the band's span 10330 lines, the chase's own 4096).
+ */
+static lomas_status collect_own(const lomas_profile *p, const al_lines *L, const uint32_t *group,
+                                size_t nb, rng *g, sp_pair **out, size_t *nout)
 {
-	sp_pair *pr = NULL;
-	size_t n = 0;
-	double *cum;
-	uint64_t *tmp = malloc(GCD_DRAWS * sizeof *tmp);
-	lomas_status st;
-	rng g;
-	rng_seed(&g, seed);
-	*out = (assoc_spread){0};
-	out->nb = nb;
-	out->stride = calloc(nb * PROGRESSIONS + 1, sizeof *out->stride);
-	out->share = calloc(nb * PROGRESSIONS + 1, sizeof *out->share);
-	out->span = calloc(nb * PROGRESSIONS + 1, sizeof *out->span);
-	if (!tmp || !out->stride || !out->share || !out->span) {
-		free(tmp);
-		assoc_spread_free(out);
+	size_t nk = 0, nr = 0, per, step = 1, cap, n = 0;
+	assoc_ts_key *keys = malloc((p->samples.n ? p->samples.n : 1) * sizeof *keys);
+	sp_pair *pr;
+	if (!keys)
+		return error_set(LOMAS_ENOMEM, "out of memory");
+	for (size_t i = 0; i < p->samples.n; i++) {
+		const lomas_sample *s = &p->samples.items[i];
+		if (!(s->weight > 0.0) ||
+		    L->cnt[al_find(L->u, L->n, s->addr / p->line_size)] >= WELL_SAMPLED)
+			continue;
+		keys[nk++] = (assoc_ts_key){s->thread, s->start, (uint32_t)i};
+		nr += group[i] != UINT32_MAX;
+	}
+	/* OWN_PARTNERS a reuse; past PAIRS_MAX fewer, then every step-th reuse. */
+	per = nr > 0 ? PAIRS_MAX / nr : OWN_PARTNERS;
+	per = per > OWN_PARTNERS ? OWN_PARTNERS : per < 1 ? 1 : per;
+	if (nr * per > PAIRS_MAX)
+		step = (nr * per + PAIRS_MAX - 1) / PAIRS_MAX;
+	cap = (nr + step - 1) / step * per + 1;
+	if (!(pr = malloc(cap * sizeof *pr))) {
+		free(keys);
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	}
-	if ((st = collect(p, L, dh, nb, &g, &pr, &n))) {
-		free(tmp);
-		assoc_spread_free(out);
-		return st;
+	qsort(keys, nk, sizeof *keys, assoc_ts_cmp);
+	for (size_t q = 0, seen = 0; q < nk; q++) {
+		const lomas_sample *si = &p->samples.items[keys[q].ix];
+		uint64_t li = si->addr / p->line_size;
+		size_t lo = q + 1, hi, take;
+		if (group[keys[q].ix] == UINT32_MAX || seen++ % step)
+			continue;
+		hi = assoc_ts_lower(keys, lo, nk, si->thread, si->end);
+		if (hi <= lo)
+			continue;
+		take = hi - lo < per ? hi - lo : per;
+		for (size_t t = 0; t < take && n < cap; t++) {
+			size_t at =
+			    take == hi - lo ? lo + t : lo + (size_t)(rng_next(g) % (hi - lo));
+			const lomas_sample *sj = &p->samples.items[keys[at].ix];
+			uint64_t lj = sj->addr / p->line_size;
+			if (lj == li || (sj->state == LOMAS_SAMPLE_REUSED && sj->end < si->end))
+				continue;
+			pr[n++] =
+			    (sp_pair){li > lj ? li - lj : lj - li,
+			              si->weight * sj->weight * (double)(hi - lo) / (double)take,
+			              (uint32_t)(nb + group[keys[q].ix])};
+		}
 	}
-	if (!(cum = malloc((n ? n : 1) * sizeof *cum))) {
-		free(pr);
-		free(tmp);
-		assoc_spread_free(out);
+	free(keys);
+	*out = pr;
+	*nout = n;
+	return LOMAS_OK;
+}
+
+/* The progressions of every band (or group) the n pairs show, into sp (pairs reordered). */
+static lomas_status stats_of(sp_pair *pr, size_t n, rng *g, uint64_t *tmp, assoc_spread *sp)
+{
+	double *cum = malloc((n ? n : 1) * sizeof *cum);
+	if (!cum)
 		return error_set(LOMAS_ENOMEM, "out of memory");
-	}
 	qsort(pr, n, sizeof *pr, pair_cmp);
 	for (size_t a = 0, b; a < n; a = b) {
 		for (b = a; b < n && pr[b].band == pr[a].band; b++)
 			;
-		band_stats(pr + a, b - a, &g, tmp, cum, out, pr[a].band);
+		band_stats(pr + a, b - a, g, tmp, cum, sp, pr[a].band);
 	}
 	free(cum);
-	free(pr);
-	free(tmp);
 	return LOMAS_OK;
 }
 
-double assoc_spread_phi(const assoc_spread *sp, size_t h, uint64_t S, double D)
+lomas_status assoc_spread_build(const lomas_profile *p, const al_lines *L, const double *dh,
+                                size_t nb, const uint32_t *group, size_t ng, uint64_t seed,
+                                assoc_spread *out)
+{
+	sp_pair *pr = NULL;
+	size_t n = 0, nj = (nb + ng) * PROGRESSIONS + 1;
+	uint64_t *tmp = malloc(GCD_DRAWS * sizeof *tmp);
+	lomas_status st = LOMAS_OK;
+	rng g;
+	rng_seed(&g, seed);
+	*out = (assoc_spread){0};
+	out->nb = nb;
+	out->ng = ng;
+	out->stride = calloc(nj, sizeof *out->stride);
+	out->share = calloc(nj, sizeof *out->share);
+	out->span = calloc(nj, sizeof *out->span);
+	if (!tmp || !out->stride || !out->share || !out->span) {
+		st = error_set(LOMAS_ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((st = collect(p, L, dh, nb, &g, &pr, &n)) || (st = stats_of(pr, n, &g, tmp, out)))
+		goto out;
+	free(pr);
+	pr = NULL;
+	if (ng > 0 && ((st = collect_own(p, L, group, nb, &g, &pr, &n)) ||
+	               (st = stats_of(pr, n, &g, tmp, out))))
+		goto out;
+out:
+	free(pr);
+	free(tmp);
+	if (st)
+		assoc_spread_free(out);
+	return st;
+}
+
+static double phi_at(const assoc_spread *sp, size_t j, double D)
 {
 	double phi = 1.0;
-	if (h >= sp->nb || S < 2 || !(D > 1.0))
-		return 1.0;
-	for (size_t j = h * PROGRESSIONS; j < (h + 1) * PROGRESSIONS; j++) {
+	for (size_t at = j * PROGRESSIONS; at < (j + 1) * PROGRESSIONS; at++) {
 		double q, f;
-		if (sp->stride[j] == 0)
+		if (sp->stride[at] == 0)
 			break;
-		q = sqrt(sp->share[j]);
-		f = q * D / sp->span[j];
+		q = sqrt(sp->share[at]);
+		f = q * D / sp->span[at];
 		phi -= q * (f < 1.0 ? f : 1.0);
 	}
 	return phi > 0.0 ? phi : 0.0;
+}
+
+double assoc_spread_phi(const assoc_spread *sp, uint32_t g, double Dg, size_t h, double Dh,
+                        uint64_t S)
+{
+	if (S < 2)
+		return 1.0;
+	if (g < sp->ng && sp->stride[(sp->nb + g) * PROGRESSIONS] != 0)
+		return Dg > 1.0 ? phi_at(sp, sp->nb + g, Dg) : 1.0;
+	return h < sp->nb && Dh > 1.0 ? phi_at(sp, h, Dh) : 1.0;
 }
