@@ -19,6 +19,7 @@
 #include "pub_tool_tooliface.h"
 
 #include "dump.h"
+#include "sampler/burst_set.h"
 #include "sampler/sampler.h"
 
 /*
@@ -59,18 +60,8 @@ typedef struct ref_desc {
  * line through every reference of its thread, counting the distinct other
  * lines (blocks of 64 with a bitmap) until the line is touched again.
  */
-#define TB_MAX_BLOCKS 8192u
-#define TB_SLOTS (TB_MAX_BLOCKS + TB_MAX_BLOCKS / 2u)
-#define TB_PCS 64u
-
-typedef struct tb_slot {
-	uint64_t key, bits;
-} tb_slot;
-
 typedef struct tool_burst {
-	tb_slot *slots; /* TB_SLOTS, or NULL (not allocated yet) */
-	uint16_t *used; /* the slots in use (TB_MAX_BLOCKS) */
-	uint32_t nused;
+	burst_set set; /* the lines seen (slots NULL: not allocated yet) */
 	Bool on;
 	Bool floor_run;       /* allowed by the process's floor, not the thread's share */
 	Bool may_long;        /* may go past TB_SHORT_REFS */
@@ -78,14 +69,10 @@ typedef struct tool_burst {
 	uint64_t start;       /* its clock */
 	uint64_t pc;          /* its pc */
 	uint64_t refs;        /* references since the start */
-	uint64_t nlines;      /* distinct other lines so far */
 	uint64_t total;       /* references in all its bursts */
 	uint64_t floor_total; /* ... in bursts the floor allowed */
 	rng pick;
-	struct {
-		uint64_t pc;
-		uint16_t found, gave_up, long_found, long_gave_up;
-	} pcs[TB_PCS]; /* start pcs whose bursts found a distance or gave up */
+	burst_pc pcs[BURST_SET_PCS]; /* start pcs whose bursts found a distance or gave up */
 } tool_burst;
 
 typedef struct tool_thread {

@@ -14,8 +14,9 @@
  * (the countdown comes due at each, as in full-trace mode) and puts its line
  * into a set; when the sample's line is touched again, the set holds the
  * distinct other lines touched strictly between the two references, the
- * sample's exact stack distance as the trace clock defines it. Past
- * TB_MAX_BLOCKS blocks of 64 lines or TB_MAX_REFS references the burst gives
+ * sample's exact stack distance as the trace clock defines it (the set:
+ * sampler/burst_set.h, the inline clock's). Past
+ * BURST_SET_BLOCKS blocks of 64 lines or TB_MAX_REFS references the burst gives
  * up (no distance); past TB_SHORT_REFS it goes on only while within its
  * allowance. A start pc whose bursts only gave up starts none after two.
  * Nothing of the sampling changes: the same samples, the same ends.
@@ -34,18 +35,11 @@
 #define TB_SHORT_REFS (32u * 1024u)
 #define TB_FLOOR_REFS (1024u * 1024u)
 #define TB_LONG_PER_PC 3u
-#define TB_HASH_K 0x9e3779b97f4a7c15ull
-#define TB_BYTES ((SizeT)TB_SLOTS * sizeof(tb_slot) + TB_MAX_BLOCKS * sizeof(uint16_t))
 
 double lt_exact_budget = 0.05;
 dump_exact_rec *lt_exact;
 uint64_t lt_nexact, lt_bursts, lt_burst_refs;
 static uint64_t exact_cap, floor_refs;
-
-static unsigned pc_slot(uint64_t pc)
-{
-	return (unsigned)((pc * TB_HASH_K) >> 58) & (TB_PCS - 1);
-}
 
 static void exact_push(const dump_exact_rec *r)
 {
@@ -57,59 +51,17 @@ static void exact_push(const dump_exact_rec *r)
 	lt_exact[lt_nexact++] = *r;
 }
 
-/* Empty the set (only the slots used). */
-static void set_clear(tool_burst *b)
-{
-	for (uint32_t i = 0; i < b->nused; i++)
-		b->slots[b->used[i]].key = b->slots[b->used[i]].bits = 0;
-	b->nused = 0;
-	b->nlines = 0;
-}
-
-/* Put line into the set; False when the set is full. */
-static Bool set_insert(tool_burst *b, uint64_t line)
-{
-	uint64_t key = (line >> 6) + 1, bit = 1ull << (line & 63);
-	uint32_t i = (uint32_t)((((key * TB_HASH_K) >> 32) * TB_SLOTS) >> 32);
-	while (b->slots[i].key && b->slots[i].key != key)
-		if (++i == TB_SLOTS)
-			i = 0;
-	if (!b->slots[i].key) {
-		if (b->nused >= TB_MAX_BLOCKS)
-			return False;
-		b->slots[i].key = key;
-		b->used[b->nused++] = (uint16_t)i;
-	}
-	if (!(b->slots[i].bits & bit)) {
-		b->slots[i].bits |= bit;
-		b->nlines++;
-	}
-	return True;
-}
-
 /* End the running burst; found: it found its distance; too_long: it gave up past TB_SHORT_REFS. */
 static void burst_stop(tool_burst *b, Bool found, Bool too_long)
 {
-	unsigned i = pc_slot(b->pc);
-	if (b->pcs[i].pc != b->pc) {
-		VG_(memset)(&b->pcs[i], 0, sizeof b->pcs[i]);
-		b->pcs[i].pc = b->pc;
-	}
-	if (found && b->refs > TB_SHORT_REFS && b->pcs[i].long_found < 0xffff)
-		b->pcs[i].long_found++;
-	if (too_long && b->pcs[i].long_gave_up < 0xffff)
-		b->pcs[i].long_gave_up++;
-	if (found && b->pcs[i].found < 0xffff)
-		b->pcs[i].found++;
-	else if (!found && b->pcs[i].gave_up < 0xffff)
-		b->pcs[i].gave_up++;
+	burst_pc_count(b->pcs, b->pc, found, b->refs > TB_SHORT_REFS, too_long);
 	lt_bursts++;
 	lt_burst_refs += b->refs;
 	if (b->floor_run) {
 		b->floor_total += b->refs;
 		floor_refs += b->refs;
 	}
-	set_clear(b);
+	burst_set_clear(&b->set);
 	b->on = False;
 }
 
@@ -129,8 +81,8 @@ void lt_burst_step(tool_thread *t, Addr addr, uint64_t clock)
 	b->total++;
 	if (line == b->line) {
 		dump_exact_rec r = {.index = t->s.index,
-		                    .sd = b->nlines < 0xffffffffull ? (uint32_t)b->nlines
-		                                                    : 0xffffffffu,
+		                    .sd = b->set.nlines < 0xffffffffull ? (uint32_t)b->set.nlines
+		                                                        : 0xffffffffu,
 		                    .start = b->start,
 		                    .end = clock};
 		exact_push(&r);
@@ -143,14 +95,14 @@ void lt_burst_step(tool_thread *t, Addr addr, uint64_t clock)
 		burst_stop(b, False, False);
 		return;
 	}
-	if (!set_insert(b, line) || b->refs >= TB_MAX_REFS)
+	if (!burst_set_insert(&b->set, line) || b->refs >= TB_MAX_REFS)
 		burst_stop(b, False, b->refs > TB_SHORT_REFS);
 }
 
 void lt_burst_maybe_start(tool_thread *t, Addr addr, uint64_t clock, Addr pc)
 {
 	tool_burst *b = &t->burst;
-	unsigned i = pc_slot(pc);
+	unsigned i = burst_pc_slot(pc);
 	Bool floor = False;
 	if (b->on || !(lt_exact_budget > 0.0))
 		return;
@@ -162,12 +114,11 @@ void lt_burst_maybe_start(tool_thread *t, Addr addr, uint64_t clock, Addr pc)
 	/* A start pc whose bursts only gave up (a sweep longer than a burst may run). */
 	if (b->pcs[i].pc == pc && b->pcs[i].gave_up >= 2 && !b->pcs[i].found)
 		return;
-	if (!b->slots) {
-		void *m = lt_alloc.alloc(TB_BYTES);
+	if (!b->set.slots) {
+		void *m = lt_alloc.alloc(BURST_SET_BYTES);
 		if (!m)
 			return;
-		b->slots = m;
-		b->used = (uint16_t *)(void *)(b->slots + TB_SLOTS);
+		burst_set_init(&b->set, m);
 		rng_seed(&b->pick, lt_settings.seed ^ (0xa0761d6478bd642full * (t->s.index + 1)));
 	}
 	/* One of the samples the budget allows at random, not the first: a loop
@@ -186,9 +137,9 @@ void lt_burst_maybe_start(tool_thread *t, Addr addr, uint64_t clock, Addr pc)
 
 void lt_burst_release(tool_thread *t)
 {
-	if (t->burst.slots)
-		lt_alloc.release(t->burst.slots, TB_BYTES);
-	t->burst.slots = NULL;
-	t->burst.used = NULL;
+	if (t->burst.set.slots)
+		lt_alloc.release(t->burst.set.slots, BURST_SET_BYTES);
+	t->burst.set.slots = NULL;
+	t->burst.set.used = NULL;
 	t->burst.on = False;
 }

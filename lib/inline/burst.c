@@ -10,10 +10,11 @@
  * when the sample's line is touched again, the set holds the distinct other
  * lines touched strictly between the two references: the sample's exact
  * stack distance, as the trace clock defines it (lib/trace/stack_dist.c).
- * The set keeps blocks of 64 lines (a key and a bitmap), so a sweep fills
- * it 64 times more slowly than lines touched at random. Past
- * BURST_MAX_BLOCKS blocks or BURST_MAX_REFS references the burst gives up
- * (no distance), so one burst never costs much.
+ * The set keeps blocks of 64 lines (a key and a bitmap,
+ * sampler/burst_set.h), so a sweep fills it 64 times more slowly than lines
+ * touched at random. Past BURST_SET_BLOCKS blocks or BURST_MAX_REFS
+ * references the burst gives up (no distance), so one burst never costs
+ * much.
  *
  * Nothing of the sampling changes: which references are sampled, the
  * samples' ends, the period and its thinning are those of a run without
@@ -27,9 +28,6 @@
 #include <string.h>
 
 #include "inline.h"
-
-#define BURST_HASH_K 0x9e3779b97f4a7c15ull
-_Static_assert(BURST_SLOTS <= 65536u, "used[] holds 16-bit slot numbers");
 
 static void exact_push(const exact_rec *r)
 {
@@ -50,38 +48,11 @@ static void exact_push(const exact_rec *r)
 	rt_spin_unlock(&rt.exact_lock);
 }
 
-/* Empty the set: only the slots used (a burst is often far smaller than the set). */
-static void set_clear(burst_state *b)
-{
-	for (uint32_t i = 0; i < b->nused; i++)
-		b->slots[b->used[i]].key = b->slots[b->used[i]].bits = 0;
-	b->nused = b->nlines = 0;
-}
-
-/* The slot of a start pc in the thread's give-up memory. */
-static unsigned pc_slot(uintptr_t pc)
-{
-	return (unsigned)(((uint64_t)pc * BURST_HASH_K) >> 58) & (BURST_PCS - 1);
-}
-
 /* End the running burst; found: it found its sample's distance; too_long:
  * it gave up past BURST_SHORT_REFS at the set's or BURST_MAX_REFS's limit. */
 static void burst_stop(burst_state *b, bool found, bool too_long)
 {
-	unsigned i = pc_slot(b->pc);
-	if (b->pcs[i].pc != b->pc) {
-		b->pcs[i].pc = b->pc;
-		b->pcs[i].gave_up = b->pcs[i].found = 0;
-		b->pcs[i].long_gave_up = b->pcs[i].long_found = 0;
-	}
-	if (b->refs > BURST_SHORT_REFS && found && b->pcs[i].long_found < UINT16_MAX)
-		b->pcs[i].long_found++;
-	if (too_long && b->pcs[i].long_gave_up < UINT16_MAX)
-		b->pcs[i].long_gave_up++;
-	if (found && b->pcs[i].found < UINT16_MAX)
-		b->pcs[i].found++;
-	else if (!found && b->pcs[i].gave_up < UINT16_MAX)
-		b->pcs[i].gave_up++;
+	burst_pc_count(b->pcs, b->pc, found, b->refs > BURST_SHORT_REFS, too_long);
 	atomic_fetch_add_explicit(&rt.bursts, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&rt.burst_refs, b->refs, memory_order_relaxed);
 	if (b->novel_run) {
@@ -95,29 +66,8 @@ static void burst_stop(burst_state *b, bool found, bool too_long)
 			atomic_fetch_add_explicit(&rt.burst_long_floor_refs,
 			                          b->refs - BURST_SHORT_REFS, memory_order_relaxed);
 	}
-	set_clear(b);
+	burst_set_clear(&b->set);
 	b->on = false;
-}
-
-/* Put line into the set; false when the set is full (BURST_MAX_BLOCKS). */
-static bool set_insert(burst_state *b, uint64_t line)
-{
-	uint64_t key = (line >> 6) + 1, bit = 1ull << (line & 63);
-	uint32_t i = (uint32_t)((((key * BURST_HASH_K) >> 32) * BURST_SLOTS) >> 32);
-	while (b->slots[i].key && b->slots[i].key != key)
-		if (++i == BURST_SLOTS)
-			i = 0;
-	if (!b->slots[i].key) {
-		if (b->nused >= BURST_MAX_BLOCKS)
-			return false;
-		b->slots[i].key = key;
-		b->used[b->nused++] = (uint16_t)i;
-	}
-	if (!(b->slots[i].bits & bit)) {
-		b->slots[i].bits |= bit;
-		b->nlines++;
-	}
-	return true;
 }
 
 /* Are the thread's bursts the budget allowed within its share of clock? */
@@ -167,7 +117,7 @@ void rt_burst_step(inline_thread *t, uint64_t addr, uint64_t clock)
 		               .start = b->start,
 		               .end = clock,
 		               .index = t->index,
-		               .sd = b->nlines};
+		               .sd = (uint32_t)b->set.nlines};
 		exact_push(&r);
 		burst_stop(b, true, false);
 		return;
@@ -176,7 +126,7 @@ void rt_burst_step(inline_thread *t, uint64_t addr, uint64_t clock)
 		burst_stop(b, false, false);
 		return;
 	}
-	if (!set_insert(b, line) || b->refs >= BURST_MAX_REFS) {
+	if (!burst_set_insert(&b->set, line) || b->refs >= BURST_MAX_REFS) {
 		/* Longer than any burst may follow: the pc's next bursts stop at
 		 * BURST_SHORT_REFS unless one of its long bursts found a distance
 		 * (rt_burst_maybe_start, may_long). */
@@ -187,7 +137,7 @@ void rt_burst_step(inline_thread *t, uint64_t addr, uint64_t clock)
 void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock, uintptr_t pc)
 {
 	burst_state *b = &t->burst;
-	unsigned i = pc_slot(pc);
+	unsigned i = burst_pc_slot(pc);
 	if (b->on || !(rt.set.exact_budget > 0.0))
 		return;
 	/* The thread's share, or the process's first BURST_FLOOR_REFS: at 2 %
@@ -221,12 +171,11 @@ void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock, uintp
 	 * the kinds that do get distances are drawn as before. */
 	if (b->pcs[i].pc == pc && b->pcs[i].gave_up >= 2 && !b->pcs[i].found)
 		return;
-	if (!b->slots) {
-		void *m = rt_map_alloc.alloc(BURST_BYTES);
+	if (!b->set.slots) {
+		void *m = rt_map_alloc.alloc(BURST_SET_BYTES);
 		if (!m)
 			return;
-		b->slots = m;
-		b->used = (uint16_t *)(void *)(b->slots + BURST_SLOTS);
+		burst_set_init(&b->set, m);
 		rng_seed(&b->pick, rt.set.seed ^ (0xa0761d6478bd642full * (t->index + 1)));
 	}
 	/* Not the first sample the budget allows, but one of them at random
@@ -250,8 +199,8 @@ void rt_burst_maybe_start(inline_thread *t, uint64_t addr, uint64_t clock, uintp
 
 void rt_burst_release(inline_thread *t)
 {
-	if (t->burst.slots)
-		rt_map_alloc.release(t->burst.slots, BURST_BYTES);
+	if (t->burst.set.slots)
+		rt_map_alloc.release(t->burst.set.slots, BURST_SET_BYTES);
 	memset(&t->burst, 0, sizeof t->burst);
 }
 

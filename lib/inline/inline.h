@@ -17,6 +17,7 @@
 
 #include "core/core.h"
 #include "inline/contract.h"
+#include "sampler/burst_set.h"
 #include "sampler/sampler.h"
 
 /* The filter the runtime keeps (lib/sampler) is the one the pass tests. */
@@ -105,13 +106,11 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
  * docs/inline-clock.md "Exact bursts"): while a burst runs every reference
  * of the thread visits the slow path and its line goes into a set; when the
  * tracked sample's line comes back, the set's size is its exact stack
- * distance. The set holds blocks of 64 lines (a key and a bitmap of its
- * lines): a sweep over 32 MiB of 64-byte lines fills 8192 entries, as 8192
- * lines touched at random do. BURST_MAX_BLOCKS / BURST_MAX_REFS: past either,
- * the burst gives up.
+ * distance (sampler/burst_set.h, shared with the dbi clock's bursts). Past
+ * BURST_SET_BLOCKS blocks of 64 lines or BURST_MAX_REFS references the
+ * burst gives up.
  */
 #define EXACT_DEFAULT_BUDGET 2.0 /* percent */
-#define BURST_MAX_BLOCKS 8192u
 #define BURST_PICK 8u
 #define BURST_MAX_REFS (512u * 1024u)
 /* Past BURST_SHORT_REFS a burst is long: it goes on only while its allowance
@@ -124,7 +123,6 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
 #define BURST_LONG_FLOOR_REFS (BURST_FLOOR_REFS / 4u * 3u)
 /* Long distances a start pc may find: as many as a kind needs to lend them (donors.c). */
 #define BURST_LONG_PER_PC 3u
-#define BURST_PCS 64u /* start pcs whose bursts gave up, remembered a thread */
 /*
  * A start pc with fewer than BURST_NOVEL_FOUND distances is new: its short
  * bursts may run past the share and the floor, within the process's
@@ -132,19 +130,8 @@ static inline int64_t countdown_at(const inline_fast *f, uint64_t info)
  */
 #define BURST_NOVEL_FOUND 4u
 #define BURST_NOVEL_REFS (512u * 1024u)
-/* The set's open-addressing slots: at most two thirds filled (208 KiB in all). */
-#define BURST_SLOTS (BURST_MAX_BLOCKS + BURST_MAX_BLOCKS / 2u)
-/* A block of 64 lines in the set: its key (line / 64 + 1; 0: empty) and which
- * of its lines are in (one cache line holds four slots, key and bits). */
-typedef struct burst_slot {
-	uint64_t key, bits;
-} burst_slot;
-#define BURST_BYTES ((size_t)BURST_SLOTS * sizeof(burst_slot) + BURST_MAX_BLOCKS * sizeof(uint16_t))
 typedef struct burst_state {
-	burst_slot *slots;    /* BURST_SLOTS blocks, or NULL (not mapped yet) */
-	uint16_t *used;       /* the slots filled, to empty them */
-	uint32_t nused;       /* slots filled */
-	uint32_t nlines;      /* distinct lines in the set */
+	burst_set set;        /* the lines seen (slots NULL: not mapped yet) */
 	bool on;              /* a burst is running */
 	uint64_t line;        /* the tracked sample's line */
 	uint64_t start;       /* its start clock */
@@ -158,13 +145,10 @@ typedef struct burst_state {
 	uint64_t tracked;     /* bursts started */
 	uintptr_t pc;         /* the tracked sample's start pc */
 	rng pick;             /* which eligible sample starts the next burst (its own stream) */
-	/* Per start pc (hashed): bursts that gave up and that found a distance;
-	 * a pc whose bursts only give up starts none (see burst.c). */
-	struct {
-		uintptr_t pc;
-		uint16_t gave_up, found;
-		uint16_t long_gave_up, long_found; /* of those, past BURST_SHORT_REFS */
-	} pcs[BURST_PCS];
+	/* Per start pc (hashed): bursts that gave up and that found a distance,
+	 * long ones past BURST_SHORT_REFS; a pc whose bursts only give up
+	 * starts none (see burst.c). */
+	burst_pc pcs[BURST_SET_PCS];
 } burst_state;
 
 /* An exact distance found: the sample of thread index that started at start, ended at end. */
