@@ -23,15 +23,7 @@ static int u64_cmp(const void *a, const void *b)
 
 size_t al_find(const uint64_t *u, size_t n, uint64_t v)
 {
-	size_t lo = 0, hi = n;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (u[mid] < v)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
+	return model_lower_bound_u64(u, 0, n, v);
 }
 
 /* A reused sample's gap, by line. */

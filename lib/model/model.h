@@ -321,6 +321,19 @@ static inline size_t model_lower_bound(const double *d, size_t lo, size_t hi, do
 	return lo;
 }
 
+/* The same over ascending uint64_t (lines, clocks). */
+static inline size_t model_lower_bound_u64(const uint64_t *d, size_t lo, size_t hi, uint64_t v)
+{
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (d[mid] < v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /*
  * G(x) = sum_{j<x} P(RD > j) of group g: the expected number of distinct
  * lines among x consecutive references (StatStack's SD(x) in one group).

@@ -23,17 +23,10 @@
 double model_stack_sum(const model_data *m, const model_group *g, double x)
 {
 	/* G(x) = x - (1/S) sum_{d_i < x} w_i (x - d_i) (docs/model.md). */
-	size_t lo = g->off, hi = g->off + g->n;
+	size_t q;
 	if (!(x > 0.0) || !(g->S > 0.0))
 		return 0.0;
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-		if (m->d[mid] < x)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	size_t q = g->pre + (lo - g->off);
+	q = g->pre + (model_lower_bound(m->d, g->off, g->off + g->n, x) - g->off);
 	return x - (x * m->pw[q] - m->pwd[q]) / g->S;
 }
 
