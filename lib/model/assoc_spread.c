@@ -55,7 +55,10 @@
  * inside the group's own windows (a partner after the reuse's start and
  * before its end, its line's last touch there), and a reuse takes its
  * group's where the group shows a progression, with D its own stack
- * distance.
+ * distance. The same windows say how many of their lines are well
+ * sampled (wshare: the weighted share of such partners, all the samples
+ * drawn), which assoc_lru.c sets against the whole run's touch
+ * probabilities of those lines.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -108,6 +111,7 @@ void assoc_spread_free(assoc_spread *sp)
 	free(sp->stride);
 	free(sp->share);
 	free(sp->span);
+	free(sp->wshare);
 	*sp = (assoc_spread){0};
 }
 
@@ -331,18 +335,62 @@ static void band_stats(sp_pair *pr, size_t n, rng *g, uint64_t *tmp, double *cum
  * over 4096 nodes in a program that also reads a 1 MiB table at random:
  * the band's span 10330 lines, the chase's own 4096).
  */
-static lomas_status collect_own(const lomas_profile *p, const al_lines *L, const uint32_t *group,
-                                size_t nb, rng *g, sp_pair **out, size_t *nout)
+/*
+ * Per group, the share of its windows' lines that are well sampled: each
+ * reuse's partners among all the samples inside its window that are their
+ * lines' last touches there, counted by weight (their own stream of draws).
+ */
+static void well_shares(const lomas_profile *p, const uint32_t *group, const uint8_t *well,
+                        assoc_ts_key *keys, size_t nk, size_t per, size_t step, double *ws,
+                        assoc_spread *sp)
 {
-	size_t nk = 0, nr = 0, per, step = 1, cap, n = 0;
-	assoc_ts_key *keys = malloc((p->samples.n ? p->samples.n : 1) * sizeof *keys);
-	sp_pair *pr;
-	if (!keys)
-		return error_set(LOMAS_ENOMEM, "out of memory");
+	rng h;
+	rng_seed(&h, 0x3e11c0de);
+	for (size_t q = 0, seen = 0; q < nk; q++) {
+		const lomas_sample *si = &p->samples.items[keys[q].ix];
+		uint32_t gi = group[keys[q].ix];
+		size_t lo = q + 1, hi, take;
+		if (gi == UINT32_MAX || well[keys[q].ix] || seen++ % step)
+			continue;
+		hi = assoc_ts_lower(keys, lo, nk, si->thread, si->end);
+		if (hi <= lo)
+			continue;
+		take = hi - lo < per ? hi - lo : per;
+		for (size_t t = 0; t < take; t++) {
+			size_t at =
+			    take == hi - lo ? lo + t : lo + (size_t)(rng_next(&h) % (hi - lo));
+			const lomas_sample *sj = &p->samples.items[keys[at].ix];
+			if (sj->addr / p->line_size == si->addr / p->line_size ||
+			    (sj->state == LOMAS_SAMPLE_REUSED && sj->end < si->end))
+				continue;
+			ws[2 * gi + well[keys[at].ix]] +=
+			    si->weight * sj->weight * (double)(hi - lo) / (double)take;
+		}
+	}
+	for (size_t j = 0; j < sp->ng; j++)
+		sp->wshare[j] = ws[2 * j] + ws[2 * j + 1] > 0.0
+		                    ? ws[2 * j + 1] / (ws[2 * j] + ws[2 * j + 1])
+		                    : -1.0;
+}
+
+static lomas_status collect_own(const lomas_profile *p, const al_lines *L, const uint32_t *group,
+                                size_t nb, rng *g, assoc_spread *sp, sp_pair **out, size_t *nout)
+{
+	size_t nk = 0, na = 0, nr = 0, per, step = 1, cap, n = 0;
+	assoc_ts_key *keys = malloc((p->samples.n ? p->samples.n : 1) * sizeof *keys),
+	             *all = malloc((p->samples.n ? p->samples.n : 1) * sizeof *all);
+	uint8_t *well = malloc(p->samples.n ? p->samples.n : 1);
+	double *ws = calloc(2 * sp->ng + 1, sizeof *ws);
+	sp_pair *pr = NULL;
+	if (!keys || !all || !well || !ws)
+		goto oom;
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
-		if (!(s->weight > 0.0) ||
-		    L->cnt[al_find(L->u, L->n, s->addr / p->line_size)] >= WELL_SAMPLED)
+		if (!(s->weight > 0.0))
+			continue;
+		well[i] = L->cnt[al_find(L->u, L->n, s->addr / p->line_size)] >= WELL_SAMPLED;
+		all[na++] = (assoc_ts_key){s->thread, s->start, (uint32_t)i};
+		if (well[i])
 			continue;
 		keys[nk++] = (assoc_ts_key){s->thread, s->start, (uint32_t)i};
 		nr += group[i] != UINT32_MAX;
@@ -353,10 +401,8 @@ static lomas_status collect_own(const lomas_profile *p, const al_lines *L, const
 	if (nr * per > PAIRS_MAX)
 		step = (nr * per + PAIRS_MAX - 1) / PAIRS_MAX;
 	cap = (nr + step - 1) / step * per + 1;
-	if (!(pr = malloc(cap * sizeof *pr))) {
-		free(keys);
-		return error_set(LOMAS_ENOMEM, "out of memory");
-	}
+	if (!(pr = malloc(cap * sizeof *pr)))
+		goto oom;
 	qsort(keys, nk, sizeof *keys, assoc_ts_cmp);
 	for (size_t q = 0, seen = 0; q < nk; q++) {
 		const lomas_sample *si = &p->samples.items[keys[q].ix];
@@ -381,10 +427,22 @@ static lomas_status collect_own(const lomas_profile *p, const al_lines *L, const
 			              (uint32_t)(nb + group[keys[q].ix])};
 		}
 	}
+	qsort(all, na, sizeof *all, assoc_ts_cmp);
+	well_shares(p, group, well, all, na, per, step, ws, sp);
 	free(keys);
+	free(all);
+	free(well);
+	free(ws);
 	*out = pr;
 	*nout = n;
 	return LOMAS_OK;
+oom:
+	free(keys);
+	free(all);
+	free(well);
+	free(ws);
+	free(pr);
+	return error_set(LOMAS_ENOMEM, "out of memory");
 }
 
 /* The progressions of every band (or group) the n pairs show, into sp (pairs reordered). */
@@ -419,7 +477,8 @@ lomas_status assoc_spread_build(const lomas_profile *p, const al_lines *L, const
 	out->stride = calloc(nj, sizeof *out->stride);
 	out->share = calloc(nj, sizeof *out->share);
 	out->span = calloc(nj, sizeof *out->span);
-	if (!tmp || !out->stride || !out->share || !out->span) {
+	out->wshare = calloc(ng + 1, sizeof *out->wshare);
+	if (!tmp || !out->stride || !out->share || !out->span || !out->wshare) {
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -427,7 +486,7 @@ lomas_status assoc_spread_build(const lomas_profile *p, const al_lines *L, const
 		goto out;
 	free(pr);
 	pr = NULL;
-	if (ng > 0 && ((st = collect_own(p, L, group, nb, &g, &pr, &n)) ||
+	if (ng > 0 && ((st = collect_own(p, L, group, nb, &g, out, &pr, &n)) ||
 	               (st = stats_of(pr, n, &g, tmp, out))))
 		goto out;
 out:

@@ -23,6 +23,7 @@ typedef struct assoc_spread {
 	double *span;     /* R: the steps a window's lines on it span */
 	size_t nb;        /* bands */
 	size_t ng;        /* groups */
+	double *wshare;   /* per group: its windows' lines' well sampled share (< 0: unknown) */
 } assoc_spread;
 
 /*
@@ -30,7 +31,8 @@ typedef struct assoc_spread {
  * length in references), from pairs of sampled references of one thread
  * less than dh[h] apart, of distinct lines with fewer than WELL_SAMPLED
  * samples each; and of the ng groups of reuses (group[i]: sample i's, or
- * UINT32_MAX for none), from pairs inside the reuses' own windows.
+ * UINT32_MAX for none), from pairs inside the reuses' own windows, and
+ * the share of those windows' lines that are well sampled (wshare).
  */
 lomas_status assoc_spread_build(const lomas_profile *p, const al_lines *L, const double *dh,
                                 size_t nb, const uint32_t *group, size_t ng, uint64_t seed,
