@@ -427,20 +427,6 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 				phi = assoc_spread_phi(W->sp, x->grp, x->sd, o->fb / 4,
 				                       W->du[o->fb / 4], S);
 				fx = fmax(0.0, (1.0 - phi) * (mx - self));
-				/*
-				 * No more of them than an even spread of its own window
-				 * leaves in its set: the window's sd lines less the well
-				 * sampled ones, and x, (sd - well + 1) / S a set, x
-				 * among them. The touch probabilities' count of a window
-				 * of the cell's mean length runs a line or so over it (a
-				 * stencil's row reuses at 507 lines of 512: 8.9 at 32
-				 * KiB 8-way, 6.9 by the stack distance), and in a phased
-				 * program counts the other phases' lines in every window
-				 * (a pointer chase over 4096 nodes, exactly 7 set-mates
-				 * at 256 KiB 8-way: 7.82, a miss 1 time in 4). Not where
-				 * the set's lines crowd (lb > 0: the locality factor's
-				 * fixed count): those are not spread over all S sets.
-				 */
 				double wl = W->well[o->fb] * W->tfit[o->fb], rho = 1.0;
 				const double *dxx = W->dx;
 				/*
@@ -463,6 +449,20 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 						wl = wx;
 					}
 				}
+				/*
+				 * No more of them than an even spread of its own window
+				 * leaves in its set: the window's sd lines less the wl
+				 * well sampled ones, and x, (sd - wl + 1) / S a set, x
+				 * among them. The touch probabilities' count of a window
+				 * of the cell's mean length runs a line or so over it (a
+				 * stencil's row reuses at 507 lines of 512: 8.9 at 32
+				 * KiB 8-way, 6.9 by the stack distance), and in a phased
+				 * program counts the other phases' lines in every window
+				 * (a pointer chase over 4096 nodes, exactly 7 set-mates
+				 * at 256 KiB 8-way: 7.82). Not where
+				 * the set's lines crowd (lb > 0: the locality factor's
+				 * fixed count): those are not spread over all S sets.
+				 */
 				if (!(lb > 0.0)) {
 					over = phi * mx + fx -
 					       ((x->sd - wl) / (double)S -
