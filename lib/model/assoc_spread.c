@@ -326,16 +326,6 @@ static void band_stats(sp_pair *pr, size_t n, rng *g, uint64_t *tmp, double *cum
 }
 
 /*
- * The pairs inside the reuses' own windows, per group (band nb + g): each
- * reuse of a group with a partner of a sparsely sampled line that starts
- * after it and before its end, and is that line's last touch there (not
- * reused before the window ends). A band's windows are all of the band's
- * length; a group's are those its reuses span, so the other phases' and
- * kinds' lines in the band's windows do not dilute them (a pointer chase
- * over 4096 nodes in a program that also reads a 1 MiB table at random:
- * the band's span 10330 lines, the chase's own 4096).
- */
-/*
  * Per group, the share of its windows' lines that are well sampled: each
  * reuse's partners among all the samples inside its window that are their
  * lines' last touches there, counted by weight (their own stream of draws).
@@ -373,6 +363,16 @@ static void well_shares(const lomas_profile *p, const uint32_t *group, const uin
 		                    : -1.0;
 }
 
+/*
+ * The pairs inside the reuses' own windows, per group (band nb + g): each
+ * reuse of a group with a partner of a sparsely sampled line that starts
+ * after it and before its end, and is that line's last touch there (not
+ * reused before the window ends). A band's windows are all of the band's
+ * length; a group's are those its reuses span, so the other phases' and
+ * kinds' lines in the band's windows do not dilute them (a pointer chase
+ * over 4096 nodes in a program that also reads a 1 MiB table at random:
+ * the band's span 10330 lines, the chase's own 4096).
+ */
 static lomas_status collect_own(const lomas_profile *p, const al_lines *L, const uint32_t *group,
                                 size_t nb, rng *g, assoc_spread *sp, sp_pair **out, size_t *nout)
 {
