@@ -465,8 +465,8 @@ static const geom chase_geoms[] = {{256 << 10, 8}, {256 << 10, 16}, {1 << 20, 8}
  * / +11.88 / +5.88 -> -0.85 / -0.91 / +0.77. With a third phase between
  * (50 sweeps of a 1024-line array, 8 references a line: well sampled
  * lines, touched in a third of the run's windows of the chase's length and
- * never in the chase's), their whole-run touch probabilities put 0.2 a set
- * in every chase window: +1.79 / +2.50 at 256 KiB; now the reuse's kind
+ * never in the chase's), their whole-run touch probabilities put 0.7 a set
+ * (1.3 at 16-way) in every chase window: +1.79 / +2.50 at 256 KiB; now the reuse's kind
  * says how many well sampled lines its windows hold (assoc_spread.c,
  * wshare): -0.76 / -0.79. Random replacement does not use the spread:
  * -5.85 at 256 KiB 8-way on two phases (the bound is what it holds).
