@@ -27,6 +27,14 @@ SANITIZERS = os.environ.get("LOMAS_SANITIZERS", "0") == "1"
 # reads of 32 KiB (4.5M references), at a fixed period.
 PHASED = ["4194304", "32768", "8"]
 PERIOD = "128"
+# The same, 16 rounds (8.9M references), for the savings. Phase-guided
+# sampling pays a fixed cost, each phase's first min_samples (2000) and the
+# windows of 1024 samples its decision lags by, then takes 1/16 of the rest:
+# at 8 rounds (34875 samples, a phase 2 windows long, and the
+# initialisation a phase of its own) about 7000 full-rate samples and 1700
+# more leave 4.5x at best, and 3.2x to 4.1x were seen over seeds and ASLR
+# (CI, 2026-11-30: 3.21x); at 16 rounds 5.8x to 6.7x.
+PHASED_LONG = ["4194304", "32768", "16"]
 
 
 def run(argv, env_extra=None, check=True, drop=()):
@@ -52,20 +60,21 @@ def inline(w):
 
 
 def test_phased_program_fewer_samples_curve_within_1pp(tmp_path):
-    """The alternating-phase workload: >= 4x fewer samples, each sample's weight
-    its period (x16 at the lower rate), and the whole-run curve within 1 pp
-    (mean) of exact simulation, both policies (the largest error is printed:
-    at the full rate too it passes 5 pp at the cliff of the 32 KiB phase)."""
+    """The alternating-phase workload (16 rounds): >= 4x fewer samples with
+    each of three seeds, each sample's weight its period (x16 at the lower
+    rate), and the whole-run curve within 1 pp (mean) of exact simulation,
+    both policies (the largest error is printed: at the full rate too it
+    passes 5 pp at the cliff of the 32 KiB phase)."""
     trace, p0, p1 = (str(tmp_path / n) for n in ("t.trace", "p0.lomas", "p1.lomas"))
     base = {"LOMAS_PERIOD": PERIOD, "LOMAS_SEED": "1"}
-    r0 = run([inline("phases")] + PHASED, dict(base, LOMAS_OUTPUT=p0, LOMAS_TRACE=trace))
+    r0 = run([inline("phases")] + PHASED_LONG, dict(base, LOMAS_OUTPUT=p0, LOMAS_TRACE=trace))
     # Phase-guided runs with three seeds: each is one draw of the samples
     # (one seed's MAE moved from 0.33 to 1.08 pp with the environment, whose
     # size moves the references before main, 2026-11-29); the mean of the
     # three is held to 1 pp, each to 1.5 pp.
     pgs = [str(tmp_path / f"pg{k}.lomas") for k in range(3)]
     for k, prof in enumerate(pgs):
-        r1 = run([inline("phases")] + PHASED,
+        r1 = run([inline("phases")] + PHASED_LONG,
                  dict(base, LOMAS_OUTPUT=prof, LOMAS_PHASE_GUIDED="1", LOMAS_SEED=str(k + 1)))
         assert r0.stdout == r1.stdout and r1.stderr == ""
     p1 = pgs[0]
@@ -90,7 +99,7 @@ def test_phased_program_fewer_samples_curve_within_1pp(tmp_path):
     for k, prof in enumerate(pgs):
         nk = len(export_json(prof)["samples"])
         print(f"phase-guided ({k}): {nk} samples ({n0 / nk:.2f}x fewer)")
-        assert nk * 3.5 <= n0  # seed 1 (k = 0) is held to 4x above; 3.6x seen with seed 2
+        assert nk * 4 <= n0
         for pol, (mae, worst) in zip(curve_check.POLICIES, errors(prof, exact, sizes)):
             print(f"phase-guided ({k}) {pol}: MAE {100 * mae:.3f} pp, largest {100 * worst:.2f} pp")
             assert mae <= 0.015, ("phase-guided", k, pol, mae, worst)
