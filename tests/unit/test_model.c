@@ -488,6 +488,55 @@ static void test_default_sizes(void **state)
 	assert_int_equal(lomas_model_default_sizes(64, s, 100, NULL), LOMAS_EINVAL);
 }
 
+/*
+ * Small pieces (5 samples each, as phase-guided sampling leaves at its lower
+ * rate) of two behaviours in stretches of 30 pieces: every segment holds one
+ * behaviour (the stretches are cut where they change, not in blocks of 64
+ * samples from wherever the small pieces began), and 240 small pieces of one
+ * behaviour stay one segment.
+ */
+static void segment_small_run(bool alternate, uint32_t *group, size_t *ngroups)
+{
+	enum { PIECES = 240, PER = 5, STRETCH = 30 };
+	uint32_t sp[PIECES * PER];
+	uint8_t bin[PIECES * PER];
+	model_piece items[PIECES];
+	size_t toff[2] = {0, PIECES};
+	model_pieces pc = {.items = items, .n = PIECES, .toff = toff, .nthreads = 1};
+	uint64_t x = 12345;
+	for (size_t i = 0; i < PIECES; i++)
+		items[i] =
+		    (model_piece){.start = i * 1000, .refs = 1000, .thread = 0, .window = i / 3};
+	for (size_t k = 0; k < PIECES * PER; k++) {
+		size_t piece = k / PER;
+		bool b = alternate && (piece / STRETCH) % 2 == 1;
+		x = x * 6364136223846793005ull + 1442695040888963407ull;
+		sp[k] = (uint32_t)piece;
+		if ((x >> 33) % 10 == 0)
+			bin[k] = 10; /* shared by both */
+		else
+			bin[k] = (uint8_t)((b ? 18 : 2) + (x >> 40) % 3);
+	}
+	assert_int_equal(model_segment(sp, bin, PIECES * PER, &pc, 0.01 / PIECES, group, ngroups),
+	                 LOMAS_OK);
+}
+
+static void test_segment_small_pieces(void **state)
+{
+	uint32_t g[240];
+	size_t ng = 0;
+	(void)state;
+	segment_small_run(true, g, &ng);
+	/* 8 stretches: at least 8 segments, none across a stretch's boundary. */
+	assert_true(ng >= 8);
+	for (size_t i = 30; i < 240; i += 30)
+		assert_true(g[i] != g[i - 1]);
+	/* And no spurious cuts: at most one more segment a stretch. */
+	assert_true(ng <= 16);
+	segment_small_run(false, g, &ng);
+	assert_int_equal(ng, 1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -496,7 +545,7 @@ int main(void)
 	    cmocka_unit_test(test_statstack_exact), cmocka_unit_test(test_lru_cliff),
 	    cmocka_unit_test(test_curve_edges),     cmocka_unit_test(test_window_weighting),
 	    cmocka_unit_test(test_censored),        cmocka_unit_test(test_errors),
-	    cmocka_unit_test(test_default_sizes),
+	    cmocka_unit_test(test_default_sizes),   cmocka_unit_test(test_segment_small_pieces),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
