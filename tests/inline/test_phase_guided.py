@@ -33,7 +33,7 @@ PERIOD = "128"
 # at 8 rounds (34875 samples, a phase 2 windows long, and the
 # initialisation a phase of its own) about 7000 full-rate samples and 1700
 # more leave 4.5x at best, and 3.2x to 4.1x were seen over seeds and ASLR
-# (CI, 2026-11-30: 3.21x); at 16 rounds 5.8x to 6.7x.
+# (CI, 2026-11-30: 3.21x); at 16 rounds 5.65x to 6.27x.
 PHASED_LONG = ["4194304", "32768", "16"]
 
 
