@@ -88,7 +88,7 @@ typedef struct al_reuse {
  * seeds of the sampling).
  */
 static lomas_status prepare_reuses(const lomas_profile *p, model_data *m, const al_lines *L,
-                                   al_reuse **out, size_t *nout, uint32_t *rmap)
+                                   al_reuse **out, size_t *nout, uint32_t *rmap, double *floor)
 {
 	model_mean mean = model_mean_of(m);
 	size_t nr = 0;
@@ -101,6 +101,11 @@ static lomas_status prepare_reuses(const lomas_profile *p, model_data *m, const 
 		return error_set(LOMAS_ENOMEM, "out of memory");
 	}
 	if ((st = model_sample_sds(m, true, sd))) {
+		free(sd);
+		free(r);
+		return st;
+	}
+	if ((st = assoc_unseen_floor(p, sd, (double)L->n, floor))) {
 		free(sd);
 		free(r);
 		return st;
@@ -312,9 +317,13 @@ static double cells(const al_lines *L, const al_reuse *r, size_t nr, uint64_t S,
 		 * points of false conflict misses). The noise is the estimate's
 		 * only: a set whose distinct sampled lines alone pass its ways
 		 * does not fit (cholesky at 32 KiB 8-way: 56 to 63 sampled lines
-		 * a set, taken to fit within a noise of 56, every LRU miss lost).
+		 * a set, taken to fit within a noise of 56, every LRU miss lost),
+		 * nor one that the reuses' stack distances alone fill past its
+		 * ways (assoc_unseen_floor: no noise is allowed above a floor).
 		 */
-		if (pass && (double)K < A + 0.5 && load < A + 0.5 + 2.0 * lines_s * L->unseen_rel)
+		if (pass && (double)K < A + 0.5 && load < A + 0.5 + 2.0 * lines_s * L->unseen_rel &&
+		    assoc_set_load((double)K, (double)L->n, L->unseen_floor, S, W->ck, W->cs) <
+		        A + 0.5)
 			continue;
 		dc = sw > 0.0 ? swd / sw : r[o->i].d;
 		Tx = fmax(L->T - (sw > 0.0 ? swn / sw : L->nw[o->k]), 1.0);
@@ -709,7 +718,8 @@ lomas_status assoc_lru_delta(const lomas_profile *p, const double *lines, size_t
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto out;
 	}
-	if ((st = al_lines_build(p, &L)) || (st = prepare_reuses(p, &m, &L, &r, &nr, rmap)) ||
+	if ((st = al_lines_build(p, &L)) ||
+	    (st = prepare_reuses(p, &m, &L, &r, &nr, rmap, &L.unseen_floor)) ||
 	    (st = assoc_pairs(p, kept, rmap, 0x5e7a55, true, &pr, &np)) ||
 	    (st = work_alloc(&W, L.n, nr, ways)) || (st = band_totals(&L, r, nr, &W)) ||
 	    (st = group_reuses(p, rmap, r, &group, &ng)) ||

@@ -89,6 +89,7 @@ typedef struct ar_set {
 	double raw;   /* r_s as sampled */
 	unsigned cls; /* class_of(share) */
 	double load;  /* distinct lines mapping to it (expected) */
+	double lfl;   /* the same with the unseen lines' floor alone */
 } ar_set;
 
 static int by_set_line(const void *a, const void *b)
@@ -119,6 +120,7 @@ typedef struct ar_sets {
 	size_t n;
 	uint32_t *ix; /* S entries when S <= DENSE_MAX */
 	double slack; /* lines a set may seem to hold over its ways and still fit */
+	double floor; /* unseen lines the reuses' stack distances imply (assoc_unseen_floor) */
 } ar_sets;
 
 /* The table's entry for set s (present). */
@@ -583,6 +585,7 @@ static lomas_status sets_build(const ar_line *lw, size_t nl, double tot, double 
 		t[k].set = tmp[i0];
 		t[k].raw = 0.0;
 		t[k].load = assoc_set_load((double)(i1 - i0), (double)nl, unseen, S, ck, cs);
+		t[k].lfl = assoc_set_load((double)(i1 - i0), (double)nl, T->floor, S, ck, cs);
 		k++;
 	}
 	T->n = k;
@@ -594,7 +597,8 @@ static lomas_status sets_build(const ar_line *lw, size_t nl, double tot, double 
 	 * footprint 12 % high (14.8 points of false misses at 256 KiB 16-way
 	 * with one seed of the sampling), and hot2+swp's 62 sets of exactly
 	 * 16 hot lines at 64 KiB 16-way came to 16.6 (1.7 to 2.4 points high
-	 * with three seeds; test_assoc).
+	 * with three seeds; test_assoc). Not one that the reuses' stack
+	 * distances alone fill past its ways (lfl: no noise above a floor).
 	 */
 	T->slack = 0.5 + 2.0 * fmin(unseen, unseen_sd) / (double)S;
 	free(T->ix);
@@ -759,10 +763,11 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 	size_t nr = 0, np = 0, nl = 0, ns = p->samples.n;
 	double unseen = 0.0, unseen_sd = 0.0, tot = 0.0, tot2 = 0.0, A = (double)ways;
 	uint64_t *tmp = NULL;
-	double *c = NULL;
+	double *c = NULL, *sd = NULL;
 	lomas_status st;
 	o.classes = false;
 	o.lru = true;
+	o.per_sample = true; /* the samples' stack distances: the footprint's floor */
 	memset(delta, 0, n * sizeof *delta);
 	memset(fa, 0, n * sizeof *fa);
 	if ((st = model_data_build(p, &o, &m)))
@@ -774,6 +779,15 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 	}
 	if ((st = refs_build(p, &m, &r, &nr, &unseen, &unseen_sd, lw, &nl, &tot, &tot2)) ||
 	    (st = pairs_build(p, lw, nl, &pr, &np)) || (st = work_alloc(&wk, nr, ns)))
+		goto out;
+	/* The unseen lines the reuses' stack distances imply (the fit rule's floor). */
+	if (!(sd = malloc((ns ? ns : 1) * sizeof *sd))) {
+		st = error_set(LOMAS_ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((st = model_sample_sds(&m, true, sd)))
+		goto out;
+	if ((st = assoc_unseen_floor(p, sd, (double)nl, &T.floor)))
 		goto out;
 	T.t = malloc((nr ? nr : 1) * sizeof *T.t);
 	tmp = malloc((nr ? nr : 1) * sizeof *tmp);
@@ -850,7 +864,7 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 				for (size_t s0 = g0, s1; s0 < g1; s0 = s1) {
 					const ar_set *e = set_find(&T, r[s0].set);
 					double Ss, Cs, Rs, occ = e->load / fmax(e->load - 1.0, 1.0);
-					bool fit = e->load < A + T.slack;
+					bool fit = e->load < A + T.slack && e->lfl < A + 0.5;
 					k = set_reuses(&wk, r, s0, g1, e, fit, occ, A, &s1, &Ss,
 					               &Cs);
 					if (pass == 0) {
@@ -872,6 +886,7 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 		fa[j] = fsum / mean.total;
 	}
 out:
+	free(sd);
 	free(r);
 	free(T.t);
 	free(T.ix);

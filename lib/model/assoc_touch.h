@@ -17,17 +17,18 @@
 typedef struct al_lines {
 	uint64_t *u; /* ascending */
 	size_t n;
-	size_t *off;       /* line k's gaps: g[off[k] .. off[k + 1]), ascending */
-	double *g;         /* gaps */
-	double *cw, *cwg;  /* prefix sums of w and w g over g (one longer) */
-	double *edge;      /* per line: weight of its dangling and censored samples */
-	double *nw;        /* per line: all its samples' weight (its references) */
-	uint32_t *cnt;     /* per line: its samples */
-	double *s2;        /* per line: sum of (w g)^2 over its gaps, for their noise */
-	double *span;      /* per line: from its first sample's start to its last touch seen */
-	double T;          /* the run's references: all the weight */
-	double unseen;     /* expected lines no sample names */
-	double unseen_rel; /* its relative sampling noise */
+	size_t *off;         /* line k's gaps: g[off[k] .. off[k + 1]), ascending */
+	double *g;           /* gaps */
+	double *cw, *cwg;    /* prefix sums of w and w g over g (one longer) */
+	double *edge;        /* per line: weight of its dangling and censored samples */
+	double *nw;          /* per line: all its samples' weight (its references) */
+	uint32_t *cnt;       /* per line: its samples */
+	double *s2;          /* per line: sum of (w g)^2 over its gaps, for their noise */
+	double *span;        /* per line: from its first sample's start to its last touch seen */
+	double T;            /* the run's references: all the weight */
+	double unseen;       /* expected lines no sample names */
+	double unseen_floor; /* as many as the reuses' stack distances imply (assoc_unseen_floor) */
+	double unseen_rel;   /* its relative sampling noise */
 } al_lines;
 
 lomas_status al_lines_build(const lomas_profile *p, al_lines *L);

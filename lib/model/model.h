@@ -567,6 +567,14 @@ double assoc_shrink(double same, double tot, double tot2, double prior, double z
  */
 bool assoc_crowded(double K, double n, uint64_t S);
 double assoc_set_load(double K, double n, double unseen, uint64_t S, double ck, double cs);
+/*
+ * The unseen lines (the footprint's lines no sample names) that the reuses'
+ * stack distances alone imply (assoc.c): the 99th percentile (by weight) of
+ * sd[i] + 1 over the reused samples (sd in sample order, model_sample_sds)
+ * less the distinct sampled lines, at least 0, into *floor.
+ */
+lomas_status assoc_unseen_floor(const struct lomas_profile *p, const double *sd, double distinct,
+                                double *floor);
 /* assoc_lru_delta (assoc_lru.c): the same for LRU. */
 lomas_status assoc_lru_delta(const struct lomas_profile *p, const double *lines, size_t n,
                              unsigned ways, double *delta, double *fa);
