@@ -28,7 +28,7 @@ typedef struct al_lines {
 	double T;            /* the run's references: all the weight */
 	double unseen;       /* expected lines no sample names */
 	double unseen_floor; /* as many as the reuses' stack distances imply (assoc_unseen_floor) */
-	double unseen_rel;   /* its relative sampling noise */
+	double unseen_rel;   /* unseen's relative sampling noise (the dangling samples') */
 } al_lines;
 
 lomas_status al_lines_build(const lomas_profile *p, al_lines *L);
