@@ -289,11 +289,16 @@ def test_exact_distances_equal_the_trace_clocks(w, tmp_path):
     same sample over the run's own full trace (distinct other lines strictly between)."""
     args, period = ACCURACY[w]
     trace, prof, ref = tmp_path / "t.trace", tmp_path / "p.lomas", tmp_path / "r.lomas"
-    record([prog(w)] + args, prof, ["--period", str(period), "--seed", "5"], trace=trace)
+    # Half the references for the bursts: at the default 5 % the loader's
+    # bursts use the budget and the program's own hardly start, and how many
+    # the loader's find moves with the environment (2 to 137 seen for matmul;
+    # 2 failed the bound below). At 50 %: 110 to 672.
+    record([prog(w)] + args, prof, ["--period", str(period), "--seed", "5"], trace=trace,
+           extra={"LOMAS_EXACT_BUDGET": "50"})
     run([DEMO, "analyze", "--lackey", trace, "--period", str(period), "--seed", "5", "-o", ref])
     mine, theirs = exact_distances(prof), exact_distances(ref)
     # How many depends on the run (its environment moves the loader's references
-    # and so the samples): the ASan build's matmul run gave 17, phases 51 to 262.
+    # and so the samples): at 5 % the ASan build's matmul run gave 17, phases 51 to 262.
     assert len(mine) >= 5, len(mine)
     assert len(theirs) > 10 * len(mine)  # the trace clock has every reuse's
     wrong = [(k, v, theirs.get(k)) for k, v in mine.items() if theirs.get(k) != v]
