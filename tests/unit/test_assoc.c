@@ -471,24 +471,37 @@ static const geom chase_geoms[] = {{256 << 10, 8}, {256 << 10, 16}, {1 << 20, 8}
  * wshare): -0.76 / -0.79. Random replacement does not use the spread:
  * -5.85 at 256 KiB 8-way on two phases (the bound is what it holds).
  */
+/*
+ * A linked list of n nodes in one random cycle (a shuffle by xorshift from
+ * *x, which it advances): next[i] the node after i; *first the shuffle's
+ * first node. The caller frees next.
+ */
+static uint32_t *random_cycle(uint32_t n, uint64_t *x, uint32_t *first)
+{
+	uint32_t *next = malloc(n * sizeof *next), *perm = malloc(n * sizeof *perm);
+	assert_non_null(next);
+	assert_non_null(perm);
+	for (uint32_t i = 0; i < n; i++)
+		perm[i] = i;
+	for (uint32_t i = n - 1; i > 0; i--) {
+		uint32_t j, t;
+		*x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+		j = (uint32_t)(*x % (i + 1));
+		t = perm[i], perm[i] = perm[j], perm[j] = t;
+	}
+	for (uint32_t i = 0; i < n; i++)
+		next[perm[i]] = perm[(i + 1) % n];
+	*first = perm[0];
+	free(perm);
+	return next;
+}
+
 static void chase_phases(bool sweep)
 {
 	sim_trace tr = {0};
 	const uint32_t table = 16384, nodes = 4096, node0 = table + 64, arr0 = node0 + nodes + 64;
-	uint32_t *next = malloc(nodes * sizeof *next), *perm = malloc(nodes * sizeof *perm);
 	uint64_t x = 88172645463325252ull, *pc;
-	assert_non_null(next);
-	assert_non_null(perm);
-	for (uint32_t i = 0; i < nodes; i++)
-		perm[i] = i;
-	for (uint32_t i = nodes - 1; i > 0; i--) {
-		uint32_t j, t;
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		j = (uint32_t)(x % (i + 1));
-		t = perm[i], perm[i] = perm[j], perm[j] = t;
-	}
-	for (uint32_t i = 0; i < nodes; i++)
-		next[perm[i]] = perm[(i + 1) % nodes];
+	uint32_t first, *next = random_cycle(nodes, &x, &first);
 	for (int round = 0; round < 2; round++) {
 		uint32_t at = 0;
 		for (int k = 0; k < 120000; k++) {
@@ -512,7 +525,6 @@ static void chase_phases(bool sweep)
 	             sizeof chase_geoms / sizeof *chase_geoms, 0.015, 0.065, NULL);
 	free(pc);
 	free(next);
-	free(perm);
 	free(tr.t);
 }
 
@@ -545,29 +557,16 @@ static void test_no_dangling(void **state)
 {
 	sim_trace tr = {0};
 	const uint32_t nodes = 20000;
-	uint32_t *next = malloc(nodes * sizeof *next), *perm = malloc(nodes * sizeof *perm);
 	uint64_t x = 2463534242ull;
+	uint32_t first, *next = random_cycle(nodes, &x, &first);
 	(void)state;
-	assert_non_null(next);
-	assert_non_null(perm);
-	for (uint32_t i = 0; i < nodes; i++)
-		perm[i] = i;
-	for (uint32_t i = nodes - 1; i > 0; i--) {
-		uint32_t j, t;
-		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-		j = (uint32_t)(x % (i + 1));
-		t = perm[i], perm[i] = perm[j], perm[j] = t;
-	}
-	for (uint32_t i = 0; i < nodes; i++)
-		next[perm[i]] = perm[(i + 1) % nodes];
-	for (uint32_t k = 0, at = perm[0]; k < 12 * nodes; k++) {
+	for (uint32_t k = 0, at = first; k < 12 * nodes; k++) {
 		sim_push(&tr, at);
 		at = next[at];
 	}
 	check("list", &tr, 1024, list_geoms, sizeof list_geoms / sizeof *list_geoms, 0.015, 1.0,
 	      NULL);
 	free(next);
-	free(perm);
 	free(tr.t);
 }
 
