@@ -90,8 +90,8 @@ int main(void)
 		qsort(cm, RUNS, sizeof *cm, cmp_double);
 		printf(
 		    "thrash bounds C=32768 n=1e7, %llu samples: median %.1f ms CPU (goal 100 ms); "
-		    "lower %.4f upper %.4f\n  (of which the model's two LRU curves: one curve "
-		    "takes %.1f ms here)\n",
+		    "lower %.4f upper %.4f\n  (of which building the model: one LRU curve takes "
+		    "%.1f ms here)\n",
 		    (unsigned long long)info.samples, ms[RUNS / 2], lower, upper, cm[RUNS / 2]);
 		lomas_profile_free(p);
 	}

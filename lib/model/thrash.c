@@ -20,12 +20,14 @@
  * variables of means 1/q(s), s < k (phase-type): P(s_n >= k) = P(T_k <= n).
  * T_k's distribution is taken as the gamma with its mean and variance
  * (exact for one dominant exponential stage, the normal limit for many
- * similar ones), so a quantum costs O(C) incomplete gamma functions:
+ * similar ones), so a quantum costs incomplete gamma functions:
  *   E[min(s_n, C)] = sum_{k=1..C} P(T_k <= n),
  *   E[(n - T)^+] = n P(T <= n) - E[T; T <= n]
  *                = n G(n; a, b) - a b G(n; a + 1, b)  (G: gamma CDF, shape a, scale b).
- * q(s) comes from lomas_model_curve (LRU, with cold misses) at every s up
- * to 64 and 64 sizes per octave above, constant in between.
+ * q(s) is taken at every s up to 64 and 64 sizes per octave above,
+ * constant in between (chain_misses sums each run of one q in three
+ * evaluations), per group of the model (a phased program is stationary
+ * only within its phases: below).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -110,15 +112,61 @@ static size_t span_grid(uint64_t C, uint64_t *s, size_t cap)
 
 #define GRID_CAP 4096
 
+/*
+ * The chain's expected misses in a quantum of t references, q[i] the
+ * chance to leave span s in (span[i - 1], span[i]] (q(0) = 1):
+ * E[min(s_t, C)] + q(C) E[(t - T_C)^+]. P(T_k <= t) is evaluated at both
+ * ends and the middle of each run of stages with one q and summed over
+ * the run by Simpson's rule (T_k's mean and variance grow linearly along
+ * it): O(grid) incomplete gamma functions instead of O(C).
+ */
+static double chain_misses(const uint64_t *span, const double *q, size_t ng, uint64_t C, double t)
+{
+	double mean = 1.0, var = 0.0, births, cdf, part;
+	/* Stage 0: the first touch after the flush misses (q = 1): T_1 = 1. */
+	gamma_parts(mean, var, t, &births, &part);
+	for (size_t i = 0; i < ng; i++) {
+		uint64_t a = i ? span[i - 1] + 1 : 1, b = span[i] < C ? span[i] : C - 1;
+		double qs = q[i], f0, fm, f1, L, mid;
+		if (a > b)
+			continue;
+		if (!(qs > 0.0))
+			return births; /* never leaves: the span stops here */
+		L = (double)(b - a + 1);
+		/* T_{k + 1} for stage k = a .. b: mean + (k - a + 1) / qs. */
+		gamma_parts(mean + 1.0 / qs, var + (1.0 - qs) / (qs * qs), t, &f0, &part);
+		if (L == 1.0) {
+			fm = f1 = f0;
+		} else {
+			mid = (L + 1.0) / 2.0;
+			gamma_parts(mean + mid / qs, var + mid * (1.0 - qs) / (qs * qs), t, &fm,
+			            &part);
+			gamma_parts(mean + L / qs, var + L * (1.0 - qs) / (qs * qs), t, &f1, &part);
+		}
+		births += L * (f0 + 4.0 * fm + f1) / 6.0;
+		mean += L / qs;
+		var += L * (1.0 - qs) / (qs * qs);
+		if (f1 < 1e-12)
+			return births; /* later spans are reached even less often */
+	}
+	/* Full: misses at the warm rate for the rest of the quantum. */
+	gamma_parts(mean, var, t, &cdf, &part);
+	return births + q[ng - 1] * (t * cdf - part);
+}
+
 lomas_status lomas_model_thrash_bounds(const lomas_profile *p, uint64_t cache_bytes,
                                        uint32_t line_bytes, const uint64_t *quantum_refs, size_t n,
                                        unsigned flags, double *lower, double *upper)
 {
 	error_clear();
 	uint32_t line = 0;
-	uint64_t *span = NULL, *bytes = NULL, C;
-	double *q = NULL, cold_rate = 0.0, warm_nocold = 0.0;
-	size_t ng;
+	uint64_t *span = NULL, C;
+	double *q = NULL, *sd = NULL, *cost = NULL, Cl;
+	size_t ng, *first = NULL, *order = NULL;
+	model_opts o = model_default_opts(LOMAS_POLICY_LRU);
+	model_data m;
+	model_mean mean;
+	bool built = false;
 	lomas_status st;
 	if (!lower || (n > 0 && (!quantum_refs || !upper)))
 		return error_set(LOMAS_EINVAL, "lomas_model_thrash_bounds: NULL argument");
@@ -129,65 +177,109 @@ lomas_status lomas_model_thrash_bounds(const lomas_profile *p, uint64_t cache_by
 		if (quantum_refs[i] == 0)
 			return error_set(LOMAS_EINVAL, "a quantum of 0 references");
 	C = cache_bytes / line;
+	Cl = (double)C;
+	o.lru = true;
+	o.per_sample = true; /* each sample's stack distance, for its group's chain */
+	if ((st = model_data_build(p, &o, &m)))
+		return st;
+	built = true;
+	mean = model_mean_of(&m);
+	/* The lower bound is lomas_model_miss_ratio's warm LRU ratio (the same model run). */
+	if ((st = model_run(&m, LOMAS_POLICY_LRU, &Cl, 1, flags, o.footprint, lower)))
+		goto out;
 	span = malloc(GRID_CAP * sizeof *span);
-	bytes = malloc(GRID_CAP * sizeof *bytes);
-	q = malloc((GRID_CAP + 1) * sizeof *q);
-	if (!span || !bytes || !q) {
+	q = malloc(GRID_CAP * sizeof *q);
+	sd = malloc((p->samples.n ? p->samples.n : 1) * sizeof *sd);
+	cost = calloc(n ? n : 1, sizeof *cost);
+	if (!span || !q || !sd || !cost) {
 		st = error_set(LOMAS_ENOMEM, "out of memory");
 		goto out;
 	}
 	ng = span_grid(C, span, GRID_CAP);
-	for (size_t i = 0; i < ng; i++)
-		bytes[i] = span[i] * line;
-	/* q(s) for s = span[i], cold misses counted (they are births too). */
-	if ((st = lomas_model_curve(p, LOMAS_POLICY_LRU, bytes, ng, 0, LOMAS_MODEL_COLD, q)) ||
-	    (st = lomas_model_curve(p, LOMAS_POLICY_LRU, &cache_bytes, 1, 0, 0, &warm_nocold)))
+	if ((st = model_sample_sds(&m, true, sd)))
 		goto out;
-	/* The cold misses happen with or without sharing: without LOMAS_MODEL_COLD, left out. */
-	cold_rate = flags & LOMAS_MODEL_COLD ? 0.0 : fmax(0.0, q[ng - 1] - warm_nocold);
-	*lower = flags & LOMAS_MODEL_COLD ? q[ng - 1] : warm_nocold;
-	for (size_t j = 0; j < n; j++) {
-		double t = (double)quantum_refs[j], mean = 0.0, var = 0.0, births = 0.0;
-		double cdf, part, qc = q[ng - 1];
-		/*
-		 * Stage s (span s to s + 1) leaves with q(s): q(0) = 1 (the first
-		 * touch after a flush misses); between grid points q takes the
-		 * value at the next one (exact up to 64 lines, within 1/64 octave
-		 * of the span above).
-		 */
-		bool full = true;
-		for (size_t i = 0, s = 0; s < C; s++) {
-			double qs = 1.0;
-			if (s > 0) {
-				while (span[i] < s && i + 1 < ng)
-					i++;
-				qs = q[i];
-			}
-			if (!(qs > 0.0)) {
-				full = false; /* never leaves: the span stops here */
-				break;
-			}
-			mean += 1.0 / qs;
-			var += (1.0 - qs) / (qs * qs);
-			gamma_parts(mean, var, t, &cdf, &part);
-			births += cdf;
-			if (cdf < 1e-12) {
-				full = false; /* later spans are reached even less often */
-				break;
-			}
-		}
-		double tail = 0.0;
-		if (full) {
-			gamma_parts(mean, var, t, &cdf, &part);
-			/* Once full: misses at the warm rate for the rest of the quantum. */
-			tail = qc * (t * cdf - part);
-		}
-		double r = (births + tail) / t - cold_rate;
-		upper[j] = fmin(1.0, fmax(r, *lower));
+	/*
+	 * The chain is the report's for a stationary program: one q(s) for
+	 * the run. A phased program is stationary only within its phases, and
+	 * the flush costs what the phase it falls in takes to refill the
+	 * cache: a mixture's q(s) refills a cache far faster than its slow
+	 * phases do, and much slower than its streaming ones need (a four-phase
+	 * program at 512 KiB, n = 10^4: exact flushed LRU 8.07 %, the chain
+	 * over the run's exact q(s) 7.57 %, chains over each 156k references'
+	 * own q(s) 8.07 %). So each group of the model (a segment of similar
+	 * windows) has its chain, from the stack distances the curve places
+	 * its samples by (cold and censored samples at infinity), and the
+	 * upper bound is the warm ratio plus the groups' flush costs (a
+	 * flushed quantum's misses less the warm cache's, q(C) t), weighted
+	 * as the curve weights them. Cold misses happen with or without
+	 * sharing: in both, so not in the cost.
+	 */
+	/* The samples by start group (a counting sort): first[g] .. first[g + 1]. */
+	first = calloc(m.ngroups + 1, sizeof *first);
+	order = malloc((p->samples.n ? p->samples.n : 1) * sizeof *order);
+	if (!first || !order) {
+		st = error_set(LOMAS_ENOMEM, "out of memory");
+		goto out;
 	}
+	for (size_t i = 0; i < p->samples.n; i++)
+		first[m.sample_g0[i] + 1]++;
+	for (size_t gi = 0; gi < m.ngroups; gi++)
+		first[gi + 1] += first[gi];
+	for (size_t i = 0; i < p->samples.n; i++)
+		order[first[m.sample_g0[i]]++] = i;
+	/* first[g] now holds group g's end: shift back. */
+	for (size_t gi = m.ngroups; gi > 0; gi--)
+		first[gi] = first[gi - 1];
+	first[0] = 0;
+	for (size_t gi = 0; gi < m.ngroups && n > 0; gi++) {
+		const model_group *g = &m.groups[gi];
+		double wt = model_mean_weight(&mean, g), inf = 0.0;
+		if (!(g->S > 0.0) || !(wt > 0.0))
+			continue;
+		for (size_t i = 0; i < ng; i++)
+			q[i] = 0.0;
+		/* q[i] collects the weight at SD >= span[i] - MODEL_SD_ROUND. */
+		for (size_t k = first[gi]; k < first[gi + 1]; k++) {
+			const lomas_sample *s = &p->samples.items[order[k]];
+			size_t lo = 0, hi = ng;
+			if (!(s->weight > 0.0))
+				continue;
+			if (s->state != LOMAS_SAMPLE_REUSED) {
+				inf += s->weight;
+				continue;
+			}
+			/* The spans sd misses: span[j] - ROUND <= sd for j < lo. */
+			while (lo < hi) {
+				size_t mid = lo + (hi - lo) / 2;
+				if ((double)span[mid] - MODEL_SD_ROUND <= sd[order[k]])
+					lo = mid + 1;
+				else
+					hi = mid;
+			}
+			if (lo > 0)
+				q[lo - 1] += s->weight;
+		}
+		q[ng - 1] += inf;
+		for (size_t i = ng - 1; i-- > 0;)
+			q[i] += q[i + 1];
+		for (size_t i = 0; i < ng; i++)
+			q[i] = fmin(1.0, q[i] / g->S);
+		for (size_t j = 0; j < n; j++) {
+			double t = (double)quantum_refs[j];
+			cost[j] += wt / mean.total *
+			           fmax(0.0, chain_misses(span, q, ng, C, t) / t - q[ng - 1]);
+		}
+	}
+	for (size_t j = 0; j < n; j++)
+		upper[j] = fmin(1.0, *lower + cost[j]);
 out:
 	free(span);
-	free(bytes);
 	free(q);
+	free(sd);
+	free(cost);
+	free(first);
+	free(order);
+	if (built)
+		model_data_free(&m);
 	return st;
 }
