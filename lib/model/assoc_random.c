@@ -21,7 +21,10 @@
  * S_s its sampled weight, C_s its censored weight, c the segment's
  * cold-miss rate (cold misses evict too; assumed spread like the
  * references). The segment's ratio is sum_s S_s R_s / sum_s S_s: the sets
- * weighted by their share of the references. One global ratio (the fully
+ * weighted by their share of the references. The first pass takes R_s
+ * from all the sets of s's class (of share) at once: one set's own
+ * samples, where there are about as many sets as samples, make its root
+ * all or nothing. One global ratio (the fully
  * associative fixed point, or a share of lines taken for a share of the
  * misses) averages a crowded set's many misses with a quiet set's few: 13
  * points low on a strided sweep mixed with hot random reads, where the
@@ -80,6 +83,7 @@ typedef struct ar_ref {
 	uint32_t ix;   /* the sample's index */
 	uint16_t band; /* band_of(d) */
 	uint8_t state;
+	uint8_t cls; /* its set's class (class_of) for the set count at hand */
 } ar_ref;
 
 /* One set's totals over the whole profile. */
@@ -100,11 +104,13 @@ static int by_set_line(const void *a, const void *b)
 	return x->line < y->line ? -1 : x->line > y->line;
 }
 
-static int by_group_set(const void *a, const void *b)
+static int by_group_class_set(const void *a, const void *b)
 {
 	const ar_ref *x = a, *y = b;
 	if (x->group != y->group)
 		return x->group < y->group ? -1 : 1;
+	if (x->cls != y->cls)
+		return x->cls < y->cls ? -1 : 1;
 	return x->set < y->set ? -1 : x->set > y->set;
 }
 
@@ -122,6 +128,21 @@ typedef struct ar_sets {
 	double slack; /* lines a set may seem to hold over its ways and still fit */
 	double floor; /* unseen lines the reuses' stack distances imply (assoc_unseen_floor) */
 } ar_sets;
+
+/*
+ * The share q of the references between a reuse of a line of share own
+ * (its samples' weight over all) that go to its set e: the set's share
+ * less the line's, over 1 - the line's (none of the references between is
+ * to the line). Where a set has more sets than the profile has samples, a
+ * line sampled once outweighs the set's 1/S and q is 0 (issue 21, left
+ * open: its other samples' share alone, the unbiased one, is right on
+ * uniform random reads but exposes the fully associative curve's own
+ * errors on cyclic walks and while a random cache fills; docs/model.md).
+ */
+static double other_share(const ar_set *e, double own)
+{
+	return fmax(0.0, e->share - own) / (1.0 - fmin(own, 0.5));
+}
 
 /* The table's entry for set s (present). */
 static ar_set *set_find(const ar_sets *T, uint64_t s)
@@ -490,8 +511,7 @@ static lomas_status dispersion(const ar_pair *pr, size_t np, const ar_sets *T, u
 	for (size_t i0 = 0, i1; i0 < np; i0 = i1) {
 		const ar_set *e = set_find(T, pr[i0].lx % S);
 		/* The reuse's own q before the cell's factor (as the solve takes it). */
-		double q = fmax(0.0, e->share - pr[i0].own) / (1.0 - fmin(pr[i0].own, 0.5)), n, k,
-		       k2;
+		double q = other_share(e, pr[i0].own), n, k, k2;
 		i1 = reuse_refs(pr, i0, np, S, NULL, &n, &k, &k2);
 		kk[pr[i0].ri] = (uint8_t)k;
 		nn[pr[i0].ri] = (uint8_t)n;
@@ -635,14 +655,15 @@ typedef struct ar_work {
 
 /*
  * The reuses of the set of r[s0] within r[s0, g1) into wk's x, dd, w, al,
- * be; their count. *s1 the end of the set's samples, *Ss their weight, *Cs
- * the censored weight.
+ * be from k0 on; the end of them. *s1 the end of the set's samples, *Ss
+ * their weight, *Cs the censored weight.
  */
-static size_t set_reuses(ar_work *wk, const ar_ref *r, size_t s0, size_t g1, const ar_set *e,
-                         bool fit, double occ, double A, size_t *s1, double *Ss, double *Cs)
+static size_t set_reuses(ar_work *wk, const ar_ref *r, size_t s0, size_t g1, size_t k0,
+                         const ar_set *e, bool fit, double occ, double A, size_t *s1, double *Ss,
+                         double *Cs)
 {
 	const double *fc = wk->factor + e->cls;
-	size_t k = 0, i;
+	size_t k = k0, i;
 	*Ss = *Cs = 0.0;
 	for (i = s0; i < g1 && r[i].set == r[s0].set; i++) {
 		double q, kp;
@@ -651,8 +672,7 @@ static size_t set_reuses(ar_work *wk, const ar_ref *r, size_t s0, size_t g1, con
 			*Cs += r[i].w;
 		if (r[i].state != LOMAS_SAMPLE_REUSED)
 			continue;
-		q = fmax(0.0, e->share - r[i].own) / (1.0 - fmin(r[i].own, 0.5)) *
-		    fc[r[i].band * NCLASS];
+		q = other_share(e, r[i].own) * fc[r[i].band * NCLASS];
 		q = fmin(q, 1.0);
 		kp = wk->kap[r[i].band * NCLASS + e->cls];
 		wk->x[k] = fit ? 0.0 : q * occ / A;
@@ -665,12 +685,14 @@ static size_t set_reuses(ar_work *wk, const ar_ref *r, size_t s0, size_t g1, con
 	return k;
 }
 
-/* First pass: the set's root; every sample's miss probability at it (pm). */
-static double set_first(ar_work *wk, const ar_ref *r, size_t s0, size_t s1, size_t k, double Ss,
-                        double Cs, double cg, double occ, double A)
+/*
+ * First pass: every sample of the set r[s0, s1), its reuses at wk's t0 on,
+ * its miss probability (pm) at the set's ratio Rs.
+ */
+static void set_first(ar_work *wk, const ar_ref *r, size_t s0, size_t s1, size_t t0, double Rs,
+                      double cg, double occ, double A)
 {
-	double Rs = set_root(wk->x, wk->dd, wk->w, wk->al, wk->be, k, Cs, Ss, cg);
-	for (size_t i = s0, t = 0; i < s1; i++) {
+	for (size_t i = s0, t = t0; i < s1; i++) {
 		size_t ix = r[i].ix;
 		if (r[i].state != LOMAS_SAMPLE_REUSED) {
 			wk->pm[ix] = r[i].state == LOMAS_SAMPLE_CENSORED ? 1.0 : Rs;
@@ -681,7 +703,6 @@ static double set_first(ar_work *wk, const ar_ref *r, size_t s0, size_t s1, size
 		wk->es[ix] = wk->x[t] * A / occ;
 		t++;
 	}
-	return Rs;
 }
 
 /*
@@ -810,9 +831,11 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 		    (st = locality(pr, np, &T, S, wk.factor)) ||
 		    (st = dispersion(pr, np, &T, S, wk.kap, wk.kk, wk.nn)))
 			goto out;
-		for (size_t i = 0; i < nr; i++)
+		for (size_t i = 0; i < nr; i++) {
 			r[i].set = r[i].line % S;
-		qsort(r, nr, sizeof *r, by_group_set);
+			r[i].cls = (uint8_t)set_find(&T, r[i].set)->cls;
+		}
+		qsort(r, nr, sizeof *r, by_group_class_set);
 		memset(wk.setR, 0, T.n * sizeof *wk.setR);
 		memset(wk.setS, 0, T.n * sizeof *wk.setS);
 		/*
@@ -861,19 +884,50 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 					sum -= x;
 					fsum += x;
 				}
-				for (size_t s0 = g0, s1; s0 < g1; s0 = s1) {
-					const ar_set *e = set_find(&T, r[s0].set);
-					double Ss, Cs, Rs, occ = e->load / fmax(e->load - 1.0, 1.0);
-					bool fit = e->load < A + T.slack && e->lfl < A + 0.5;
-					k = set_reuses(&wk, r, s0, g1, e, fit, occ, A, &s1, &Ss,
-					               &Cs);
-					if (pass == 0) {
-						Rs = set_first(&wk, r, s0, s1, k, Ss, Cs, cg, occ,
-						               A);
-						wk.setR[e - T.t] += Ss * Rs;
-						wk.setS[e - T.t] += Ss;
-						continue;
+				/*
+				 * First pass: one root per class of sets (sets of one share
+				 * are busy alike): a set holds a sample or two where there
+				 * are about as many sets as samples, and its own root from
+				 * them is all or nothing.
+				 */
+				for (size_t c0 = g0, c1; pass == 0 && c0 < g1; c0 = c1) {
+					double Sc = 0.0, Cc = 0.0, Rc;
+					size_t kc = 0;
+					for (c1 = c0; c1 < g1 && r[c1].cls == r[c0].cls;) {
+						const ar_set *e = set_find(&T, r[c1].set);
+						double Ss, Cs,
+						    occ = e->load / fmax(e->load - 1.0, 1.0);
+						bool fit =
+						    e->load < A + T.slack && e->lfl < A + 0.5;
+						kc = set_reuses(&wk, r, c1, g1, kc, e, fit, occ, A,
+						                &c1, &Ss, &Cs);
+						Sc += Ss;
+						Cc += Cs;
 					}
+					Rc = set_root(wk.x, wk.dd, wk.w, wk.al, wk.be, kc, Cc, Sc,
+					              cg);
+					for (size_t s0 = c0, s1, t0 = 0; s0 < c1; s0 = s1) {
+						const ar_set *e = set_find(&T, r[s0].set);
+						double Ss = 0.0,
+						       occ = e->load / fmax(e->load - 1.0, 1.0);
+						size_t nre = 0;
+						for (s1 = s0; s1 < c1 && r[s1].set == r[s0].set;
+						     s1++) {
+							Ss += r[s1].w;
+							nre += r[s1].state == LOMAS_SAMPLE_REUSED;
+						}
+						set_first(&wk, r, s0, s1, t0, Rc, cg, occ, A);
+						t0 += nre;
+						wk.setR[e - T.t] += Ss * Rc;
+						wk.setS[e - T.t] += Ss;
+					}
+				}
+				for (size_t s0 = g0, s1; pass == 1 && s0 < g1; s0 = s1) {
+					const ar_set *e = set_find(&T, r[s0].set);
+					double Ss, Cs, occ = e->load / fmax(e->load - 1.0, 1.0);
+					bool fit = e->load < A + T.slack && e->lfl < A + 0.5;
+					k = set_reuses(&wk, r, s0, g1, 0, e, fit, occ, A, &s1, &Ss,
+					               &Cs);
 					miss +=
 					    Ss * set_second(&wk, r, s0, s1, e->cls, Ss, Cs, occ, A);
 					refs += Ss;
