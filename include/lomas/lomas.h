@@ -753,7 +753,9 @@ LOMAS_API lomas_status lomas_session_start(const lomas_config *cfg, char *const 
 /*
  * Attach to the running process pid (all its threads): step and pmu clocks
  * only (ENOTSUP for inline and dbi); EPERM when ptrace is refused
- * (ptrace_scope), ENOENT when there is no such process.
+ * (ptrace_scope), ENOENT when there is no such process. Its profiles carry
+ * the metadata start = attached: the program's caches were warm when it
+ * began (the random-replacement model otherwise takes them for empty).
  */
 LOMAS_API lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lomas_session **out);
 /*

@@ -64,22 +64,24 @@ static lomas_status random_probs(const lomas_profile *p, model_data *m, double l
 	double *P = malloc((ng + 1) * sizeof *P), *A = calloc(ng + 1, sizeof *A);
 	double *keep = malloc((m->nthreads + 1) * sizeof *keep);
 	double *corr = malloc((ng ? ng : 1) * sizeof *corr);
+	double *kap = malloc((ng ? ng : 1) * sizeof *kap);
 	const double lg = lines >= 2.0 ? log1p(-1.0 / lines) : 0.0;
 	lomas_status st;
-	if (!R || !c || !P || !A || !keep || !corr) {
+	if (!R || !c || !P || !A || !keep || !corr || !kap) {
 		st = error_set(LOMAS_ENOMEM, "out of memory attributing misses");
 		goto out;
 	}
-	if ((st = statcache_solve_time(m, &lines, 1, false, R, c)))
+	if ((st = statcache_solve_time(m, &lines, 1, false, R, c)) ||
+	    (st = model_evicting_cold(m, &lines, 1, kap)))
 		goto out;
 	/* P[k]: the expected misses of k's thread before group k (statcache_time.c). */
 	for (size_t t = 0; t < m->nthreads; t++) {
 		for (size_t g = m->thread_first[t]; g < m->thread_first[t + 1]; g++) {
 			const model_group *gr = &m->groups[g];
-			P[g] =
-			    g == m->thread_first[t]
-			        ? 0.0
-			        : P[g - 1] + (R[g - 1] + c[g - 1]) * (double)(gr[-1].b - gr[-1].a);
+			P[g] = g == m->thread_first[t]
+			           ? 0.0
+			           : P[g - 1] + (R[g - 1] + c[g - 1] * kap[g - 1]) *
+			                            (double)(gr[-1].b - gr[-1].a);
 		}
 		keep[t] = bound ? model_footprint_keep(m, t, lines) : 1.0;
 	}
@@ -97,10 +99,11 @@ static lomas_status random_probs(const lomas_profile *p, model_data *m, double l
 		}
 		d = (double)sample_distance(s);
 		if (g1 == g0) {
-			M = (R[g0] + c[g0]) * d;
+			M = (R[g0] + c[g0] * kap[g0]) * d;
 		} else {
 			double in0 = (double)(G0->b - s->start - 1), in1 = (double)(s->end - G1->a);
-			M = P[g1] - P[g0 + 1] + (R[g0] + c[g0]) * in0 + (R[g1] + c[g1]) * in1;
+			M = P[g1] - P[g0 + 1] + (R[g0] + c[g0] * kap[g0]) * in0 +
+			    (R[g1] + c[g1] * kap[g1]) * in1;
 		}
 		/* One line: every other reference in between evicts it (statcache.c). */
 		pr = lines < 2.0 ? (d > 0.0 ? 1.0 : 0.0) : model_f(M, lg);
@@ -127,6 +130,7 @@ out:
 	free(A);
 	free(keep);
 	free(corr);
+	free(kap);
 	return st;
 }
 

@@ -371,6 +371,16 @@ static lomas_status place_crossings(const lomas_profile *p, const model_opts *o,
 	return LOMAS_OK;
 }
 
+/* A profile of a program attached mid-run (meta start=attached): its caches were warm. */
+static bool profile_attached(const lomas_profile *p)
+{
+	for (size_t i = 0; i < p->meta.n; i++)
+		if (!strcmp(p->meta.items[i].key, "start") &&
+		    !strcmp(p->meta.items[i].value, "attached"))
+			return true;
+	return false;
+}
+
 lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o, model_data *m)
 {
 	size_t nfin = 0, ncand = 0, ns = p->samples.n, np;
@@ -393,6 +403,7 @@ lomas_status model_data_build(const struct lomas_profile *p, const model_opts *o
 
 	memset(m, 0, sizeof *m);
 	m->profile = p;
+	m->cold_start = o->footprint && !profile_attached(p);
 	if (p->windows.n > 0 &&
 	    (st = o->base ? model_pieces_copy(&o->base->pieces, p->windows.n, &m->pieces)
 	                  : model_pieces_build(p, &m->pieces)))

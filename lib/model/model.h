@@ -163,6 +163,9 @@ typedef struct model_data {
 	uint32_t *sample_g0, *sample_g1;
 	uint8_t *sample_fixed;
 	size_t nexact; /* reused samples with LOMAS_SAMPLE_EXACT_SD (then LRU keeps the above) */
+	/* The profile starts with the program (model_opts.footprint): a random
+	 * cache evicts nothing until it is full (model_evicting_cold). */
+	bool cold_start;
 } model_data;
 
 /*
@@ -364,6 +367,12 @@ lomas_status model_sample_sds(model_data *m, bool bound, double *sd);
  * evict lines like any miss, into c[ngroups] (statcache_time.c).
  */
 lomas_status model_cold_rates(const model_data *m, double *c);
+/*
+ * kappa[g * n + j]: the share of group g's first touches that evict lines
+ * in a random cache of lines[j] lines, those after its thread's first
+ * lines[j] (statcache_time.c); 1 without m->cold_start.
+ */
+lomas_status model_evicting_cold(const model_data *m, const double *lines, size_t n, double *kappa);
 
 /*
  * The policies' output, for n sizes: cap[t * n + j], thread t's capacity
@@ -439,9 +448,9 @@ typedef struct sc_tables {
 /* lams: -log1p(-1/L) of the n sizes (ascending sizes: descending lams). */
 lomas_status sc_tables_build(const model_data *m, const double *lams, size_t n, sc_tables *T);
 void sc_tables_free(sc_tables *T);
-/* Group gi's ratios R[n] for the sizes with extra[j] misses and cold rate c. */
+/* Group gi's ratios R[n] for the sizes with extra[j] misses and evicting cold rate c[j]. */
 void sc_table_solve(const sc_tables *T, const model_data *m, size_t gi, const double *lines,
-                    const double *lams, size_t n, const double *extra, double c, double *R);
+                    const double *lams, size_t n, const double *extra, const double *c, double *R);
 
 /*
  * The exact stack distance is an integer: the estimate is rounded to the

@@ -308,13 +308,13 @@ lomas_status sc_tables_build(const model_data *m, const double *lams, size_t n, 
 }
 
 void sc_table_solve(const sc_tables *T, const model_data *m, size_t gi, const double *lines,
-                    const double *lams, size_t n, const double *extra, double c, double *R)
+                    const double *lams, size_t n, const double *extra, const double *cs, double *R)
 {
 	const model_group *g = &m->groups[gi];
 	const sc_table *t = &T->t[gi];
 	int jl = t->jl, jh = t->jh, jp = jh + 1;
 	for (size_t j = 0; j < n; j++) {
-		double lam = lams[j], slope, E, x, r;
+		double lam = lams[j], c = cs[j], slope, E, x, r;
 		if (!(g->S > 0.0)) {
 			R[j] = 0.0;
 			continue;

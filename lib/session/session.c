@@ -14,8 +14,9 @@
 struct lomas_session {
 	const session_ops *ops;
 	void *impl;
-	bool ended;   /* the target ended while we watched it: wait_status is its own */
-	bool stopped; /* lomas_session_stop detached from a target still running */
+	bool ended;    /* the target ended while we watched it: wait_status is its own */
+	bool stopped;  /* lomas_session_stop detached from a target still running */
+	bool attached; /* the target ran before we came: its caches were not empty */
 	int wait_status;
 	uint64_t start_ns;
 };
@@ -223,9 +224,11 @@ lomas_status lomas_session_attach(const lomas_config *cfg, int pid, lomas_sessio
 		return dbi_backend_attach();
 	if (cfg->clock == CLOCK_PMU && (st = pmu_available(cfg, "step")))
 		return st;
-	if ((st = monitor_backend_attach(cfg, pid, &ops, &impl)))
+	if ((st = monitor_backend_attach(cfg, pid, &ops, &impl)) ||
+	    (st = session_new(ops, impl, t0, out)))
 		return st;
-	return session_new(ops, impl, t0, out);
+	(*out)->attached = true;
+	return LOMAS_OK;
 }
 
 lomas_status lomas_session_poll(lomas_session *s, int timeout_ms, int *running)
@@ -325,9 +328,18 @@ lomas_status lomas_session_stats(const lomas_session *s, lomas_stats *out)
 lomas_status lomas_session_profile(lomas_session *s, lomas_profile **out)
 {
 	error_clear();
+	lomas_status st;
 	if (!s || !out)
 		return error_set(LOMAS_EINVAL, "lomas_session_profile: NULL argument");
-	return s->ops->profile(s->impl, out);
+	if ((st = s->ops->profile(s->impl, out)))
+		return st;
+	/* The model takes a profile for the program's whole run unless it says
+	 * otherwise (lib/model: a cache empty at its start). */
+	if (s->attached && (st = profile_meta_setf(*out, "start", "attached"))) {
+		lomas_profile_free(*out);
+		*out = NULL;
+	}
+	return st;
 }
 
 const char *lomas_session_clock(const lomas_session *s)

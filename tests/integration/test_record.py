@@ -126,7 +126,10 @@ def test_attach_then_detach_leaves_target_unharmed(tmp_path):
         rc = p.wait(timeout=60)
         err = p.stderr.read()
         assert rc == 128 + signal.SIGINT, err
-        assert len(export(out)["samples"]) > 0
+        prof = export(out)
+        assert len(prof["samples"]) > 0
+        # Its caches were warm when we came: the model must not take them for empty.
+        assert prof["meta"].get("start") == "attached"
         time.sleep(0.2)
         assert t.poll() is None
         assert proc_state(t.pid) in "RS"
@@ -148,6 +151,7 @@ def test_auto_clock_picks_inline_for_instrumented_programs(tmp_path):
     assert r.stdout == plain.stdout
     prof = export(out)
     assert prof["meta"]["clock"] == "inline"
+    assert "start" not in prof["meta"]  # launched by us: from its first reference
     assert len(prof["samples"]) > 100
 
 
