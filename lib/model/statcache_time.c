@@ -109,7 +109,7 @@ lomas_status model_cold_rates(const model_data *m, double *c)
  * 600k references: the curve had 31.6 % at 4 MiB for the exact 21.9 %.
  * The distinct lines so far are the first touches so far, counted as
  * model_cold_rates counts them per group (samples less reuses ended,
- * nondecreasing), but over FILL_BINS even bins of the thread's clock: a
+ * nondecreasing), but over up to FILL_BINS even bins of the thread's clock: a
  * group is as long as a phase and a cache fills at its start, and so does
  * a window (a list of 20000 lines walked 12 times in one window: every
  * first touch is in the first pass, a twelfth of it). Within a bin the
@@ -122,56 +122,64 @@ lomas_status model_evicting_cold(const model_data *m, const double *lines, size_
 	const lomas_profile *p = m->profile;
 	const model_pieces *pc = &m->pieces;
 	size_t nt = pc->nthreads, ng = m->ngroups;
-	double *net = calloc(nt * FILL_BINS + 1, sizeof *net),
-	       *wid = malloc((nt + 1) * sizeof *wid);
-	double *y = malloc((FILL_BINS + 1) * sizeof *y),
-	       *val = malloc((FILL_BINS + 1) * sizeof *val);
+	/* Thread t's bins: boff[t] .. boff[t + 1], at most 4 a piece (a window of an
+	 * unknown thread is a thread of its own). */
+	size_t *boff = malloc((nt + 1) * sizeof *boff), *len = NULL;
+	double *net = NULL, *wid = malloc((nt + 1) * sizeof *wid), *y = NULL, *val = NULL;
 	double *tot = calloc(ng + 1, sizeof *tot);
-	size_t *len = malloc((FILL_BINS + 1) * sizeof *len);
 	lomas_status st = LOMAS_OK;
-	if (!net || !wid || !y || !val || !tot || !len) {
-		st = error_set(LOMAS_ENOMEM, "out of memory");
-		goto out;
+	if (!boff || !wid || !tot)
+		goto nomem;
+	boff[0] = 0;
+	for (size_t t = 0; t < nt; t++) {
+		size_t np = pc->toff[t + 1] - pc->toff[t];
+		boff[t + 1] = boff[t] + (4 * np < FILL_BINS ? 4 * np : FILL_BINS);
 	}
+	net = calloc(boff[nt] + 1, sizeof *net);
+	y = malloc((FILL_BINS + 1) * sizeof *y);
+	val = malloc((FILL_BINS + 1) * sizeof *val);
+	len = malloc((FILL_BINS + 1) * sizeof *len);
+	if (!net || !y || !val || !len)
+		goto nomem;
 	for (size_t i = 0; i < ng * n; i++)
 		kappa[i] = m->cold_start ? 0.0 : 1.0;
 	if (!m->cold_start)
 		goto out;
-	/* Each thread's bin width: its clock's end over the bins. */
+	/* Each thread's bin width: its clock's end over its bins. */
 	for (size_t t = 0; t < nt; t++) {
 		uint64_t end = 1;
 		for (size_t k = pc->toff[t]; k < pc->toff[t + 1]; k++)
 			end = pc->items[k].start + pc->items[k].refs > end
 			          ? pc->items[k].start + pc->items[k].refs
 			          : end;
-		wid[t] = (double)end / FILL_BINS;
+		wid[t] = (double)end / (double)(boff[t + 1] - boff[t] ? boff[t + 1] - boff[t] : 1);
 	}
 	for (size_t i = 0; i < p->samples.n; i++) {
 		const lomas_sample *s = &p->samples.items[i];
-		size_t k, t, b;
+		size_t k, t, nb;
 		if (!(s->weight > 0.0) || s->state == LOMAS_SAMPLE_CENSORED)
 			continue; /* a censored reuse ends in an unknown bin: left out */
 		k = model_piece_of(pc, &p->windows.items[s->window], s->window, s->start);
 		t = pc->items[k].thread;
-		b = (size_t)fmin((double)s->start / wid[t], FILL_BINS - 1);
-		net[t * FILL_BINS + b] += s->weight;
-		if (s->state != LOMAS_SAMPLE_REUSED)
-			continue;
-		b = (size_t)fmin((double)s->end / wid[t], FILL_BINS - 1);
-		net[t * FILL_BINS + b] -= s->weight;
+		nb = boff[t + 1] - boff[t];
+		net[boff[t] + (size_t)fmin((double)s->start / wid[t], (double)nb - 1)] += s->weight;
+		if (s->state == LOMAS_SAMPLE_REUSED)
+			net[boff[t] + (size_t)fmin((double)s->end / wid[t], (double)nb - 1)] -=
+			    s->weight;
 	}
 	for (size_t t = 0; t < nt; t++) {
+		size_t nb = boff[t + 1] - boff[t];
 		y[0] = 0.0;
-		for (size_t b = 0; b < FILL_BINS; b++)
-			y[b + 1] = y[b] + net[t * FILL_BINS + b];
-		isotonic(y, FILL_BINS + 1, val, len);
+		for (size_t b = 0; b < nb; b++)
+			y[b + 1] = y[b] + net[boff[t] + b];
+		isotonic(y, nb + 1, val, len);
 		for (size_t k = pc->toff[t]; k < pc->toff[t + 1]; k++) {
 			const model_piece *pk = &pc->items[k];
 			double x0 = (double)pk->start / wid[t];
 			double x1 = (double)(pk->start + pk->refs) / wid[t];
 			uint32_t g = m->piece_group[k];
 			/* The bins the piece covers, each for its overlap. */
-			for (size_t b = (size_t)x0; b < FILL_BINS && (double)b < x1; b++) {
+			for (size_t b = (size_t)x0; b < nb && (double)b < x1; b++) {
 				double o0 = fmax(x0, (double)b), o1 = fmin(x1, (double)b + 1.0);
 				double a = fmax(y[b], 0.0), c = fmax(y[b + 1], 0.0);
 				if (!(o1 > o0) || !(c > a))
@@ -192,7 +200,11 @@ lomas_status model_evicting_cold(const model_data *m, const double *lines, size_
 		for (size_t j = 0; j < n; j++)
 			kappa[g * n + j] =
 			    tot[g] > 0.0 ? fmin(1.0, kappa[g * n + j] / tot[g]) : 1.0;
+	goto out;
+nomem:
+	st = error_set(LOMAS_ENOMEM, "out of memory");
 out:
+	free(boff);
 	free(net);
 	free(wid);
 	free(y);
