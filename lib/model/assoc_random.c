@@ -167,6 +167,18 @@ static ar_set *set_find(const ar_sets *T, uint64_t s)
 	return &T->t[lo];
 }
 
+/* The occupancy factor K / (K - 1) of a set of K lines (the header comment). */
+static double set_occ(const ar_set *e)
+{
+	return e->load / fmax(e->load - 1.0, 1.0);
+}
+
+/* Whether a set's lines all fit in its A ways: it never misses (sets_build). */
+static bool set_fits(const ar_sets *T, const ar_set *e, double A)
+{
+	return e->load < A + T->slack && e->lfl < A + 0.5;
+}
+
 /*
  * StatCache's root for one set or group: sum_i w_i (1 - e^{-(R + c) x_i}) +
  * C = R S with x_i = d_i lam_i, by Newton from R = 1 (the left side less
@@ -903,10 +915,8 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 					size_t kc = 0;
 					for (c1 = c0; c1 < g1 && r[c1].cls == r[c0].cls;) {
 						const ar_set *e = set_find(&T, r[c1].set);
-						double Ss, Cs,
-						    occ = e->load / fmax(e->load - 1.0, 1.0);
-						bool fit =
-						    e->load < A + T.slack && e->lfl < A + 0.5;
+						double Ss, Cs, occ = set_occ(e);
+						bool fit = set_fits(&T, e, A);
 						kc = set_reuses(&wk, r, c1, g1, kc, &T, e, fit, occ,
 						                A, &c1, &Ss, &Cs);
 						Sc += Ss;
@@ -916,8 +926,7 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 					              cg);
 					for (size_t s0 = c0, s1, t0 = 0; s0 < c1; s0 = s1) {
 						const ar_set *e = set_find(&T, r[s0].set);
-						double Ss = 0.0,
-						       occ = e->load / fmax(e->load - 1.0, 1.0);
+						double Ss = 0.0, occ = set_occ(e);
 						size_t nre = 0;
 						for (s1 = s0; s1 < c1 && r[s1].set == r[s0].set;
 						     s1++) {
@@ -932,8 +941,8 @@ lomas_status assoc_random_delta(const lomas_profile *p, const double *lines, siz
 				}
 				for (size_t s0 = g0, s1; pass == 1 && s0 < g1; s0 = s1) {
 					const ar_set *e = set_find(&T, r[s0].set);
-					double Ss, Cs, occ = e->load / fmax(e->load - 1.0, 1.0);
-					bool fit = e->load < A + T.slack && e->lfl < A + 0.5;
+					double Ss, Cs, occ = set_occ(e);
+					bool fit = set_fits(&T, e, A);
 					k = set_reuses(&wk, r, s0, g1, 0, &T, e, fit, occ, A, &s1,
 					               &Ss, &Cs);
 					miss +=
