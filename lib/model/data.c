@@ -32,6 +32,7 @@ void model_data_free(model_data *m)
 	free(m->fix);
 	free(m->piece_group);
 	free(m->distinct);
+	free(m->sdfloor);
 	free(m->once);
 	free(m->sampled);
 	model_pieces_free(&m->pieces);
@@ -564,10 +565,11 @@ out:
 	if (!st) {
 		m->distinct = malloc((m->nthreads + 1) * sizeof *m->distinct);
 		m->once = calloc(m->nthreads + 1, sizeof *m->once);
-		if (!m->distinct || !m->once)
+		m->sdfloor = malloc((m->nthreads + 1) * sizeof *m->sdfloor);
+		if (!m->distinct || !m->once || !m->sdfloor)
 			st = error_set(LOMAS_ENOMEM, "out of memory preparing the model");
 		for (size_t t = 0; st == LOMAS_OK && t <= m->nthreads; t++)
-			m->distinct[t] = -1.0;
+			m->distinct[t] = m->sdfloor[t] = -1.0;
 	}
 	big_free(blk);
 	free(lng);

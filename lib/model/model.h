@@ -154,6 +154,7 @@ typedef struct model_data {
 	double *distinct;             /* per thread: distinct sampled lines, -1 until counted */
 	double *once;                 /* per thread: of those, the lines sampled only once */
 	double *sampled;              /* per thread: samples (a bound on distinct) */
+	double *sdfloor;              /* per thread: lines its reuses see, -1 until counted */
 	/*
 	 * Only with model_opts.per_sample (else NULL), per sample of the
 	 * profile: the groups of its start and of its end (the start's for
