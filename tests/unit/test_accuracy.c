@@ -384,9 +384,10 @@ static void test_sweep_footprint(void **state)
 		assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_LRU, sizes, 2, 0, 0, model),
 		                 LOMAS_OK);
 		for (int j = 0; j < 2; j++) {
-			printf("sweep seed %llu %4llu lines lru    exact %.3f model %.3f (%+.2f pp)\n",
-			       (unsigned long long)seed, (unsigned long long)lines[j], 100 * lru[j],
-			       100 * model[j], 100 * (model[j] - lru[j]));
+			printf(
+			    "sweep seed %llu %4llu lines lru    exact %.3f model %.3f (%+.2f pp)\n",
+			    (unsigned long long)seed, (unsigned long long)lines[j], 100 * lru[j],
+			    100 * model[j], 100 * (model[j] - lru[j]));
 			assert_true(fabs(model[j] - lru[j]) <= 0.03);
 		}
 		lomas_profile_free(p);
