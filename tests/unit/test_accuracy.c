@@ -339,9 +339,10 @@ static void test_mixed(void **state)
  * estimate from the dangling samples is 80 of them at period 64, +-9: with
  * a seed that draws 62 (F = 3968), the random curve kept 40 % of its
  * misses at 4096 lines (7.0 % for the exact 17.5 %), although every one of
- * 1500 long reuses sees 5119 lines. 8 seeds, random replacement within 3
- * pp of the exact simulation at both sizes (the rest is the model's own
- * error on a cyclic walk, -1.2 to -1.5 with that seed), LRU within 1.
+ * 1500 long reuses sees 5119 lines. 8 seeds, both policies within 3 pp
+ * of the exact simulation at both sizes: random -2.2 to +1.6 (before the
+ * reuses' floor, seed 1 at 4608 lines: -3.4), LRU -2.5 to +1.3 (the
+ * sampling noise of the long reuses' share, ~1500 of ~3200 samples).
  */
 static void test_sweep_footprint(void **state)
 {
