@@ -351,7 +351,7 @@ static void test_sweep_footprint(void **state)
 	const uint64_t sizes[2] = {4096 * LINE, 4608 * LINE};
 	uint32_t *t = malloc(n * sizeof *t), *next = malloc(n * sizeof *next);
 	uint32_t *last = malloc(k * sizeof *last);
-	double rnd[2], lru[2], model[2];
+	double rnd[2], ex_lru[2], model[2];
 	uint64_t lines[2] = {4096, 4608}, cold;
 	(void)state;
 	assert_true(t && next && last);
@@ -362,34 +362,32 @@ static void test_sweep_footprint(void **state)
 		next[i] = last[t[i]];
 		last[t[i]] = (uint32_t)i;
 	}
-	exact_lru(t, n, k, lines, 2, lru, &cold);
+	exact_lru(t, n, k, lines, 2, ex_lru, &cold);
 	for (int j = 0; j < 2; j++) {
 		rnd[j] = 0.0;
 		for (int r = 0; r < 3; r++)
 			rnd[j] +=
 			    exact_random(t, n, k, lines[j], 7 + (uint64_t)r) / 3.0 / (double)n;
-		lru[j] /= (double)n;
+		ex_lru[j] /= (double)n;
 	}
 	for (uint64_t seed = 1; seed <= 8; seed++) {
 		size_t ns;
 		lomas_profile *p = sample_trace(t, next, n, 64.0, seed, &ns);
-		assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_RANDOM, sizes, 2, 0, 0, model),
-		                 LOMAS_OK);
-		for (int j = 0; j < 2; j++) {
-			printf(
-			    "sweep seed %llu %4llu lines random exact %.3f model %.3f (%+.2f pp)\n",
-			    (unsigned long long)seed, (unsigned long long)lines[j], 100 * rnd[j],
-			    100 * model[j], 100 * (model[j] - rnd[j]));
-			assert_true(fabs(model[j] - rnd[j]) <= 0.03);
-		}
-		assert_int_equal(lomas_model_curve(p, LOMAS_POLICY_LRU, sizes, 2, 0, 0, model),
-		                 LOMAS_OK);
-		for (int j = 0; j < 2; j++) {
-			printf(
-			    "sweep seed %llu %4llu lines lru    exact %.3f model %.3f (%+.2f pp)\n",
-			    (unsigned long long)seed, (unsigned long long)lines[j], 100 * lru[j],
-			    100 * model[j], 100 * (model[j] - lru[j]));
-			assert_true(fabs(model[j] - lru[j]) <= 0.03);
+		for (int lru = 0; lru < 2; lru++) {
+			const double *ex = lru ? ex_lru : rnd;
+			assert_int_equal(
+			    lomas_model_curve(p, lru ? LOMAS_POLICY_LRU : LOMAS_POLICY_RANDOM,
+			                      sizes, 2, 0, 0, model),
+			    LOMAS_OK);
+			for (int j = 0; j < 2; j++) {
+				printf(
+				    "sweep seed %llu %4llu lines %-6s exact %.3f model %.3f (%+.2f "
+				    "pp)\n",
+				    (unsigned long long)seed, (unsigned long long)lines[j],
+				    lru ? "lru" : "random", 100 * ex[j], 100 * model[j],
+				    100 * (model[j] - ex[j]));
+				assert_true(fabs(model[j] - ex[j]) <= 0.03);
+			}
 		}
 		lomas_profile_free(p);
 	}
